@@ -1,0 +1,35 @@
+"""xprof: find what makes a PyTorch/XLA training loop recompile and sync, and what to change.
+
+``xprof.watch()`` records a run inside the training process (needs torch_xla);
+``xprof.load()``, ``xprof.analyze()`` and ``xprof.compare()`` read run files anywhere
+(pandas only). Importing ``xprof`` imports neither torch nor pandas.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from xprof._version import __version__
+from xprof.runfile import Run, RunFileError, load_run as load
+
+if TYPE_CHECKING:
+    from xprof.recorder.watch import watch as watch
+
+
+def __getattr__(name: str) -> Any:
+    if name == "watch":
+        from xprof.recorder.watch import watch
+
+        return watch
+    if name == "analyze":
+        from xprof.analysis import analyze
+
+        return analyze
+    if name == "compare":
+        from xprof.compare import compare
+
+        return compare
+    raise AttributeError(f"module 'xprof' has no attribute {name!r}")
+
+
+__all__ = ["Run", "RunFileError", "__version__", "analyze", "compare", "load", "watch"]

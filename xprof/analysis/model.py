@@ -1,0 +1,179 @@
+"""What an analysis of a run holds: the tables, the totals and the findings.
+
+Renderers (the HTML report, the terminal summary, compare) take an :class:`Analysis`
+and nothing else; they never look at run-file records directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from xprof.runfile import Run
+
+CAUSES = ("warmup", "input_shape", "implicit_sync", "graph_change", "cpu_fallback", "unknown")
+"""Every uncached compile gets exactly one of these causes (docs/diagnosis.md)."""
+
+WARMUP_STEPS = 2
+"""Warm-up: the first two steps that ran a graph. torch_xla compiles a one-off graph at the
+first step (optimizer state is created inside it) and the steady-state graph at the
+second, so even a perfect loop compiles twice. Uncached compiles after these steps are
+``recompiles``."""
+
+SUMMARY_SCHEMA = "xprof-summary"
+SUMMARY_VERSION = 1
+
+
+@dataclass
+class Finding:
+    """One problem, its cost, the evidence and the fix.
+
+    ``seconds`` is what it cost in this run: compile time of the compiles it caused plus
+    the execution time of the extra executions it forced. Fields that do not apply are None.
+    """
+
+    id: str
+    cause: str
+    """One of :data:`CAUSES` (never ``warmup``: warm-up is expected, not a finding)."""
+    kind: str
+    """Finer pattern: ``dynamic_padding``, ``partial_batch``, ``batch_size_change``,
+    ``shape_change``, ``item``, ``print``, ``format``, ``tensor_condition``, ``tolist``,
+    ``numpy``, ``to_cpu``, ``scalar``, ``library_sync``, ``checkpoint``,
+    ``periodic_graph``, ``eval_pass``, ``graph_change``, ``cpu_fallback``, ``unknown``."""
+    title: str
+    """One sentence a person reads first."""
+    count: int
+    """How many times it happened (compiles for compile causes, reads for syncs)."""
+    compiles: int
+    seconds: float
+    compile_seconds: float
+    execute_seconds: float
+    advice: str
+    evidence: list[str] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    file: str | None = None
+    line: int | None = None
+    func: str | None = None
+    code: str | None = None
+    via: str | None = None
+    input: str | None = None
+    dim: int | None = None
+    shapes: list[list[int]] | None = None
+    """Distinct shapes the input took, in order of first appearance."""
+    pattern: str | None = None
+    """E.g. "every 5 steps", "the last batch of each epoch"."""
+    what_if: list[dict[str, Any]] | None = None
+    """For padding: graphs and compile seconds left by bucketing (``strategy``,
+    ``graphs``, ``compile_seconds``, ``saved_seconds``)."""
+    severity: str = "warning"
+    """``warning`` (costs time every run), ``info`` (expected, e.g. an occasional checkpoint)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Totals:
+    steps: int
+    """Step barriers that ran a graph (training steps)."""
+    barriers: int
+    """All step barriers, including empty ones (MpDeviceLoader syncs at epoch edges)."""
+    wall_seconds: float
+    compile_seconds: float
+    execute_seconds: float
+    compiles: int
+    """Uncached compiles in the run."""
+    recompiles: int
+    """Uncached compiles after warm-up (see :data:`WARMUP_STEPS`)."""
+    cached_compiles: int
+    distinct_graphs: int
+    executions: int
+    syncs: int
+    """Host reads that forced the device (deferred step-closure reads excluded)."""
+    deferred_reads: int
+    extra_executions: int
+    """Executions beyond one per training step (caused by syncs)."""
+    transfers: int
+    """Device-to-host transfers (``xla::_to_cpu``)."""
+    fallback_ops: dict[str, int]
+    complete: bool
+    status: str
+    """``ok``, ``error`` (the loop raised), ``interrupted``, or ``incomplete`` (killed)."""
+    exception: str | None
+    profiler_errors: int
+    step_ms_median: float | None
+    step_ms_p95: float | None
+    execute_ms_median: float | None
+    """Median execute time of steady-state steps (after warm-up, without compiles)."""
+    execute_ms_p95: float | None
+    compile_share: float
+    """compile_seconds / wall_seconds."""
+
+
+@dataclass
+class Analysis:
+    """Everything the renderers need.
+
+    ``steps``: one row per barrier, columns ``i, t0, tb, t1, barrier, work, warmup,
+    sig, uncached, cached, barrier_uncached, barrier_cached, executions, compile_ms,
+    execute_ms, step_ms, syncs, deferred_reads, transfers, graph_nodes, cause``
+    (``cause``: the cause of the step's first uncached compile, or "").
+
+    ``compiles``: one row per uncached compile, columns ``step, t, ms, at`` ("barrier"
+    or "step" for one forced mid-step by a host read), ``cause, finding, sig,
+    graph_nodes``.
+
+    ``syncs``: one row per host read, columns ``step, t0, t1, ms, site, kind, file,
+    line, func, code, via, deferred, uncached, cached, executions``.
+
+    ``inputs``: one row per (signature, input), columns ``sig, name, shape, dtype, src``.
+    """
+
+    run: Run
+    steps: pd.DataFrame
+    compiles: pd.DataFrame
+    syncs: pd.DataFrame
+    inputs: pd.DataFrame
+    findings: list[Finding]
+    totals: Totals
+    notes: list[str] = field(default_factory=list)
+    """Caveats worth telling the reader (incomplete run, dropped samples, profiler errors)."""
+
+    def summary(self) -> dict[str, Any]:
+        """The documented, versioned object of ``xprof summary --json`` (docs/summary.md)."""
+        t = self.totals
+        return {
+            "schema": SUMMARY_SCHEMA,
+            "version": SUMMARY_VERSION,
+            "name": self.run.name,
+            "path": self.run.path,
+            "complete": t.complete,
+            "status": t.status,
+            "steps": t.steps,
+            "barriers": t.barriers,
+            "compiles": t.compiles,
+            "recompiles": t.recompiles,
+            "cached_compiles": t.cached_compiles,
+            "distinct_graphs": t.distinct_graphs,
+            "compile_seconds": round(t.compile_seconds, 6),
+            "execute_seconds": round(t.execute_seconds, 6),
+            "wall_seconds": round(t.wall_seconds, 6),
+            "compile_share": round(t.compile_share, 6),
+            "executions": t.executions,
+            "extra_executions": t.extra_executions,
+            "syncs": t.syncs,
+            "deferred_reads": t.deferred_reads,
+            "transfers": t.transfers,
+            "fallback_ops": t.fallback_ops,
+            "step_ms_median": t.step_ms_median,
+            "step_ms_p95": t.step_ms_p95,
+            "execute_ms_median": t.execute_ms_median,
+            "execute_ms_p95": t.execute_ms_p95,
+            "profiler_errors": t.profiler_errors,
+            "exception": t.exception,
+            "meta": self.run.meta,
+            "findings": [f.to_json() for f in self.findings],
+            "notes": list(self.notes),
+        }

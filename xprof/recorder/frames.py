@@ -1,0 +1,117 @@
+"""Finding the user's line in a call stack.
+
+A host read happens deep inside torch; the user wants the line of *their* code that
+asked for it, and, when their line called a library that did the read (a ``GradScaler``
+step, a checkpoint save, a Trainer's logging), the name of that library function.
+Files are classified once and cached, so a lookup is a short walk up the stack.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from types import FrameType
+
+_XPROF_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _library_roots() -> tuple[str, ...]:
+    roots = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            roots.add(os.path.realpath(path))
+    for path in sys.path:
+        if path.endswith(("site-packages", "dist-packages")):
+            roots.add(os.path.realpath(path))
+    return tuple(sorted(roots, key=len, reverse=True))
+
+
+def _package_dir(name: str) -> str | None:
+    module = sys.modules.get(name)
+    file = getattr(module, "__file__", None)
+    return os.path.dirname(os.path.realpath(file)) if file else None
+
+
+@dataclass(frozen=True)
+class Site:
+    file: str
+    line: int
+    func: str
+    via: str | None
+    """The library function the user's line called that did the read, if any."""
+
+    def code(self) -> str:
+        return linecache.getline(self.file, self.line).strip()
+
+
+class FrameClassifier:
+    """Tells the profiler's and torch's own frames from the user's, with a per-file cache."""
+
+    def __init__(self) -> None:
+        internal = [_XPROF_DIR]
+        for pkg in ("torch", "torch_xla"):
+            d = _package_dir(pkg)
+            if d:
+                internal.append(d)
+        self._internal = tuple(internal)
+        self._libraries = _library_roots()
+        # filename -> 0 user code, 1 library (site-packages, stdlib), 2 torch/torch_xla/xprof
+        self._cache: dict[str, int] = {}
+
+    def kind(self, filename: str) -> int:
+        k = self._cache.get(filename)
+        if k is None:
+            if filename.startswith("<") and not filename.startswith("<ipython"):
+                k = 1  # <frozen ...>, <string>: not a line a user can open
+            else:
+                real = os.path.realpath(filename)
+                if real.startswith(self._internal):
+                    k = 2
+                elif real.startswith(self._libraries):
+                    k = 1
+                else:
+                    k = 0
+            self._cache[filename] = k
+        return k
+
+    def user_site(self, frame: FrameType | None, limit: int = 64) -> Site | None:
+        """The first user frame above ``frame``, and the library call it went through.
+
+        When no frame is user code (a script run from site-packages, say), the first
+        frame outside torch, torch_xla and xprof stands in for it.
+        """
+        first_outside: FrameType | None = None
+        last_library: FrameType | None = None
+        f = frame
+        n = 0
+        while f is not None and n < limit:
+            k = self.kind(f.f_code.co_filename)
+            if k == 0:
+                return Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name, _via(last_library))
+            if k == 1 and first_outside is None:
+                first_outside = f
+            last_library = f
+            f = f.f_back
+            n += 1
+        if first_outside is not None:
+            code = first_outside.f_code
+            return Site(code.co_filename, first_outside.f_lineno, code.co_name, None)
+        return None
+
+
+_TENSOR_METHOD_MODULES = ("torch._tensor", "torch._tensor_str", "torch.overrides")
+
+
+def _via(frame: FrameType | None) -> str | None:
+    """Dotted name of the library function a user's line called, or None for a direct read."""
+    if frame is None:
+        return None
+    module = str(frame.f_globals.get("__name__", ""))
+    if module.startswith("xprof.") or module in _TENSOR_METHOD_MODULES:
+        return None
+    qual = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+    return f"{module}.{qual}" if module else qual

@@ -1,0 +1,101 @@
+"""Naming the tensors that feed a step, the way the user knows them.
+
+A batch from a loader is flattened into named leaves: dict keys (``input_ids``), tuple
+positions (``batch[0]``), namedtuple fields. A tensor moved to the device outside a
+loader batch is named from the code that moved it: the key of the dict comprehension it
+was moved in, or the variable it was assigned to (``x = torch.randn(8, 16).to(dev)``).
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import os
+from collections.abc import Mapping
+from types import FrameType
+from typing import Any
+
+MAX_LEAVES = 64
+MAX_DEPTH = 4
+
+
+def dtype_name(dtype: Any) -> str:
+    text = str(dtype)
+    return text[6:] if text.startswith("torch.") else text
+
+
+def flatten_batch(batch: Any, tensor_type: type) -> list[tuple[str, Any]]:
+    """Named tensor leaves of a batch: ``[("input_ids", t), ("labels", t)]``."""
+    out: list[tuple[str, Any]] = []
+
+    def walk(obj: Any, name: str, depth: int) -> None:
+        if len(out) >= MAX_LEAVES or depth > MAX_DEPTH:
+            return
+        if isinstance(obj, tensor_type):
+            out.append((name, obj))
+        elif isinstance(obj, Mapping):
+            for key, value in obj.items():
+                walk(value, str(key) if not name else f"{name}.{key}", depth + 1)
+        elif isinstance(obj, tuple) and hasattr(obj, "_fields"):
+            for key, value in zip(obj._fields, obj):
+                walk(value, str(key) if not name else f"{name}.{key}", depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            base = name or "batch"
+            for idx, value in enumerate(obj):
+                walk(value, f"{base}[{idx}]", depth + 1)
+
+    walk(batch, "", 0)
+    if len(out) == 1 and out[0][0] == "":
+        out[0] = ("batch", out[0][1])
+    return out
+
+
+def _target_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript):
+        key = node.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, (str, int)):
+            base = _target_name(node.value) if isinstance(node.value, ast.expr) else None
+            return str(key.value) if isinstance(key.value, str) else f"{base}[{key.value}]"
+    return None
+
+
+_LINE_NAMES: dict[tuple[str, int], str] = {}
+
+
+def name_from_line(filename: str, lineno: int) -> str:
+    """The variable a line assigns to, or ``file.py:LINE`` when there is no one name."""
+    key = (filename, lineno)
+    cached = _LINE_NAMES.get(key)
+    if cached is not None:
+        return cached
+    name: str | None = None
+    text = linecache.getline(filename, lineno).strip()
+    if text:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            tree = None
+        if tree is not None and tree.body:
+            stmt = tree.body[0]
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                name = _target_name(stmt.targets[0])
+            elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+                name = _target_name(stmt.target)
+    if name is None:
+        name = f"{os.path.basename(filename)}:{lineno}"
+    _LINE_NAMES[key] = name
+    return name
+
+
+def name_from_comprehension(frame: FrameType) -> str | None:
+    """In ``{k: v.to(dev) for k, v in batch.items()}``, the key being moved."""
+    if frame.f_code.co_name != "<dictcomp>":
+        return None
+    for name, value in frame.f_locals.items():
+        if name != ".0" and isinstance(value, str):
+            return value
+    return None

@@ -1,0 +1,200 @@
+"""``xprof.watch()``: record a training loop into a run file.
+
+What counts as a step: one step is everything between two step barriers, and a
+record is written when each barrier finishes. Every barrier torch_xla has ends in the
+same call (``_XLAC._xla_step_marker``), so ``xm.mark_step()``, ``torch_xla.sync()``,
+``xm.optimizer_step(..., barrier=True)``, each ``MpDeviceLoader`` batch and the end of
+``torch_xla.step()`` are all seen without the user's help. A barrier with nothing
+pending (``MpDeviceLoader`` syncs once at the start and the end of an epoch) is
+recorded too; the analysis counts it apart from training steps.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+import platform
+import socket
+import sys
+import threading
+from types import TracebackType
+from typing import Any
+
+from xprof._version import __version__
+from xprof.recorder import hooks
+from xprof.recorder.core import Recorder
+from xprof.recorder.metrics import MetricsSource, XlaMetrics
+from xprof.runfile import RunWriter
+
+log = logging.getLogger("xprof")
+
+_ACTIVE: "watch | None" = None
+_ACTIVE_LOCK = threading.Lock()
+
+
+class XprofUsageError(RuntimeError):
+    """A misuse of the API by the caller (for example a nested ``watch()``)."""
+
+
+def active() -> "watch | None":
+    """The running ``watch()``, if any."""
+    return _ACTIVE
+
+
+def rank_path(path: str, rank: int | None, world_size: int | None) -> str:
+    """``run.json`` -> ``run.rank1.json`` when several processes record at once."""
+    if rank is None or not world_size or world_size <= 1:
+        return path
+    root, ext = os.path.splitext(path)
+    return f"{root}.rank{rank}{ext or '.json'}"
+
+
+def _versions() -> dict[str, Any]:
+    out: dict[str, Any] = {"python": platform.python_version()}
+    for name in ("torch", "torch_xla"):
+        mod = sys.modules.get(name)
+        out[name] = getattr(mod, "__version__", None) if mod else None
+    return out
+
+
+def _process_identity() -> tuple[int | None, int | None, str | None]:
+    """(rank, world size, PJRT device type) as torch_xla knows them, where it does."""
+    rank = world = None
+    device = os.environ.get("PJRT_DEVICE")
+    try:
+        import torch_xla.runtime as xr
+
+        world = int(xr.world_size())
+        rank = int(xr.global_ordinal())
+        device = str(xr.device_type() or device)
+    except Exception:
+        pass
+    return rank, world, device
+
+
+class watch:
+    """Record every step of the enclosed training loop into ``path``.
+
+    >>> with xprof.watch("run.json"):
+    ...     for batch in loader:
+    ...         train_step(batch)
+    ...         xm.mark_step()
+
+    ``inputs=False`` turns off input-shape recording, ``syncs=False`` the host-read
+    hooks. In a multi-process run each process writes its own file
+    (``run.rank0.json``, ``run.rank1.json``...). The user's exceptions propagate
+    unchanged; the file is completed with the error recorded.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = "run.json", *, name: str | None = None,
+                 inputs: bool = True, syncs: bool = True,
+                 source: MetricsSource | None = None) -> None:
+        self.requested_path = os.fspath(path)
+        self.path = self.requested_path
+        self.name = name
+        self.inputs = inputs
+        self.syncs = syncs
+        self._source = source
+        self._patches = hooks.Patches()
+        self.recorder: Recorder | None = None
+
+    def __enter__(self) -> "watch":
+        global _ACTIVE
+        with _ACTIVE_LOCK:
+            if _ACTIVE is not None:
+                raise XprofUsageError(
+                    f"xprof.watch() is already recording to {_ACTIVE.path}; "
+                    "nested or concurrent watch() blocks are not supported")
+            _ACTIVE = self
+        try:
+            self._start()
+        except BaseException:
+            self._patches.restore()
+            with _ACTIVE_LOCK:
+                _ACTIVE = None
+            raise
+        return self
+
+    def _start(self) -> None:
+        import torch
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+
+        rank, world, device = _process_identity()
+        self.path = rank_path(self.requested_path, rank, world)
+        now = _dt.datetime.now(_dt.timezone.utc)
+        header = {
+            "xprof_version": __version__,
+            "name": self.name or os.path.splitext(os.path.basename(self.requested_path))[0],
+            "started_at": now.isoformat(timespec="seconds"),
+            "started_unix": now.timestamp(),
+            "meta": {
+                **_versions(),
+                "xprof": __version__,
+                "device": device,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "argv": list(sys.argv),
+                "cwd": os.getcwd(),
+                "rank": rank,
+                "world_size": world,
+                "inputs": self.inputs,
+                "syncs": self.syncs,
+                "debug_level": os.environ.get("PT_XLA_DEBUG_LEVEL"),
+                "metrics_samples": os.environ.get("XLA_METRICS_SAMPLES"),
+            },
+        }
+        writer = RunWriter(self.path, header)
+        source = self._source or XlaMetrics()
+        rec = Recorder(writer, source)
+        self.recorder = rec
+        try:
+            hooks.install_barrier(rec, self._patches, torch_xla._XLAC)
+            hooks.install_closures(rec, self._patches, xm)
+            if self.syncs or self.inputs:
+                hooks.install_host_reads(rec, self._patches, torch.Tensor, reads=self.syncs,
+                                         inputs=self.inputs)
+            if self.inputs:
+                hooks.install_loaders(rec, self._patches, torch.Tensor)
+        except Exception as exc:
+            # A torch_xla whose internals moved: record less rather than break training.
+            rec.error("install hooks", exc)
+        rec.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        global _ACTIVE
+        rec = self.recorder
+        try:
+            if rec is not None:
+                rec.active = False
+                _settle_executions()
+                if exc_type is None:
+                    status, text = "ok", None
+                elif issubclass(exc_type, KeyboardInterrupt):
+                    status, text = "interrupted", "KeyboardInterrupt"
+                else:
+                    status, text = "error", f"{exc_type.__name__}: {exc}"
+                rec.stop(status, text)
+        finally:
+            skipped = self._patches.restore()
+            if skipped:
+                log.warning("xprof: left %s patched: something else patched it after watch() "
+                            "started (the leftover hook is inert)", ", ".join(skipped))
+            with _ACTIVE_LOCK:
+                _ACTIVE = None
+        # Returning None lets the user's exception propagate unchanged.
+
+
+def _settle_executions() -> None:
+    """Let the last step's asynchronous execution finish so its time is in the run.
+
+    Outside the hot path (once, at exit); failures are ignored.
+    """
+    try:
+        import torch_xla.core.xla_model as xm
+
+        xm.wait_device_ops()
+    except Exception:
+        pass

@@ -1,0 +1,228 @@
+"""The run file: the one thing the recorder and the analysis share.
+
+A run file is JSON Lines. Its first line is a header object that says what the file
+is (``"format": "xprof-run"``) and which version of the format wrote it; every other
+line is one record with a ``"type"`` key. The recorder appends records as the run goes
+and flushes them, so a process that is killed still leaves a readable file; a complete
+run ends with an ``end`` record. ``docs/run-format.md`` documents every record.
+
+This module imports nothing heavy: it is used inside the training process (writing)
+and on a laptop without torch (reading).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+FORMAT = "xprof-run"
+VERSION = 1
+"""The newest run-file version this build writes and reads."""
+
+
+class RunFileError(Exception):
+    """A run file that cannot be read; the message is one line meant for a person."""
+
+
+@dataclass
+class Run:
+    """A loaded run file, grouped by record type, in file order."""
+
+    path: str
+    header: dict[str, Any]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    syncs: list[dict[str, Any]] = field(default_factory=list)
+    sites: dict[int, dict[str, Any]] = field(default_factory=dict)
+    signatures: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    compiles: list[dict[str, Any]] = field(default_factory=list)
+    executions: list[tuple[float, float]] = field(default_factory=list)
+    graph_sizes: list[tuple[float, float]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    debug: list[dict[str, Any]] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+    skipped_lines: int = 0
+    truncated_tail: bool = False
+
+    @property
+    def complete(self) -> bool:
+        """True when the recorder wrote its ``end`` record (the process did not die)."""
+        return self.end is not None
+
+    @property
+    def name(self) -> str:
+        return str(self.header.get("name") or Path(self.path).stem)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        meta = self.header.get("meta")
+        return meta if isinstance(meta, dict) else {}
+
+
+class RunWriter:
+    """Appends records to a run file, one JSON object a line, flushed as it goes.
+
+    Thread-safe: hooks may fire on a data-loading thread. Write errors (a full disk, a
+    removed folder) are raised to the caller once and then the writer goes quiet, so the
+    recorder can log the failure and let training carry on.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], header: dict[str, Any]) -> None:
+        self.path = str(path)
+        parent = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(parent, exist_ok=True)
+        self._file: IO[str] | None = open(self.path, "w", encoding="utf-8")
+        self._lock = threading.Lock()
+        self.failed: BaseException | None = None
+        full = {"format": FORMAT, "version": VERSION, **header}
+        self.write(full, flush=True)
+
+    def write(self, record: dict[str, Any], flush: bool = True) -> None:
+        line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
+        with self._lock:
+            f = self._file
+            if f is None:
+                return
+            try:
+                f.write(line)
+                if flush:
+                    f.flush()
+            except BaseException as exc:
+                self.failed = exc
+                self._file = None
+                try:
+                    f.close()
+                except OSError:
+                    pass
+                raise
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            f, self._file = self._file, None
+        if f is not None:
+            f.close()
+
+
+def _parse_header(path: str, first: str) -> dict[str, Any]:
+    try:
+        header = json.loads(first)
+    except json.JSONDecodeError:
+        if first.lstrip().startswith("{") and not first.endswith("\n"):
+            raise RunFileError(f"{path}: truncated run file (the header line is incomplete)")
+        raise RunFileError(f"{path}: not an xprof run file (the first line is not JSON)")
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise RunFileError(f"{path}: not an xprof run file (no \"format\": \"{FORMAT}\" header)")
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise RunFileError(f"{path}: run file header has an invalid version {version!r}")
+    if version > VERSION:
+        writer = header.get("xprof_version", "a newer xprof")
+        raise RunFileError(
+            f"{path}: run file format version {version} (written by xprof {writer}) is newer "
+            f"than this xprof reads (up to version {VERSION}); upgrade xprof"
+        )
+    return header
+
+
+def _num_pairs(value: Any) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    if isinstance(value, list):
+        for item in value:
+            if (
+                isinstance(item, list)
+                and len(item) == 2
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in item)
+            ):
+                out.append((float(item[0]), float(item[1])))
+    return out
+
+
+def _add_record(run: Run, rec: dict[str, Any]) -> bool:
+    """File one record into ``run``; False when it is not a record this version knows."""
+    kind = rec.get("type")
+    if kind == "step":
+        if not isinstance(rec.get("i"), int):
+            return False
+        run.steps.append(rec)
+    elif kind == "sync":
+        run.syncs.append(rec)
+    elif kind == "site":
+        if not isinstance(rec.get("id"), int):
+            return False
+        run.sites[rec["id"]] = rec
+    elif kind == "sig":
+        inputs = rec.get("inputs")
+        if not isinstance(rec.get("id"), int) or not isinstance(inputs, list):
+            return False
+        run.signatures[rec["id"]] = [i for i in inputs if isinstance(i, dict)]
+    elif kind == "compile":
+        run.compiles.append(rec)
+    elif kind == "exec":
+        run.executions.extend(_num_pairs(rec.get("samples")))
+    elif kind == "graph_sizes":
+        run.graph_sizes.extend(_num_pairs(rec.get("samples")))
+    elif kind == "error":
+        run.errors.append(rec)
+    elif kind == "debug":
+        run.debug.append(rec)
+    elif kind == "end":
+        run.end = rec
+    else:
+        return False
+    return True
+
+
+def load_run(path: str | os.PathLike[str]) -> Run:
+    """Read and validate a run file; raise :class:`RunFileError` with one line on bad input.
+
+    A file whose last line was cut off mid-write (the process was killed) loads with
+    ``truncated_tail`` set and without an ``end`` record; unknown record types from a
+    newer minor change are skipped and counted, never fatal.
+    """
+    p = str(path)
+    if os.path.isdir(p):
+        raise RunFileError(f"{p}: is a directory, not a run file")
+    try:
+        f = open(p, encoding="utf-8", errors="strict")
+    except FileNotFoundError:
+        raise RunFileError(f"{p}: no such file")
+    except PermissionError:
+        raise RunFileError(f"{p}: permission denied")
+    except OSError as exc:
+        raise RunFileError(f"{p}: cannot open ({exc.strerror or exc})")
+    with f:
+        try:
+            first = f.readline()
+            if not first.strip():
+                raise RunFileError(f"{p}: empty file, not an xprof run file")
+            header = _parse_header(p, first)
+            run = Run(path=p, header=header)
+            pending: str | None = None
+            for line in f:
+                if pending is not None:
+                    # A bad line followed by more lines is corruption in the middle.
+                    run.skipped_lines += 1
+                    pending = None
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    pending = line
+                    continue
+                if not isinstance(rec, dict) or not _add_record(run, rec):
+                    run.skipped_lines += 1
+            if pending is not None:
+                run.truncated_tail = True
+        except UnicodeDecodeError:
+            raise RunFileError(f"{p}: not an xprof run file (not UTF-8 text)")
+    run.steps.sort(key=lambda s: s["i"])
+    return run
