@@ -1,0 +1,72 @@
+"""Shared fixtures.
+
+torch_xla is imported once per test process (it takes seconds); tests of the
+recording path run real torch_xla on the CPU (PJRT_DEVICE=CPU). An autouse fixture
+fails any test that leaves a ``watch()`` running or a hook installed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _hook_state() -> dict[str, Any]:
+    """Identity of everything watch() patches, where those modules are already loaded."""
+    state: dict[str, Any] = {}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        state["Tensor"] = dict(torch.Tensor.__dict__)
+    xlac = sys.modules.get("torch_xla._XLAC")
+    if xlac is not None:
+        state["step_marker"] = xlac._xla_step_marker
+    xm = sys.modules.get("torch_xla.core.xla_model")
+    if xm is not None:
+        state["add_step_closure"] = xm.add_step_closure
+    dl = sys.modules.get("torch.utils.data.dataloader")
+    if dl is not None:
+        state["dl_next"] = dl._BaseDataLoaderIter.__dict__.get("__next__")
+    pl = sys.modules.get("torch_xla.distributed.parallel_loader")
+    if pl is not None:
+        state["pdl_next"] = pl.PerDeviceLoader.__dict__.get("next")
+    return state
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_watch() -> Iterator[None]:
+    before = _hook_state()
+    yield
+    from xprof.recorder.watch import active
+
+    assert active() is None, "a test left xprof.watch() running"
+    after = _hook_state()
+    for key, value in before.items():
+        if key == "Tensor":
+            changed = {k for k in set(value) | set(after[key])
+                       if value.get(k) is not after[key].get(k)}
+            assert not changed, f"a test left torch.Tensor patched: {sorted(changed)}"
+        else:
+            assert after.get(key) is value, f"a test left {key} patched"
+
+
+@pytest.fixture(scope="session")
+def xla() -> Any:
+    """torch_xla on the CPU, imported once; skips where torch_xla is not installed."""
+    pytest.importorskip("torch_xla")
+    import torch_xla
+
+    return torch_xla
+
+
+@pytest.fixture(scope="session")
+def device(xla: Any) -> Any:
+    return xla.device()

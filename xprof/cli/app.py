@@ -1,0 +1,110 @@
+"""The typer application, exit codes and error handling shared by every command.
+
+Commands live in small modules beside this one (``commands_*.py``); each parses its
+arguments, calls library functions and maps failures to an exit code with one line on
+stderr. Nothing here imports torch, torch_xla or pandas at import time.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+from xprof._version import __version__
+from xprof.runfile import Run, RunFileError, load_run
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+"""``xprof compare``: a threshold was crossed. ``xprof run``: the script's own code wins."""
+EXIT_BAD_INPUT = 2
+"""Missing, truncated, foreign or newer-version run file; bad arguments; unwritable output."""
+EXIT_INTERNAL = 70
+"""A bug in xprof itself (EX_SOFTWARE): one line, and ``XPROF_DEBUG=1`` for the traceback."""
+EXIT_INTERRUPTED = 130
+
+console = Console()
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+app = typer.Typer(
+    name="xprof",
+    help="Find what makes a PyTorch/XLA training loop recompile and sync, and what to change.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    """Print ``xprof: error: MESSAGE`` on stderr and exit with ``code``."""
+    err_console.print(f"xprof: error: {message}", markup=False)
+    raise typer.Exit(code)
+
+
+def load_or_fail(path: str) -> Run:
+    try:
+        return load_run(path)
+    except RunFileError as exc:
+        fail(str(exc))
+
+
+@contextmanager
+def output_errors(path: str) -> Iterator[None]:
+    """Turn a failure to write ``path`` into one line and exit code 2."""
+    try:
+        yield
+    except (PermissionError, IsADirectoryError, NotADirectoryError, FileNotFoundError) as exc:
+        fail(f"cannot write {path}: {exc.strerror or exc}")
+    except OSError as exc:
+        fail(f"cannot write {path}: {exc.strerror or exc}")
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"xprof {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """Find what makes a PyTorch/XLA training loop recompile and sync, and what to change."""
+
+
+def run_app(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code; unexpected errors become one line and code 70."""
+    import os
+
+    try:
+        app(args=argv, prog_name="xprof")
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        err_console.print("xprof: interrupted", markup=False)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if os.environ.get("XPROF_DEBUG"):
+            raise
+        err_console.print(
+            f"xprof: internal error: {type(exc).__name__}: {exc} (set XPROF_DEBUG=1 for the traceback)",
+            markup=False,
+        )
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+
+def main() -> None:
+    # Import the command modules so they register on ``app``.
+    from xprof.cli import commands  # noqa: F401
+
+    sys.exit(run_app())
