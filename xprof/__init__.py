@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from xprof._version import __version__
-from xprof.runfile import Run, RunFileError, load_run as load
+from xprof.runfile import Run, RunFileError
+from xprof.runfile import load_run as load
 
 if TYPE_CHECKING:
     from xprof.recorder.watch import watch as watch

@@ -63,7 +63,7 @@ class Recorder:
         self._inputs: list[InputEntry] = []
         self._batch_ids: dict[int, str] = {}
         self._sigs: dict[tuple[InputEntry, ...], int] = {}
-        self._sites: dict[tuple[str, int, str, str, str | None], int] = {}
+        self._sites: dict[tuple[str, str, int, str, str | None], int] = {}
         self._prev: dict[str, int] = {}
         self._t0 = 0.0
 

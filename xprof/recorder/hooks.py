@@ -139,6 +139,7 @@ def _to_target_kind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None
     target = kwargs.get("device", args[0] if args else None)
     if target is None:
         return None
+    kind: Any
     if isinstance(target, str):
         kind = target.split(":", 1)[0]
     else:
@@ -237,7 +238,7 @@ def install_host_reads(rec: Recorder, patches: Patches, tensor_type: type, *, re
         if original is None:
             continue
         patches.set(tensor_type, attr, _make_reader(rec, kind, original))
-    patches.set(tensor_type, "to", _make_to(rec, tensor_type.to, reads, inputs))
+    patches.set(tensor_type, "to", _make_to(rec, tensor_type.to, reads, inputs))  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from xprof.runfile import RunWriter
 
 log = logging.getLogger("xprof")
 
-_ACTIVE: "watch | None" = None
+_ACTIVE: watch | None = None
 _ACTIVE_LOCK = threading.Lock()
 
 
@@ -37,7 +37,7 @@ class XprofUsageError(RuntimeError):
     """A misuse of the API by the caller (for example a nested ``watch()``)."""
 
 
-def active() -> "watch | None":
+def active() -> watch | None:
     """The running ``watch()``, if any."""
     return _ACTIVE
 
@@ -99,7 +99,7 @@ class watch:
         self._patches = hooks.Patches()
         self.recorder: Recorder | None = None
 
-    def __enter__(self) -> "watch":
+    def __enter__(self) -> watch:
         global _ACTIVE
         with _ACTIVE_LOCK:
             if _ACTIVE is not None:

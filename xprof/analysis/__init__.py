@@ -1,0 +1,149 @@
+"""Analysis of a run file: steps table, compile causes, findings with advice.
+
+``analyze(run)`` is the only entry point the renderers need. It uses pandas, never torch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from xprof.analysis import causes as _causes
+from xprof.analysis import findings as _findings
+from xprof.analysis import tables
+from xprof.analysis.model import CAUSES, WARMUP_STEPS, Analysis, Finding, Totals
+from xprof.runfile import Run, load_run
+
+__all__ = ["CAUSES", "WARMUP_STEPS", "Analysis", "Finding", "Totals", "analyze", "analyze_path"]
+
+
+def analyze_path(path: str) -> Analysis:
+    return analyze(load_run(path))
+
+
+def analyze(run: Run) -> Analysis:
+    steps = tables.step_table(run)
+    syncs = tables.sync_table(run)
+    compiles = tables.compile_table(run, steps, syncs)
+    inputs = tables.input_table(run)
+    steps["graph_nodes"] = tables.barrier_graph_nodes(run, steps)
+    exec_ms, sync_exec, execute_s = tables.attribute_executions(run, steps, syncs)
+    steps["execute_ms"] = exec_ms
+    steps["sync_execute_ms"] = sync_exec
+    per_step_compile = compiles.groupby("step")["ms"].sum() if len(compiles) else pd.Series(dtype=float)
+    steps["compile_ms"] = steps["i"].map(per_step_compile).fillna(0.0).astype(float)
+    if len(syncs):
+        live = syncs[~syncs["deferred"].astype(bool)]
+        steps["syncs"] = steps["i"].map(live.groupby("step").size()).fillna(0).astype(int)
+        deferred = syncs[syncs["deferred"].astype(bool)]
+        steps["deferred_reads"] = steps["i"].map(deferred.groupby("step").size()).fillna(0).astype(int)
+    else:
+        steps["syncs"] = 0
+        steps["deferred_reads"] = 0
+
+    sigs = _causes.signatures(inputs)
+    found = _causes.attribute(steps, compiles, syncs, sigs)
+    compiles["cause"] = [c.cause for c in found]
+    compiles["finding"] = [c.key for c in found]
+    compiles["input"] = [c.input for c in found]
+    compiles["sig"] = steps.set_index("i")["sig"].reindex(compiles["step"]).to_numpy() if len(
+        compiles) else pd.array([], dtype="Int64")
+    first_cause = compiles.groupby("step")["cause"].first() if len(compiles) else pd.Series(dtype=str)
+    steps["cause"] = steps["i"].map(first_cause).fillna("")
+    sync_exec_ms = tables.sync_execution_ms(run, syncs)
+    if len(syncs):
+        syncs["kind"] = [_findings.sync_kind(a, c, v if isinstance(v, str) else None)
+                         for a, c, v in zip(syncs["access"], syncs["code"], syncs["via"])]
+        syncs["exec_ms"] = sync_exec_ms
+    else:
+        syncs["kind"] = pd.Series(dtype=object)
+        syncs["exec_ms"] = pd.Series(dtype=float)
+    findings = _findings.build(steps, compiles, found, syncs, sync_exec_ms, sigs)
+    totals = _totals(run, steps, compiles, syncs, execute_s, found)
+    return Analysis(run=run, steps=steps, compiles=compiles, syncs=syncs, inputs=inputs,
+                    findings=findings, totals=totals, notes=_notes(run, steps, syncs, totals))
+
+
+def _pct(values: pd.Series, q: float) -> float | None:
+    v = values.dropna()
+    return float(np.percentile(v, q)) if len(v) else None
+
+
+def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
+            execute_s: float, found: list[_causes.Cause]) -> Totals:
+    tail = (run.end or {}).get("tail") or {}
+    uncached = int(steps["uncached"].sum()) + int(tail.get(tables.UNCACHED, 0))
+    cached = int(steps["cached"].sum()) + int(tail.get(tables.CACHED, 0))
+    executions = int(steps["executions"].sum()) + int(tail.get(tables.EXECUTE, 0))
+    transfers = int(steps["transfers"].sum()) + int(tail.get(tables.TO_CPU, 0))
+    work = steps[steps["work"]]
+    n_work = len(work)
+    warm = sum(1 for c in found if c.cause == "warmup")
+    # Compiles without a recorded event (the CompileTime ring dropped it) count as recompiles
+    # only when they happened after warm-up.
+    missing = max(uncached - len(compiles), 0)
+    recompiles = max(uncached - warm, 0) if missing == 0 else (len(found) - warm) + missing
+    fallback: dict[str, int] = {}
+    for d in steps["fallback"]:
+        for k, v in d.items():
+            fallback[k] = fallback.get(k, 0) + int(v)
+    for k, v in tail.items():
+        if tables.is_fallback(k):
+            fallback[k] = fallback.get(k, 0) + int(v)
+    start = float(run.header.get("started_unix") or (steps["t0"].min() if len(steps) else 0.0))
+    if run.end and run.end.get("t"):
+        stop = float(run.end["t"])
+    elif len(steps):
+        stop = float(steps["t1"].max())
+    else:
+        stop = start
+    wall = max(stop - start, 0.0)
+    compile_s = float(compiles["ms"].sum()) / 1e3 if len(compiles) else 0.0
+    steady = work[work["ordinal"] >= WARMUP_STEPS]
+    quiet = steady[steady["uncached"] == 0]
+    live = syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
+    if run.end is None:
+        status = "incomplete"
+    else:
+        status = str(run.end.get("status", "ok"))
+    return Totals(
+        steps=n_work, barriers=len(steps), wall_seconds=wall, compile_seconds=compile_s,
+        execute_seconds=execute_s, compiles=uncached, recompiles=recompiles, cached_compiles=cached,
+        distinct_graphs=uncached, executions=executions, syncs=len(live),
+        deferred_reads=len(syncs) - len(live), extra_executions=max(executions - n_work, 0),
+        transfers=transfers, fallback_ops=fallback, complete=run.complete, status=status,
+        exception=(run.end or {}).get("exception"), profiler_errors=len(run.errors),
+        step_ms_median=_pct(steady["step_ms"], 50), step_ms_p95=_pct(steady["step_ms"], 95),
+        execute_ms_median=_pct(quiet["execute_ms"], 50), execute_ms_p95=_pct(quiet["execute_ms"], 95),
+        compile_share=compile_s / wall if wall > 0 else 0.0,
+    )
+
+
+def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals) -> list[str]:
+    notes = []
+    if not run.complete:
+        notes.append("The run is incomplete: the process ended without closing the run file "
+                     "(killed or crashed); everything up to the last step written is shown.")
+    if totals.status == "error" and totals.exception:
+        notes.append(f"The training loop raised {totals.exception}; the run ends there.")
+    if run.errors:
+        notes.append(f"xprof hit {len(run.errors)} error(s) of its own while recording; training "
+                     f"was not affected. First: {run.errors[0].get('where')}: {run.errors[0].get('error')}")
+    dropped = (run.end or {}).get("samples_dropped")
+    if dropped:
+        notes.append(f"Some timing samples were lost from torch_xla's ring buffer ({', '.join(dropped)}); "
+                     "execute times are partial.")
+    if run.skipped_lines:
+        notes.append(f"{run.skipped_lines} unreadable line(s) in the run file were skipped.")
+    if len(syncs) and len(steps):
+        after = syncs[(syncs["step"] > int(steps["i"].max())) & ~syncs["deferred"].astype(bool)]
+        if len(after):
+            notes.append(f"{len(after)} host read(s) after the last step barrier are not counted as "
+                         "findings (e.g. a final print).")
+    if totals.deferred_reads:
+        notes.append(f"{totals.deferred_reads} read(s) ran in step closures after the barrier "
+                     "(xm.add_step_closure): deferred, no extra execution.")
+    if not run.signatures and totals.steps:
+        notes.append("No step inputs were recorded (no DataLoader batches or .to(device) moves "
+                     "were seen), so shape changes cannot be told apart from graph changes.")
+    return notes

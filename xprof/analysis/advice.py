@@ -1,0 +1,97 @@
+"""What to change, per finding kind. Plain text; the renderers format it."""
+
+from __future__ import annotations
+
+ADVICE = {
+    "dynamic_padding": (
+        "Pad to fixed shapes: tokenize with padding=\"max_length\" (and truncation=True), or "
+        "pad_to_multiple_of=N / a few length buckets in your collate function, so only a few "
+        "graphs are ever compiled. The what-if table shows what each choice would leave."
+    ),
+    "partial_batch": (
+        "Drop the last partial batch (DataLoader(..., drop_last=True)) or pad it to the full "
+        "batch size and mask the padding out of the loss."
+    ),
+    "batch_size_change": (
+        "Keep the batch size fixed: every batch size is a separate graph. Pad short batches "
+        "to the usual size (and mask them), or use drop_last=True."
+    ),
+    "shape_change": (
+        "Keep this input's shape fixed between steps (pad, bucket or resize to a few fixed "
+        "shapes): every new shape compiles a new graph."
+    ),
+    "item": (
+        "Don't read the value on the host every step: keep it on the device and log it "
+        "through xm.add_step_closure(fn, (tensor,)) (runs after the barrier, no extra "
+        "execution), or read it every N steps."
+    ),
+    "print": (
+        "Printing a device tensor copies it to the host and runs its graph early. Log it "
+        "with xm.add_step_closure(lambda t: print(t), (loss,)), or only every N steps."
+    ),
+    "format": (
+        "Formatting a device tensor (f-string, logging) reads its value on the host. Move the "
+        "logging into xm.add_step_closure, or log every N steps."
+    ),
+    "repr": (
+        "repr()/str() of a device tensor reads its value on the host. Log through "
+        "xm.add_step_closure, or only every N steps."
+    ),
+    "tensor_condition": (
+        "Python control flow on a device tensor (if loss > x:) waits for its value. Keep the "
+        "decision on the device (torch.where, masking) or check it every N steps in a step "
+        "closure."
+    ),
+    "scalar": (
+        "int()/float() of a device tensor reads its value on the host. Keep it as a tensor, "
+        "or read it in xm.add_step_closure."
+    ),
+    "tolist": (
+        ".tolist() copies the tensor to the host and runs its graph early. Do it in "
+        "xm.add_step_closure, or every N steps."
+    ),
+    "numpy": (
+        ".numpy() needs the value on the host. Do it after the barrier (xm.add_step_closure) "
+        "or every N steps."
+    ),
+    "to_cpu": (
+        "Moving a device tensor to the CPU mid-step runs its graph early. Move it after the "
+        "barrier (xm.add_step_closure) or every N steps."
+    ),
+    "library_sync": (
+        "A library function called from this line reads a tensor's value on the host."
+    ),
+    "grad_scaler": (
+        "torch.amp.GradScaler.step reads found_inf on the host with a standard optimizer. "
+        "On XLA use torch_xla.amp (autocast + GradScaler) with a syncfree optimizer "
+        "(torch_xla.amp.syncfree.AdamW / SGD), which keeps the check on the device."
+    ),
+    "checkpoint": (
+        "Saving a checkpoint copies tensors to the host; that is expected when it happens "
+        "every few hundred steps. Use xm.save() and save less often if it shows up in step time."
+    ),
+    "periodic_graph": (
+        "Step-dependent Python control flow switches between graphs. Each variant compiles "
+        "once and is cached afterwards; if the number of variants is fixed this is a one-off "
+        "cost. To remove it, make the branch a tensor op (torch.where) or run it every step."
+    ),
+    "eval_pass": (
+        "The evaluation pass compiles its own graphs (forward only). That is expected and "
+        "cached after the first pass; keep eval batches at one fixed shape (pad the last one) "
+        "so it stays at one graph per shape, and wrap it in torch.no_grad()."
+    ),
+    "graph_change": (
+        "The same inputs produced a different graph: look for Python control flow that depends "
+        "on the step or on values, Python scalars that change (0 and 1 are baked into the graph "
+        "as constants), or a different set of live tensors at the barrier."
+    ),
+    "cpu_fallback": (
+        "These ops have no XLA lowering and run on the CPU, which cuts the graph and copies "
+        "data to the host. Replace them with ops XLA supports, or move them out of the step."
+    ),
+    "unknown": (
+        "xprof could not tell why this compiled. Run under `xprof run` (torch_xla's own "
+        "compile analysis is captured) or record inputs by passing batches through a "
+        "DataLoader or .to(device)."
+    ),
+}

@@ -1,0 +1,210 @@
+"""Give every uncached compile exactly one cause (docs/diagnosis.md has the rules).
+
+The rules, in order, for a compile at a barrier (a compile inside a host read is
+``implicit_sync`` at that read's line):
+
+1. ``warmup``: the barrier of one of the first :data:`WARMUP_STEPS` steps that ran a graph.
+2. ``cpu_fallback``: ops without an XLA lowering ran for the first time in this step.
+3. ``input_shape``: this step's input signature was never seen in an earlier steady-state
+   step (step 0's graph is a one-off, so a shape seen only there still recompiles).
+4. ``implicit_sync``: same inputs as before, but a host read in this step (at a line not
+   read from before with these inputs) materialized a tensor, which changes the graph.
+5. ``graph_change``: same inputs and reads, different graph: control flow that depends on
+   the step, an eval pass, a Python scalar baked in as a constant.
+6. ``unknown``: no inputs were recorded for the step and nothing else explains it.
+
+A barrier graph far smaller than the training graph (no backward, no optimizer) is an
+eval pass (``graph_change``/``eval_pass``), whatever its input shapes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from xprof.analysis.model import WARMUP_STEPS
+from xprof.analysis.patterns import Shape, changed_dims, shape_distance
+
+EVAL_GRAPH_RATIO = 0.75
+"""A barrier graph with fewer nodes than this share of the training graph is an eval pass."""
+
+Signature = tuple[tuple[str, Shape, str, str], ...]
+
+
+@dataclass
+class Cause:
+    cause: str
+    key: str
+    """Groups compiles into one finding."""
+    input: str | None = None
+    dim: int | None = None
+    old: Shape | None = None
+    new: Shape | None = None
+    site: int | None = None
+    evidence: str = ""
+
+
+def signatures(inputs: pd.DataFrame) -> dict[int, Signature]:
+    out: dict[int, list[tuple[str, Shape, str, str]]] = {}
+    for row in inputs.itertuples(index=False):
+        out.setdefault(int(row.sig), []).append((row.name, tuple(row.shape), row.dtype, row.src))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _closest(sig: Signature, previous: list[Signature]) -> tuple[Signature | None, str | None,
+                                                                   int | None, Shape | None, Shape | None]:
+    """The earlier signature nearest to ``sig`` and the input that differs most usefully."""
+    best: tuple[int, Signature] | None = None
+    for prev in previous:
+        d = _sig_distance(sig, prev)
+        if best is None or d < best[0]:
+            best = (d, prev)
+    if best is None:
+        return None, None, None, None, None
+    prev = best[1]
+    prev_by_name = {name: shape for name, shape, _, _ in prev}
+    candidates = []
+    for name, shape, _, src in sig:
+        old = prev_by_name.get(name)
+        if old is not None and old != shape:
+            dims = changed_dims(old, shape)
+            # Prefer loader batch names over ad-hoc .to() names, then the biggest change.
+            rank = (0 if src in ("batch", "loader") else 1, -len(dims))
+            candidates.append((rank, name, dims[0] if dims else None, old, shape))
+    if not candidates:
+        new_names = [name for name, _, _, _ in sig if name not in prev_by_name]
+        return prev, (new_names[0] if new_names else None), None, None, None
+    candidates.sort(key=lambda c: c[0])
+    _, name, dim, old, new = candidates[0]
+    return prev, name, dim, old, new
+
+
+def _sig_distance(a: Signature, b: Signature) -> int:
+    bmap = {name: shape for name, shape, _, _ in b}
+    d = 0
+    for name, shape, _, _ in a:
+        other = bmap.get(name)
+        d += 10 if other is None else shape_distance(shape, other)
+    return d + 10 * abs(len(a) - len(b))
+
+
+def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
+              sigs: dict[int, Signature]) -> list[Cause]:
+    """One :class:`Cause` per row of ``compiles`` (same order)."""
+    causes: list[Cause] = []
+    if not len(compiles):
+        return causes
+    row_of_step = {int(i): k for k, i in enumerate(steps["i"].to_numpy())}
+    live = syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
+    sites_by_step: dict[int, frozenset[int]] = {}
+    if len(live):
+        for step, group in live.groupby("step"):
+            sites_by_step[int(step)] = frozenset(int(s) for s in group["site"])
+    train_nodes = _train_graph_nodes(steps)
+
+    # Walk the steps in order, remembering what steady-state steps have shown so far.
+    seen_sigs: set[int] = set()
+    seen_sig_list: list[Signature] = []
+    seen_keys: set[tuple[int | None, frozenset[int]]] = set()
+    seen_fallback: set[str] = set()
+    seen_nodes: set[int] = set()
+    by_step: dict[int, list[int]] = {}
+    for k, step in enumerate(compiles["step"].to_numpy()):
+        by_step.setdefault(int(step), []).append(k)
+    result: dict[int, Cause] = {}
+
+    for r in range(len(steps)):
+        step_i = int(steps["i"].iat[r])
+        sig_val = steps["sig"].iat[r]
+        sig_id = None if pd.isna(sig_val) else int(sig_val)
+        ordinal = int(steps["ordinal"].iat[r])
+        fallback = set(steps["fallback"].iat[r])
+        sites = sites_by_step.get(step_i, frozenset())
+        nodes_val = steps["graph_nodes"].iat[r]
+        for k in by_step.get(step_i, []):
+            result[k] = _one(compiles.iloc[k], ordinal, sig_id, sigs, seen_sigs, seen_sig_list,
+                             seen_keys, sites, fallback - seen_fallback, seen_nodes, train_nodes,
+                             live)
+        if steps["work"].iat[r] and ordinal >= 1:
+            if sig_id is not None and sig_id not in seen_sigs:
+                seen_sigs.add(sig_id)
+                if sig_id in sigs:
+                    seen_sig_list.append(sigs[sig_id])
+            seen_keys.add((sig_id, sites))
+            if not pd.isna(nodes_val):
+                seen_nodes.add(int(nodes_val))
+        seen_fallback |= fallback
+    del row_of_step
+    return [result[k] for k in range(len(compiles))]
+
+
+def _train_graph_nodes(steps: pd.DataFrame) -> int | None:
+    steady = steps[(steps["work"]) & (steps["ordinal"] >= 1)]["graph_nodes"].dropna()
+    if not len(steady):
+        return None
+    return int(Counter(int(v) for v in steady).most_common(1)[0][0])
+
+
+def _one(c: Any, ordinal: int, sig_id: int | None, sigs: dict[int, Signature], seen_sigs: set[int],
+         seen_sig_list: list[Signature], seen_keys: set[tuple[int | None, frozenset[int]]],
+         sites: frozenset[int], new_fallback: set[str], seen_nodes: set[int],
+         train_nodes: int | None, live: pd.DataFrame) -> Cause:
+    if c["at"] == "step":
+        if int(c["sync_row"]) >= 0:
+            site = int(live.loc[int(c["sync_row"])]["site"]) if int(c["sync_row"]) in live.index else None
+            if site is not None:
+                return Cause("implicit_sync", f"sync:{site}", site=site,
+                             evidence="compiled inside a host read of a tensor value")
+        if new_fallback:
+            ops = ",".join(sorted(new_fallback))
+            return Cause("cpu_fallback", f"fallback:{ops}",
+                         evidence=f"compiled mid-step around ops that ran on the CPU: {ops}")
+        return Cause("unknown", "unknown:step",
+                     evidence="compiled mid-step outside any recorded host read")
+    if ordinal < WARMUP_STEPS:
+        return Cause("warmup", "warmup")
+    nodes = None if pd.isna(c["graph_nodes"]) else int(c["graph_nodes"])
+    if nodes is not None and train_nodes and nodes < EVAL_GRAPH_RATIO * train_nodes:
+        return Cause("graph_change", "eval", evidence=(
+            f"a {nodes}-node graph against the {train_nodes}-node training graph "
+            "(no backward pass or optimizer: an evaluation or inference pass)"))
+    if new_fallback:
+        ops = ",".join(sorted(new_fallback))
+        return Cause("cpu_fallback", f"fallback:{ops}",
+                     evidence=f"ops without an XLA lowering ran on the CPU for the first time: {ops}")
+    if sig_id is None:
+        if nodes is not None and nodes not in seen_nodes:
+            return Cause("graph_change", f"graph:{nodes}",
+                         evidence=f"a {nodes}-node graph not seen before (no input shapes recorded)")
+        return Cause("unknown", "unknown:noinputs", evidence=(
+            "no step inputs were recorded, and the graph has the same size as one seen before: "
+            "most likely input shapes changed"))
+    if sig_id not in seen_sigs:
+        sig = sigs.get(sig_id, ())
+        prev, name, dim, old, new = _closest(sig, seen_sig_list)
+        if name is not None:
+            return Cause("input_shape", f"input:{name}", input=name, dim=dim, old=old, new=new,
+                         evidence=f"{name} changed shape {_fmt(old)} -> {_fmt(new)}")
+        if prev is None:
+            # Only step 0 had inputs before: the shape is new to the steady-state graph.
+            first = sig[0] if sig else None
+            return Cause("input_shape", f"input:{first[0] if first else '?'}",
+                         input=first[0] if first else None, new=first[1] if first else None,
+                         evidence="input shapes first seen at the one-off first step")
+        return Cause("input_shape", "input:?", evidence="a new input signature")
+    if sites and (sig_id, sites) not in seen_keys:
+        earlier = set().union(*[s for (sg, s) in seen_keys if sg == sig_id]) if seen_keys else set()
+        new_sites = sorted(sites - earlier) or sorted(sites)
+        return Cause("implicit_sync", f"sync:{new_sites[0]}", site=new_sites[0], evidence=(
+            "same inputs as before, but a host read in this step materialized a tensor, "
+            "so the graph at the barrier changed"))
+    return Cause("graph_change", f"graph:{nodes}", evidence=(
+        "same input shapes as an earlier step, different graph"
+        + (f" ({nodes} nodes)" if nodes is not None else "")))
+
+
+def _fmt(shape: Shape | None) -> str:
+    return "?" if shape is None else "[" + ", ".join(str(s) for s in shape) + "]"

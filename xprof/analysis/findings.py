@@ -1,0 +1,289 @@
+"""Group attributed compiles and host reads into findings, ranked by the seconds they cost."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+
+from xprof.analysis.advice import ADVICE
+from xprof.analysis.causes import Cause, Signature
+from xprof.analysis.model import Finding
+from xprof.analysis.patterns import bucketing_what_if, describe_period
+
+_CONDITION = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.*\belse\b")
+
+
+def sync_kind(access: str, code: str, via: str | None) -> str:
+    """What the user wrote, from the hooked method, the line's code and the library path."""
+    if via:
+        low = via.lower()
+        if "grad_scaler" in low or "gradscaler" in low:
+            return "grad_scaler"
+        if "serialization" in low or ".save" in low or "checkpoint" in low or "state_dict" in low:
+            return "checkpoint"
+        return "library_sync"
+    if access in ("repr", "format") and "print(" in code:
+        return "print"
+    if access == "bool":
+        return "tensor_condition" if _CONDITION.search(code) else "scalar"
+    if access in ("int", "float", "index"):
+        return "tensor_condition" if _CONDITION.search(code) else "scalar"
+    return {"item": "item", "tolist": "tolist", "numpy": "numpy", "cpu": "to_cpu",
+            "to_cpu": "to_cpu", "repr": "repr", "format": "format"}.get(access, "item")
+
+
+_KIND_WORDS = {
+    "item": ".item()", "print": "print of a tensor", "format": "f-string of a tensor",
+    "repr": "repr() of a tensor", "tensor_condition": "a tensor in a Python condition",
+    "scalar": "int()/float() of a tensor", "tolist": ".tolist()", "numpy": ".numpy()",
+    "to_cpu": ".cpu() / .to('cpu')", "grad_scaler": "GradScaler.step",
+    "checkpoint": "checkpoint save", "library_sync": "a library call",
+}
+
+
+def _loc(file: str, line: int) -> str:
+    return f"{os.path.basename(file)}:{line}"
+
+
+def _pattern(ordinals: list[int], steady_steps: int) -> str | None:
+    if steady_steps and len(set(ordinals)) >= max(3, int(0.9 * steady_steps)):
+        return "every step"
+    return describe_period(sorted(set(ordinals)))
+
+
+def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], syncs: pd.DataFrame,
+          sync_exec_ms: Any, sigs: dict[int, Signature]) -> list[Finding]:
+    findings: list[Finding] = []
+    ordinal_of = dict(zip(steps["i"].astype(int), steps["ordinal"].astype(int)))
+    steady = int(((steps["work"]) & (steps["ordinal"] >= 2)).sum())
+    last_barrier = int(steps["i"].max()) if len(steps) else -1
+
+    groups: dict[str, list[int]] = {}
+    for k, c in enumerate(causes):
+        if c.cause != "warmup":
+            groups.setdefault(c.key, []).append(k)
+
+    # -- host reads (and the compiles they forced) ---------------------------------------
+    live = syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
+    if len(live):
+        live = live.assign(exec_ms=[sync_exec_ms[k] for k in live.index])
+        live = live[live["step"] <= last_barrier]
+        for site, g in live.groupby("site", sort=False):
+            site = int(site)
+            ks = groups.pop(f"sync:{site}", [])
+            findings.append(_sync_finding(site, g, compiles, ks, ordinal_of, steady))
+    for key in [k for k in groups if k.startswith("sync:")]:
+        ks = groups.pop(key)
+        site = int(key.split(":", 1)[1])
+        g = syncs[syncs["site"] == site]
+        if len(g):
+            g = g.assign(exec_ms=[sync_exec_ms[k] for k in g.index])
+            findings.append(_sync_finding(site, g, compiles, ks, ordinal_of, steady))
+
+    # -- compiles without a host read ----------------------------------------------------
+    for key, ks in groups.items():
+        c0 = causes[ks[0]]
+        rows = compiles.iloc[ks]
+        ms = float(rows["ms"].sum())
+        comp_steps = sorted({int(s) for s in rows["step"]})
+        if c0.cause == "input_shape":
+            findings.append(_shape_finding(c0, ks, causes, rows, steps, sigs, ordinal_of, steady))
+            continue
+        if c0.cause == "graph_change":
+            findings.append(_graph_finding(key, c0, rows, steps, ordinal_of))
+            continue
+        kind = "cpu_fallback" if c0.cause == "cpu_fallback" else "unknown"
+        ops = key.split(":", 1)[1] if c0.cause == "cpu_fallback" else None
+        title = (f"Ops without an XLA lowering ({ops}) ran on the CPU and caused {len(ks)} "
+                 f"compile{'s' if len(ks) != 1 else ''} ({ms / 1e3:.2f} s)"
+                 if ops else
+                 f"{len(ks)} compile{'s' if len(ks) != 1 else ''} xprof could not explain "
+                 f"({ms / 1e3:.2f} s)")
+        findings.append(Finding(
+            id=key, cause=c0.cause, kind=kind, title=title, count=len(ks), compiles=len(ks),
+            seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
+            advice=ADVICE[kind], evidence=[c0.evidence] if c0.evidence else [],
+            steps=comp_steps, input=None, pattern=_pattern([ordinal_of.get(s, 0) for s in comp_steps],
+                                                           steady),
+        ))
+
+    findings.sort(key=lambda f: (-f.seconds, f.id))
+    return findings
+
+
+def _sync_finding(site: int, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int],
+                  ordinal_of: dict[int, int], steady: int) -> Finding:
+    first = g.iloc[0]
+    code, file, line, via = str(first["code"]), str(first["file"]), int(first["line"]), first["via"]
+    kind = sync_kind(str(first["access"]), code, via if isinstance(via, str) else None)
+    rows = compiles.iloc[ks] if ks else compiles.iloc[0:0]
+    compile_ms = float(rows["ms"].sum()) if len(rows) else 0.0
+    barrier_compile_ms = float(rows[rows["at"] == "barrier"]["ms"].sum()) if len(rows) else 0.0
+    wait_ms = float(g["ms"].sum())
+    exec_ms = float(g["exec_ms"].sum())
+    executions = int(g["executions"].sum())
+    read_steps = sorted({int(s) for s in g["step"]})
+    ordinals = [ordinal_of.get(s, 0) for s in read_steps]
+    pattern = _pattern(ordinals, steady)
+    seconds = (wait_ms + barrier_compile_ms) / 1e3
+    n = len(g)
+    what = _KIND_WORDS.get(kind, kind)
+    where = _loc(file, line)
+    parts = [f"{n} read{'s' if n != 1 else ''}"]
+    if len(ks):
+        parts.append(f"{len(ks)} compile{'s' if len(ks) != 1 else ''}")
+    if executions:
+        parts.append(f"{executions} extra execution{'s' if executions != 1 else ''}")
+    when = f" {pattern}" if pattern else ""
+    title = f"{what} at {where} forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
+    severity = "info" if kind == "checkpoint" and n <= max(1, steady // 20) else "warning"
+    advice = ADVICE.get(kind, ADVICE["item"])
+    if kind == "library_sync" and isinstance(via, str):
+        advice = (f"{via} (called from {where}) reads a tensor's value on the host. Check whether "
+                  "it needs to run every step, or whether the library has an XLA-friendly option.")
+    evidence = [f"{where} in {first['func']}(): {code}" if code else f"{where} in {first['func']}()"]
+    if isinstance(via, str):
+        evidence.append(f"the read happens inside {via}")
+    evidence.append(f"the host waited {wait_ms / 1e3:.3f} s in total ({wait_ms / max(n, 1):.1f} ms a read)")
+    if exec_ms:
+        evidence.append(f"{exec_ms / 1e3:.3f} s of executions ran inside these reads")
+    if len(rows):
+        evidence.append(f"{len(rows)} compile(s) forced, {compile_ms / 1e3:.3f} s")
+    return Finding(
+        id=f"sync:{site}", cause="implicit_sync", kind=kind, title=title, count=n, compiles=len(ks),
+        seconds=seconds, compile_seconds=compile_ms / 1e3, execute_seconds=exec_ms / 1e3,
+        advice=advice, evidence=evidence, steps=read_steps, file=file, line=line,
+        func=str(first["func"]), code=code, via=via if isinstance(via, str) else None,
+        pattern=pattern, severity=severity,
+    )
+
+
+def _series(name: str, steps: pd.DataFrame, sigs: dict[int, Signature]) -> list[tuple[int, tuple[int, ...]]]:
+    """(ordinal, shape) of input ``name`` for every steady step that ran a graph."""
+    out = []
+    for sig, ordinal, work in zip(steps["sig"], steps["ordinal"], steps["work"]):
+        if not work or pd.isna(sig) or ordinal < 1:
+            continue
+        for n, shape, _, _ in sigs.get(int(sig), ()):
+            if n == name:
+                out.append((int(ordinal), shape))
+                break
+    return out
+
+
+def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
+                   steps: pd.DataFrame, sigs: dict[int, Signature], ordinal_of: dict[int, int],
+                   steady: int) -> Finding:
+    name = c0.input or "?"
+    ms = float(rows["ms"].sum())
+    comp_steps = [int(s) for s in rows["step"]]
+    series = _series(name, steps, sigs)
+    shapes: list[tuple[int, ...]] = []
+    for _, shape in series:
+        if shape not in shapes:
+            shapes.append(shape)
+    rank = max((len(s) for s in shapes), default=0)
+    varying = [d for d in range(rank) if len({s[d] for s in shapes if len(s) > d}) > 1]
+    kind, dim, pattern = "shape_change", None, None
+    if varying == [0]:
+        dim = 0
+        values = [s[0] for _, s in series]
+        mode = Counter(values).most_common(1)[0][0]
+        minority = sorted({v for v in values if v != mode})
+        minority_ords = [o for o, s in series if s[0] != mode]
+        if len(minority) == 1 and minority[0] < mode:
+            kind = "partial_batch"
+            pattern = describe_period(minority_ords) or "the last batch of each epoch"
+        else:
+            kind = "batch_size_change"
+    elif varying:
+        others = [d for d in varying if d != 0] or varying
+        dim = max(others, key=lambda d: len({s[d] for s in shapes if len(s) > d}))
+        distinct = len({s[dim] for s in shapes if len(s) > dim})
+        kind = "dynamic_padding" if distinct >= 3 else "shape_change"
+    what_if = None
+    if kind == "dynamic_padding" and dim is not None and len(rows):
+        lengths = [s[dim] for _, s in series if len(s) > dim]
+        what_if = bucketing_what_if(lengths, ms / 1e3 / len(rows), len(rows), ms / 1e3)
+    n = len(ks)
+    values_txt = ""
+    if dim is not None:
+        vals = sorted({s[dim] for s in shapes if len(s) > dim})
+        values_txt = (f" ({len(vals)} distinct values of dim {dim}: "
+                      f"{', '.join(str(v) for v in vals[:8])}{'...' if len(vals) > 8 else ''})")
+    headline = {
+        "dynamic_padding": f"{name} is padded per batch",
+        "partial_batch": f"The last partial batch changes {name}'s batch size",
+        "batch_size_change": f"{name}'s batch size changes",
+        "shape_change": f"{name} changes shape",
+    }[kind]
+    title = f"{headline}{values_txt}: {n} recompile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"
+    evidence = []
+    for k in ks[:3]:
+        c = causes[k]
+        if c.old is not None and c.new is not None:
+            evidence.append(f"step {int(rows.loc[rows.index[ks.index(k)], 'step'])}: {name} "
+                            f"{list(c.old)} -> {list(c.new)}")
+        elif c.evidence:
+            evidence.append(c.evidence)
+    if len(ks) > 3:
+        evidence.append(f"... and {len(ks) - 3} more")
+    evidence.append(f"mean compile {ms / max(n, 1):.0f} ms")
+    return Finding(
+        id=f"input:{name}", cause="input_shape", kind=kind, title=title, count=n, compiles=n,
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE[kind],
+        evidence=evidence, steps=comp_steps, input=name, dim=dim,
+        shapes=[list(s) for s in shapes], pattern=pattern, what_if=what_if,
+    )
+
+
+def _graph_finding(key: str, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
+                   ordinal_of: dict[int, int]) -> Finding:
+    ms = float(rows["ms"].sum())
+    n = len(rows)
+    comp_steps = sorted({int(s) for s in rows["step"]})
+    if key == "eval":
+        kind = "eval_pass"
+        nodes = {int(v) for v in rows["graph_nodes"].dropna()}
+        ran = steps[steps["graph_nodes"].isin(list(nodes))] if nodes else steps.iloc[0:0]
+        ordinals = sorted({int(o) for o in ran["ordinal"]}) or [ordinal_of.get(s, 0) for s in comp_steps]
+        runs = _runs(ordinals)
+        pattern = describe_period([r[0] for r in runs])
+        pattern = f"eval {pattern}" if pattern else None
+        title = (f"An evaluation pass{(' (' + pattern + ')') if pattern else ''} compiled {n} graph"
+                 f"{'s' if n != 1 else ''} of its own: {ms / 1e3:.2f} s once, cached afterwards")
+    else:
+        nodes_val = rows["graph_nodes"].dropna()
+        node = int(nodes_val.iloc[0]) if len(nodes_val) else None
+        ran = steps[steps["graph_nodes"] == node] if node is not None else steps.iloc[0:0]
+        ordinals = sorted({int(o) for o in ran["ordinal"] if o >= 1})
+        pattern = describe_period(ordinals)
+        kind = "periodic_graph" if pattern else "graph_change"
+        title = (f"The step graph changes {pattern}" if pattern else
+                 "The graph changed with the same input shapes") + (
+            f": {n} extra graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s to compile once"
+            f"{', cached afterwards' if len(ordinals) > n else ''}")
+    evidence = [c0.evidence] if c0.evidence else []
+    evidence.append(f"compiled at step{'s' if len(comp_steps) != 1 else ''} "
+                    f"{', '.join(str(s) for s in comp_steps[:10])}")
+    return Finding(
+        id=key, cause="graph_change", kind=kind, title=title, count=n, compiles=n,
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE[kind],
+        evidence=evidence, steps=comp_steps, pattern=pattern, severity="info" if kind == "eval_pass"
+        else "warning",
+    )
+
+
+def _runs(ordinals: list[int]) -> list[tuple[int, int]]:
+    """Consecutive runs (start, length) of step ordinals."""
+    out: list[tuple[int, int]] = []
+    for o in ordinals:
+        if out and o == out[-1][0] + out[-1][1]:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((o, 1))
+    return out

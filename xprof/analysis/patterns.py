@@ -1,0 +1,88 @@
+"""Small pattern helpers: periodicity of events, shape differences, bucketing what-ifs."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+Shape = tuple[int, ...]
+
+
+def period(ordinals: Sequence[int]) -> int | None:
+    """N when events happen every N steps (at least three events, gaps all equal)."""
+    if len(ordinals) < 3:
+        return None
+    gaps = {b - a for a, b in zip(ordinals, ordinals[1:])}
+    if len(gaps) == 1:
+        gap = gaps.pop()
+        return gap if gap > 1 else None
+    return None
+
+
+def describe_period(ordinals: Sequence[int]) -> str | None:
+    n = period(ordinals)
+    if n is not None:
+        return f"every {n} steps"
+    if len(ordinals) >= 3:
+        gaps = Counter(b - a for a, b in zip(ordinals, ordinals[1:]))
+        gap, count = gaps.most_common(1)[0]
+        if gap > 1 and count >= 0.75 * (len(ordinals) - 1):
+            return f"about every {gap} steps"
+    return None
+
+
+def shape_distance(a: Shape, b: Shape) -> int:
+    """Number of differing dimensions (rank changes count as all dims differing)."""
+    if len(a) != len(b):
+        return max(len(a), len(b)) + 1
+    return sum(1 for x, y in zip(a, b) if x != y)
+
+
+def changed_dims(a: Shape, b: Shape) -> list[int]:
+    if len(a) != len(b):
+        return list(range(max(len(a), len(b))))
+    return [d for d, (x, y) in enumerate(zip(a, b)) if x != y]
+
+
+def bucket(value: int, multiple: int) -> int:
+    return int(math.ceil(value / multiple) * multiple)
+
+
+def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_graphs: int,
+                      current_seconds: float) -> list[dict[str, object]]:
+    """Graphs and compile seconds left by padding the varying dim to multiples or to the max.
+
+    ``lengths`` are the per-step values of the dimension; padding waste is the extra
+    elements computed, relative to what was used.
+    """
+    if not lengths:
+        return []
+    used = float(sum(lengths))
+    out: list[dict[str, object]] = [{
+        "strategy": "as recorded",
+        "graphs": current_graphs,
+        "compile_seconds": round(current_seconds, 3),
+        "saved_seconds": 0.0,
+        "padding_waste": 0.0,
+    }]
+    for m in (8, 16, 32, 64):
+        padded = [bucket(v, m) for v in lengths]
+        graphs = len(set(padded))
+        out.append(_row(f"pad_to_multiple_of={m}", graphs, compile_s_each, current_seconds,
+                        sum(padded) / used - 1.0))
+    top = max(lengths)
+    out.append(_row(f"padding='max_length' (max_length={top})", 1, compile_s_each,
+                    current_seconds, top * len(lengths) / used - 1.0))
+    return out
+
+
+def _row(strategy: str, graphs: int, each: float, current: float, waste: float) -> dict[str, object]:
+    seconds = graphs * each
+    return {
+        "strategy": strategy,
+        "graphs": graphs,
+        "compile_seconds": round(seconds, 3),
+        "saved_seconds": round(max(current - seconds, 0.0), 3),
+        "padding_waste": round(waste, 4),
+    }
