@@ -1,0 +1,188 @@
+"""Does a long recording stay bounded, and how big is the run file?
+
+1. Simulated: the real ``Recorder`` and ``RunWriter`` driven by a fake ``MetricsSource``
+   for 100k barriers (one batch of two inputs a step, a host read every 100 steps, one
+   compile at the start), so a day-long run is simulated in seconds. The recorder's own
+   Python memory is measured with ``tracemalloc`` at checkpoints; it must not grow with
+   the number of steps (everything the recorder keeps is interned: sites, signatures).
+2. Real: a torch_xla CPU training loop of 2k steps under ``watch()``: run-file bytes per
+   1k steps and the process RSS change (noisy; compared with the same loop unwatched).
+
+    PJRT_DEVICE=CPU .venv/bin/python benchmarks/memory.py [--steps 100000] [--real-steps 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Sequence
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import TinyLoop, emit_json, quiet_deprecations, table
+
+from xprof.recorder import metrics as m
+
+
+class FakeMetrics:
+    """A MetricsSource with torch_xla's shape: counters, and 1024-sample ring buffers."""
+
+    def __init__(self) -> None:
+        self.counters: dict[str, int] = collections.defaultdict(int)
+        self.rings: dict[str, collections.deque[tuple[float, float]]] = collections.defaultdict(
+            lambda: collections.deque(maxlen=1024))
+        self.clock = 1.7e9
+
+    def counter_names(self) -> Sequence[str]:
+        return [k for k, v in self.counters.items() if v]
+
+    def counter_value(self, name: str) -> int | None:
+        return self.counters.get(name) or None
+
+    def samples(self, name: str) -> Sequence[tuple[float, float]]:
+        return list(self.rings[name])
+
+    def tick(self) -> float:
+        self.clock += 0.001
+        return self.clock
+
+    def step(self, first: bool) -> None:
+        """What one steady-state training step does to the metrics."""
+        c = self.counters
+        c[m.MARK_STEP] += 1
+        if first:
+            c[m.UNCACHED] += 1
+            self.rings[m.COMPILE_TIME].append((self.tick(), 1.0e9))
+        else:
+            c[m.CACHED] += 1
+            c[m.EXECUTE] += 1
+            self.rings[m.EXECUTE_TIME].append((self.tick(), 3.0e5))
+        self.rings[m.GRAPH_SIZE].append((self.tick(), 37.0))
+
+    def host_read(self) -> None:
+        self.counters[m.LOCAL_SCALAR] += 1
+        self.counters[m.TO_CPU] += 1
+        self.counters[m.EXECUTE] += 1
+        self.rings[m.TRANSFER_FROM].append((self.tick(), 1.4e5))
+
+
+class FakeTensor:
+    def __init__(self, shape: tuple[int, ...], dtype: str) -> None:
+        self.shape = shape
+        self.dtype = dtype
+
+
+def simulate(path: str, steps: int) -> dict[str, Any]:
+    from xprof.recorder.core import Recorder
+    from xprof.recorder.frames import Site
+    from xprof.runfile import RunWriter
+
+    checkpoints = sorted({c for c in (1000, 10_000, 25_000, 50_000, 100_000, steps) if c <= steps})
+    source = FakeMetrics()
+    site = Site(__file__, 42, "train", None)
+    batch = [("input_ids", FakeTensor((16, 128), "int64")), ("labels", FakeTensor((16,), "int64"))]
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    writer = RunWriter(path, {"xprof_version": "bench", "name": "sim", "meta": {}})
+    rec = Recorder(writer, source)
+    rec.start()
+    rows = []
+    t_start = time.perf_counter()
+    for i in range(steps):
+        rec.on_batch(batch, "batch")  # type: ignore[arg-type]
+        if i % 100 == 99:
+            before = rec.counters.sync_counts()
+            source.host_read()
+            rec.on_host_read("item", site, time.time(), time.time(), before, rec.counters.sync_counts(),
+                             False)
+        before2 = rec.counters.compile_counts()
+        tb = time.time()
+        source.step(first=i == 0)
+        rec.on_barrier(tb, before2, "mark_step")
+        if i + 1 in checkpoints:
+            writer.flush()
+            current = tracemalloc.get_traced_memory()[0] - base
+            rows.append({"steps": i + 1, "recorder_kib": current / 1024,
+                         "file_bytes": os.path.getsize(path),
+                         "elapsed_s": time.perf_counter() - t_start})
+    rec.stop("ok", None)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    return {"checkpoints": rows, "peak_kib": peak / 1024, "final_bytes": os.path.getsize(path)}
+
+
+def _rss_kib() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
+def real(path: str, steps: int) -> dict[str, Any]:
+    import xprof
+
+    quiet_deprecations()
+    loop = TinyLoop()
+    loop.timed_steps(30)
+    r0 = _rss_kib()
+    loop.timed_steps(steps)
+    r1 = _rss_kib()
+    with xprof.watch(path):
+        loop.timed_steps(steps)
+    r2 = _rss_kib()
+    size = os.path.getsize(path)
+    from xprof.runfile import load_run
+
+    run = load_run(path)
+    kinds = collections.Counter()
+    with open(path, encoding="utf-8") as f:
+        next(f)
+        for line in f:
+            kinds[line[9:line.index('"', 9)]] += len(line)
+    return {"steps": len(run.steps), "file_bytes": size,
+            "bytes_per_1k_steps": size / max(len(run.steps), 1) * 1000,
+            "bytes_by_record": dict(kinds),
+            "rss_delta_kib_plain": r1 - r0, "rss_delta_kib_watched": r2 - r1}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=100_000, help="simulated barriers")
+    ap.add_argument("--real-steps", type=int, default=2000, help="real torch_xla steps (0: skip)")
+    ap.add_argument("--json", help="write the figures here (for run_all.py)")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="xprof-bench-") as tmp:
+        sim = simulate(os.path.join(tmp, "sim.json"), args.steps)
+        print(f"simulated recording (fake MetricsSource, real Recorder + RunWriter), {args.steps} steps:")
+        print(table([[r["steps"], r["recorder_kib"], r["file_bytes"] / 1e6,
+                      r["file_bytes"] / r["steps"] * 1000 / 1024, r["elapsed_s"]]
+                     for r in sim["checkpoints"]],
+                    ["steps", "recorder KiB (tracemalloc)", "file MB", "file KiB / 1k steps", "elapsed s"]))
+        print(f"peak traced memory: {sim['peak_kib']:.0f} KiB")
+        out: dict[str, Any] = {"simulated": sim}
+        if args.real_steps:
+            rl = real(os.path.join(tmp, "real.json"), args.real_steps)
+            out["real"] = rl
+            print(f"\nreal torch_xla CPU loop, {rl['steps']} steps under watch():")
+            kib = rl["bytes_per_1k_steps"] / 1024
+            print(f"run file {rl['file_bytes']} bytes = {kib:.1f} KiB per 1k steps")
+            print("bytes by record type: " + ", ".join(f"{k} {v}" for k, v in
+                                                     sorted(rl["bytes_by_record"].items())))
+            print(f"RSS change over {args.real_steps} steps: plain {rl['rss_delta_kib_plain']} KiB, "
+                  f"watched {rl['rss_delta_kib_watched']} KiB")
+    emit_json(args.json, out)
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""What does leaving ``xprof.watch()`` on cost a training loop?
+
+Two parts, one process (torch_xla is imported once):
+
+1. A realistic tiny training loop (DataLoader -> ``.to(device)`` -> MLP -> backward ->
+   SGD -> ``xm.mark_step()``) run plain and under ``watch()`` in alternating blocks
+   (A B, B A, A B, ...), so drift and neighbours' noise hit both sides. The figure is the
+   ratio of median step times (goal: <= 1.02).
+2. The per-call cost of each hook measured alone, plain vs watched, in alternating
+   rounds: the barrier hook (``mark_step`` with nothing pending), the host-read hook
+   (``.item()`` of a materialized tensor), the pass-through on CPU tensors
+   (``cpu.to(torch.float32)``, ``bool(cpu)``), and input recording (``DataLoader``
+   ``next`` and ``cpu.to(device)``).
+
+    PJRT_DEVICE=CPU .venv/bin/python benchmarks/overhead.py [--blocks 6] [--steps 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import TinyLoop, emit_json, median, per_call_us, quiet_deprecations, table
+
+
+def _watched(tmp: str, tag: str) -> AbstractContextManager[Any]:
+    import xprof
+
+    return xprof.watch(os.path.join(tmp, f"{tag}.json"))
+
+
+def loop_overhead(loop: TinyLoop, tmp: str, blocks: int, steps: int) -> dict[str, Any]:
+    """Median step time plain vs watched over interleaved blocks."""
+    loop.timed_steps(30)  # compiles: the first two steps are warm-up
+    with _watched(tmp, "warm"):
+        loop.timed_steps(30)
+    plain: list[float] = []
+    watched: list[float] = []
+    block_ratios = []
+    for b in range(blocks):
+        order = ("plain", "watched") if b % 2 == 0 else ("watched", "plain")
+        got: dict[str, list[float]] = {}
+        for mode in order:
+            ctx = _watched(tmp, f"loop{b}") if mode == "watched" else nullcontext()
+            with ctx:
+                got[mode] = loop.timed_steps(steps)
+        plain += got["plain"]
+        watched += got["watched"]
+        block_ratios.append(median(got["watched"]) / median(got["plain"]))
+    mp, mw = median(plain), median(watched)
+    return {
+        "steps_each": len(plain),
+        "median_step_ms_plain": mp * 1e3,
+        "median_step_ms_watched": mw * 1e3,
+        "ratio": mw / mp,
+        "block_ratios": block_ratios,
+        "mean_step_ms_plain": sum(plain) / len(plain) * 1e3,
+        "mean_step_ms_watched": sum(watched) / len(watched) * 1e3,
+    }
+
+
+def _alternate(measure: Callable[[], float], tmp: str, tag: str, rounds: int) -> tuple[float, float]:
+    """Median per-call µs of ``measure()`` plain and watched, over alternating rounds."""
+    plain, watched = [], []
+    for r in range(rounds):
+        for mode in (("plain", "watched") if r % 2 == 0 else ("watched", "plain")):
+            if mode == "watched":
+                with _watched(tmp, f"{tag}{r}"):
+                    watched.append(measure())
+            else:
+                plain.append(measure())
+    return median(plain), median(watched)
+
+
+def hook_costs(loop: TinyLoop, tmp: str, rounds: int) -> list[dict[str, Any]]:
+    import torch
+    import torch_xla.core.xla_model as xm
+    from torch.utils.data import DataLoader, TensorDataset
+
+    dev = loop.device
+    xm.mark_step()
+    ready = torch.ones(4, device=dev) * 3
+    xm.mark_step()
+    xm.wait_device_ops()
+    scalar = ready.sum()
+    xm.mark_step()
+    xm.wait_device_ops()
+    scalar.item()  # materialized: later .item() calls copy, they do not compile
+    cpu = torch.ones(4)
+    cpu_flag = torch.tensor(True)
+
+    loader = DataLoader(TensorDataset(torch.randn(16 * 512, 32), torch.randn(16 * 512, 1)), batch_size=16)
+    its = [iter(loader)]
+
+    def one_next() -> float:
+        try:
+            t0 = time.perf_counter()
+            next(its[0])
+            t = time.perf_counter() - t0
+        except StopIteration:
+            its[0] = iter(loader)
+            t0 = time.perf_counter()
+            next(its[0])
+            t = time.perf_counter() - t0
+        xm.mark_step()  # close the step so recorded inputs do not pile up (not timed)
+        return t
+
+    def each(fn: Callable[[], float], n: int) -> Callable[[], float]:
+        """Per-call µs for calls that need an untimed barrier after each."""
+        def run() -> float:
+            return median([fn() for _ in range(n)]) * 1e6
+        return run
+
+    def one_to_device() -> float:
+        src = torch.randn(16, 32)
+        t0 = time.perf_counter()
+        src.to(dev)
+        t = time.perf_counter() - t0
+        xm.mark_step()
+        return t
+
+    cases: list[tuple[str, Callable[[], float]]] = [
+        ("barrier: mark_step, nothing pending", lambda: per_call_us(xm.mark_step, 2000)),
+        ("host read: .item() of a ready tensor", lambda: per_call_us(scalar.item, 1000)),
+        ("pass-through: cpu.to(torch.float32)", lambda: per_call_us(lambda: cpu.to(torch.float32), 20000)),
+        ("pass-through: bool(cpu tensor)", lambda: per_call_us(lambda: bool(cpu_flag), 20000)),
+        ("input: DataLoader next()", each(one_next, 300)),
+        ("input: cpu.to(device)", each(one_to_device, 300)),
+    ]
+    rows = []
+    for i, (name, fn) in enumerate(cases):
+        fn()  # warm
+        p, w = _alternate(fn, tmp, f"hook{i}_", rounds)
+        rows.append({"hook": name, "plain_us": p, "watched_us": w, "added_us": w - p})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--blocks", type=int, default=6, help="alternating plain/watched block pairs")
+    ap.add_argument("--steps", type=int, default=400, help="steps per block")
+    ap.add_argument("--rounds", type=int, default=6, help="alternating rounds per hook measurement")
+    ap.add_argument("--json", help="write the figures here (for run_all.py)")
+    args = ap.parse_args(argv)
+    quiet_deprecations()
+    t_start = time.perf_counter()
+    loop = TinyLoop()
+    with tempfile.TemporaryDirectory(prefix="xprof-bench-") as tmp:
+        lo = loop_overhead(loop, tmp, args.blocks, args.steps)
+        hooks = hook_costs(loop, tmp, args.rounds)
+    print(f"training loop: {lo['steps_each']} steps plain and {lo['steps_each']} watched, "
+          f"{args.blocks} interleaved block pairs")
+    print(table([["plain", lo["median_step_ms_plain"], lo["mean_step_ms_plain"]],
+                 ["watched", lo["median_step_ms_watched"], lo["mean_step_ms_watched"]]],
+                ["", "median step ms", "mean step ms"]))
+    print(f"ratio of median step times (watched / plain): {lo['ratio']:.4f}   (goal <= 1.02)")
+    print("per-block ratios: " + ", ".join(f"{r:.3f}" for r in lo["block_ratios"]))
+    print()
+    print("per-call cost of each hook (median over alternating rounds):")
+    print(table([[h["hook"], h["plain_us"], h["watched_us"], h["added_us"]] for h in hooks],
+                ["call", "plain µs", "watched µs", "added µs"]))
+    print(f"\n(total {time.perf_counter() - t_start:.0f} s)")
+    figures = {"loop": lo, "hooks": hooks}
+    emit_json(args.json, figures)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

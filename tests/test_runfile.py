@@ -1,0 +1,307 @@
+"""The run-file loader: exact messages for bad input, and no surprise on corruption.
+
+Unit tests pin the one-line message for each kind of bad file (the CLI prints it as is).
+Property tests (hypothesis) corrupt a realistic run file (truncation at any byte, byte
+flips, deleted lines) and check that loading never raises anything but ``RunFileError``
+and never invents steps. No torch needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from xprof.runfile import FORMAT, VERSION, Run, RunFileError, RunWriter, load_run
+
+HEADER = {"xprof_version": "0.1.0", "name": "demo", "started_at": "2026-01-01T00:00:00+00:00",
+          "started_unix": 1.7e9, "meta": {"torch": "2.9.0", "torch_xla": "2.9.0", "device": "CPU",
+                                          "rank": 0, "world_size": 1}}
+
+
+def _realistic_records(steps: int = 12) -> list[dict[str, Any]]:
+    """Records shaped like those ``xprof.watch()`` writes for a small loop with a print."""
+    t = 1.7e9
+    recs: list[dict[str, Any]] = [
+        {"type": "sig", "id": 0, "inputs": [
+            {"name": "batch[0]", "shape": [8, 16], "dtype": "float32", "src": "batch"},
+            {"name": "batch[1]", "shape": [8, 1], "dtype": "float32", "src": "batch"}]},
+        {"type": "compile", "i": 0, "t": t + 1.05, "ns": 1.04e9, "at": "barrier"},
+        {"type": "graph_sizes", "samples": [[t + 1.06, 36.0]]},
+        {"type": "site", "id": 0, "kind": "item", "file": "/work/train.py", "line": 18,
+         "func": "<module>", "via": None, "code": "print(loss.item())"},
+    ]
+    for i in range(steps):
+        t0, tb, t1 = t + i * 0.01, t + i * 0.01 + 0.004, t + i * 0.01 + 0.005
+        rec: dict[str, Any] = {"type": "step", "i": i, "t0": t0, "tb": tb, "t1": t1,
+                               "barrier": "mark_step", "c": {"CachedCompile": 1, "MarkStep": 1,
+                                                             "ExecuteComputation": 1}, "bc": 1, "sig": 0}
+        if i == 0:
+            rec["c"] = {"UncachedCompile": 1, "MarkStep": 1}
+            rec["bu"] = 1
+            del rec["bc"]
+        if i % 4 == 3:
+            recs.append({"type": "sync", "i": i, "site": 0, "t0": t0 + 0.001, "t1": t0 + 0.002})
+            rec["xfer"] = [1, 141335.0]
+        recs.append(rec)
+    recs.append({"type": "exec", "samples": [[t + i * 0.01 + 0.003, 3.0e5] for i in range(1, steps)]})
+    recs.append({"type": "error", "t": t + 0.5, "where": "barrier", "error": "RuntimeError: x",
+                 "trace": None})
+    recs.append({"type": "end", "t": t + steps * 0.01, "status": "ok", "exception": None,
+                 "steps": steps, "syncs": steps // 4, "errors": 1})
+    return recs
+
+
+def _write(path: Path, records: list[dict[str, Any]], header: dict[str, Any] | None = None) -> Path:
+    w = RunWriter(path, HEADER if header is None else header)
+    for r in records:
+        w.write(r)
+    w.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def good_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    path = _write(tmp_path_factory.mktemp("good") / "run.json", _realistic_records())
+    return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def scratch() -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="xprof-runfile-") as d:
+        yield d
+
+
+def _load_bytes(folder: str, data: bytes) -> Run:
+    path = os.path.join(folder, "corrupt.json")
+    with open(path, "wb") as f:
+        f.write(data)
+    return load_run(path)
+
+
+def _raises(path: Path | str, message: str) -> None:
+    with pytest.raises(RunFileError) as info:
+        load_run(path)
+    assert str(info.value) == message
+    assert "\n" not in str(info.value)
+
+
+# -- a good file ------------------------------------------------------------------------
+
+def test_good_file_loads_every_record(tmp_path: Path) -> None:
+    path = _write(tmp_path / "run.json", _realistic_records(12))
+    run = load_run(path)
+    assert run.header["format"] == FORMAT and run.header["version"] == VERSION
+    assert [s["i"] for s in run.steps] == list(range(12))
+    assert len(run.syncs) == 3 and 0 in run.sites and 0 in run.signatures
+    assert len(run.compiles) == 1 and len(run.executions) == 11 and len(run.graph_sizes) == 1
+    assert len(run.errors) == 1
+    assert run.complete and run.end is not None and run.end["status"] == "ok"
+    assert run.skipped_lines == 0 and not run.truncated_tail
+    assert run.name == "demo"
+
+
+# -- bad files: one exact line each ---------------------------------------------------
+
+def test_missing_file(tmp_path: Path) -> None:
+    p = tmp_path / "nope.json"
+    _raises(p, f"{p}: no such file")
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    p = tmp_path / "empty.json"
+    p.write_text("")
+    _raises(p, f"{p}: empty file, not an xprof run file")
+
+
+def test_blank_first_line(tmp_path: Path) -> None:
+    p = tmp_path / "blank.json"
+    p.write_text("\n\n")
+    _raises(p, f"{p}: empty file, not an xprof run file")
+
+
+def test_truncated_header(tmp_path: Path) -> None:
+    p = tmp_path / "cut.json"
+    p.write_text('{"format": "xprof-run", "vers')
+    _raises(p, f"{p}: truncated run file (the header line is incomplete)")
+
+
+def test_garbage(tmp_path: Path) -> None:
+    p = tmp_path / "garbage.json"
+    p.write_text("hello, this is a text file\nmore\n")
+    _raises(p, f"{p}: not an xprof run file (the first line is not JSON)")
+
+
+def test_binary_garbage(tmp_path: Path) -> None:
+    p = tmp_path / "bin.json"
+    p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe")
+    _raises(p, f"{p}: not an xprof run file (not UTF-8 text)")
+
+
+@pytest.mark.parametrize("text", ['{"name": "x", "steps": []}\n', '{"format": "other"}\n',
+                                  "[1, 2, 3]\n", '"xprof-run"\n', "42\n", "null\n"])
+def test_foreign_json(tmp_path: Path, text: str) -> None:
+    p = tmp_path / "foreign.json"
+    p.write_text(text)
+    _raises(p, f'{p}: not an xprof run file (no "format": "xprof-run" header)')
+
+
+def test_whole_file_json_array(tmp_path: Path) -> None:
+    p = tmp_path / "array.json"
+    p.write_text(json.dumps([{"format": "xprof-run", "version": 1}, {"type": "step", "i": 0}], indent=2))
+    _raises(p, f"{p}: not an xprof run file (the first line is not JSON)")
+
+
+def test_newer_version_exact_message(tmp_path: Path) -> None:
+    p = tmp_path / "newer.json"
+    p.write_text(json.dumps({"format": "xprof-run", "version": VERSION + 1, "xprof_version": "9.9.0"})
+                 + "\n" + '{"type":"step","i":0}\n')
+    _raises(p, f"{p}: run file format version {VERSION + 1} (written by xprof 9.9.0) is newer than "
+               f"this xprof reads (up to version {VERSION}); upgrade xprof")
+
+
+@pytest.mark.parametrize("version", [0, -1, "1", None, True, 1.5])
+def test_invalid_version(tmp_path: Path, version: Any) -> None:
+    p = tmp_path / "badversion.json"
+    p.write_text(json.dumps({"format": "xprof-run", "version": version}) + "\n")
+    _raises(p, f"{p}: run file header has an invalid version {version!r}")
+
+
+def test_directory(tmp_path: Path) -> None:
+    _raises(tmp_path, f"{tmp_path}: is a directory, not a run file")
+
+
+# -- damaged but readable -------------------------------------------------------------
+
+def test_cut_off_last_line_is_truncated_tail_and_incomplete(tmp_path: Path, good_bytes: bytes) -> None:
+    lines = good_bytes.splitlines(keepends=True)
+    # no end record, and the last line (an error record) cut in half as a kill would leave it
+    p = tmp_path / "killed.json"
+    p.write_bytes(b"".join(lines[:-2]) + lines[-2][: len(lines[-2]) // 2])
+    run = load_run(p)
+    assert run.truncated_tail
+    assert not run.complete
+    assert run.skipped_lines == 0
+    assert len(run.steps) == 12
+
+
+def test_killed_between_lines_is_incomplete_not_truncated(tmp_path: Path, good_bytes: bytes) -> None:
+    lines = good_bytes.splitlines(keepends=True)
+    p = tmp_path / "killed.json"
+    p.write_bytes(b"".join(lines[:-1]))
+    run = load_run(p)
+    assert not run.complete and not run.truncated_tail
+    assert len(run.steps) == 12
+
+
+def test_header_only(tmp_path: Path) -> None:
+    p = _write(tmp_path / "header.json", [])
+    run = load_run(p)
+    assert run.steps == [] and not run.complete and not run.truncated_tail
+
+
+def test_bad_line_in_the_middle_is_skipped_and_counted(tmp_path: Path, good_bytes: bytes) -> None:
+    lines = good_bytes.splitlines(keepends=True)
+    lines.insert(6, b'{"type":"step","i":\n')
+    lines.insert(3, b"[1,2]\n")
+    p = tmp_path / "mid.json"
+    p.write_bytes(b"".join(lines))
+    run = load_run(p)
+    assert run.skipped_lines == 2
+    assert not run.truncated_tail
+    assert len(run.steps) == 12 and run.complete
+
+
+def test_unknown_record_types_are_skipped_not_fatal(tmp_path: Path) -> None:
+    p = _write(tmp_path / "future.json", [{"type": "hologram", "x": 1}, {"type": "step", "i": 0},
+                                          {"type": "step", "i": "one"}, {"no": "type"}])
+    run = load_run(p)
+    assert [s["i"] for s in run.steps] == [0]
+    assert run.skipped_lines == 3
+
+
+def test_steps_are_sorted_by_index(tmp_path: Path) -> None:
+    p = _write(tmp_path / "order.json", [{"type": "step", "i": 2}, {"type": "step", "i": 0},
+                                         {"type": "step", "i": 1}])
+    assert [s["i"] for s in load_run(p).steps] == [0, 1, 2]
+
+
+# -- corruption never surprises ---------------------------------------------------------
+
+def _check(folder: str, data: bytes, original_steps: int) -> None:
+    try:
+        run = _load_bytes(folder, data)
+    except RunFileError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert len(run.steps) <= original_steps
+    assert all(isinstance(s["i"], int) for s in run.steps)
+
+
+def test_truncation_at_every_byte(good_bytes: bytes, scratch: str) -> None:
+    """Exhaustive: a process killed at any byte leaves a file that loads or says why."""
+    n_steps = len(load_run(_write(Path(scratch) / "orig.json", _realistic_records())).steps)
+    prev_steps = 0
+    header_end = good_bytes.index(b"\n") + 1
+    for cut in range(len(good_bytes) + 1):
+        try:
+            run = _load_bytes(scratch, good_bytes[:cut])
+        except RunFileError:
+            assert cut < header_end, f"a cut at byte {cut} (after the header) was refused"
+            continue
+        assert len(run.steps) >= prev_steps, "a longer prefix lost steps"
+        assert len(run.steps) <= n_steps
+        prev_steps = len(run.steps)
+        assert run.complete == (cut >= len(good_bytes) - 1)
+    assert prev_steps == n_steps
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_corruption_only_raises_runfileerror(good_bytes: bytes, scratch: str,
+                                                    data: st.DataObject) -> None:
+    buf = bytearray(good_bytes)
+    for _ in range(data.draw(st.integers(1, 4), label="corruptions")):
+        kind = data.draw(st.sampled_from(["flip", "truncate", "delete_line", "insert"]), label="kind")
+        if not buf:
+            break
+        if kind == "flip":
+            pos = data.draw(st.integers(0, len(buf) - 1), label="pos")
+            buf[pos] = data.draw(st.integers(0, 255), label="byte")
+        elif kind == "truncate":
+            del buf[data.draw(st.integers(0, len(buf)), label="at"):]
+        elif kind == "delete_line":
+            lines = bytes(buf).split(b"\n")
+            del lines[data.draw(st.integers(0, len(lines) - 1), label="line")]
+            buf = bytearray(b"\n".join(lines))
+        else:
+            pos = data.draw(st.integers(0, len(buf)), label="pos")
+            buf[pos:pos] = data.draw(st.binary(min_size=1, max_size=8), label="junk")
+    _check(scratch, bytes(buf), 12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.one_of(
+    st.dictionaries(st.sampled_from(["type", "i", "id", "inputs", "samples", "status"]),
+                    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=5),
+                              st.sampled_from(["step", "sync", "site", "sig", "exec", "end"]),
+                              st.lists(st.one_of(st.integers(), st.lists(st.floats(), max_size=3)),
+                                       max_size=3))),
+    st.text(max_size=20)), max_size=12))
+def test_wrongly_typed_records_never_crash(scratch: str, lines: list[Any]) -> None:
+    header = json.dumps({"format": FORMAT, "version": VERSION})
+    body = "\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines)
+    text = header + "\n" + body.replace("\r", "")
+    try:
+        run = _load_bytes(scratch, text.encode("utf-8"))
+    except RunFileError:
+        return
+    assert all(isinstance(s["i"], int) for s in run.steps)
+    assert all(isinstance(k, int) for k in run.sites)
