@@ -50,15 +50,18 @@ def analyze(run: Run) -> Analysis:
         compiles) else pd.array([], dtype="Int64")
     first_cause = compiles.groupby("step")["cause"].first() if len(compiles) else pd.Series(dtype=str)
     steps["cause"] = steps["i"].map(first_cause).fillna("")
-    sync_exec_ms = tables.sync_execution_ms(run, syncs)
+    sync_exec_ms, sync_exec_n = tables.sync_executions(run, syncs)
     if len(syncs):
         syncs["kind"] = [_findings.sync_kind(a, c, v if isinstance(v, str) else None)
                          for a, c, v in zip(syncs["access"], syncs["code"], syncs["via"])]
         syncs["exec_ms"] = sync_exec_ms
+        # Counted by timestamps when samples exist: the counter lags asynchronous executions.
+        if run.executions:
+            syncs["executions"] = sync_exec_n
     else:
         syncs["kind"] = pd.Series(dtype=object)
         syncs["exec_ms"] = pd.Series(dtype=float)
-    findings = _findings.build(steps, compiles, found, syncs, sync_exec_ms, sigs)
+    findings = _findings.build(steps, compiles, found, syncs, sigs)
     totals = _totals(run, steps, compiles, syncs, execute_s, found)
     return Analysis(run=run, steps=steps, compiles=compiles, syncs=syncs, inputs=inputs,
                     findings=findings, totals=totals, notes=_notes(run, steps, syncs, totals))

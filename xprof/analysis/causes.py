@@ -3,7 +3,10 @@
 The rules, in order, for a compile at a barrier (a compile inside a host read is
 ``implicit_sync`` at that read's line):
 
-1. ``warmup``: the barrier of one of the first :data:`WARMUP_STEPS` steps that ran a graph.
+1. ``warmup``: the barrier of one of the first :data:`WARMUP_STEPS` steps that ran a graph,
+   except a second step with other input shapes than the first when the first graph was
+   not a one-off (its shapes came back later without compiling, or the second graph has
+   the same size): then the shape change is to blame.
 2. ``cpu_fallback``: ops without an XLA lowering ran for the first time in this step.
 3. ``input_shape``: this step's input signature was never seen in an earlier steady-state
    step (step 0's graph is a one-off, so a shape seen only there still recompiles).
@@ -97,13 +100,18 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     causes: list[Cause] = []
     if not len(compiles):
         return causes
-    row_of_step = {int(i): k for k, i in enumerate(steps["i"].to_numpy())}
     live = syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
     sites_by_step: dict[int, frozenset[int]] = {}
     if len(live):
         for step, group in live.groupby("step"):
             sites_by_step[int(step)] = frozenset(int(s) for s in group["site"])
     train_nodes = _train_graph_nodes(steps)
+    first_rows = steps[steps["work"] & (steps["ordinal"] == 0)]
+    first: tuple[int | None, int | None] = (None, None)
+    if len(first_rows):
+        fs, fn = first_rows["sig"].iat[0], first_rows["graph_nodes"].iat[0]
+        first = (None if pd.isna(fs) else int(fs), None if pd.isna(fn) else int(fn))
+    first_steady = _first_graph_was_steady(steps, first)
 
     # Walk the steps in order, remembering what steady-state steps have shown so far.
     seen_sigs: set[int] = set()
@@ -125,7 +133,16 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
         sites = sites_by_step.get(step_i, frozenset())
         nodes_val = steps["graph_nodes"].iat[r]
         for k in by_step.get(step_i, []):
-            result[k] = _one(compiles.iloc[k], ordinal, sig_id, sigs, seen_sigs, seen_sig_list,
+            c = compiles.iloc[k]
+            if (ordinal == 1 and c["at"] == "barrier" and sig_id is not None and first[0] is not None
+                    and sig_id != first[0] and (first_steady or (
+                        first[1] is not None and not pd.isna(c["graph_nodes"])
+                        and int(c["graph_nodes"]) == first[1]))):
+                # The first graph was the steady one: this compile is the new shape's.
+                result[k] = _one(c, WARMUP_STEPS, sig_id, sigs, {first[0]}, [sigs.get(first[0], ())],
+                                 seen_keys, sites, set(), seen_nodes, train_nodes, live)
+                continue
+            result[k] = _one(c, ordinal, sig_id, sigs, seen_sigs, seen_sig_list,
                              seen_keys, sites, fallback - seen_fallback, seen_nodes, train_nodes,
                              live)
         if steps["work"].iat[r] and ordinal >= 1:
@@ -137,8 +154,15 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
             if not pd.isna(nodes_val):
                 seen_nodes.add(int(nodes_val))
         seen_fallback |= fallback
-    del row_of_step
     return [result[k] for k in range(len(compiles))]
+
+
+def _first_graph_was_steady(steps: pd.DataFrame, first: tuple[int | None, int | None]) -> bool:
+    """Did the first step's graph serve later steps with the same inputs without compiling?"""
+    if first[0] is None:
+        return False
+    later = steps[steps["work"] & (steps["ordinal"] >= 1) & (steps["sig"] == first[0])]
+    return bool(len(later)) and int(later["barrier_uncached"].iat[0]) == 0
 
 
 def _train_graph_nodes(steps: pd.DataFrame) -> int | None:

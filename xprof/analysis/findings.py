@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from typing import Any
 
 import pandas as pd
 
@@ -45,6 +44,10 @@ _KIND_WORDS = {
 }
 
 
+def _dur(ms: float) -> str:
+    return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1e3:.2f} s"
+
+
 def _loc(file: str, line: int) -> str:
     return f"{os.path.basename(file)}:{line}"
 
@@ -56,7 +59,7 @@ def _pattern(ordinals: list[int], steady_steps: int) -> str | None:
 
 
 def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], syncs: pd.DataFrame,
-          sync_exec_ms: Any, sigs: dict[int, Signature]) -> list[Finding]:
+          sigs: dict[int, Signature]) -> list[Finding]:
     findings: list[Finding] = []
     ordinal_of = dict(zip(steps["i"].astype(int), steps["ordinal"].astype(int)))
     steady = int(((steps["work"]) & (steps["ordinal"] >= 2)).sum())
@@ -70,7 +73,6 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
     # -- host reads (and the compiles they forced) ---------------------------------------
     live = syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
     if len(live):
-        live = live.assign(exec_ms=[sync_exec_ms[k] for k in live.index])
         live = live[live["step"] <= last_barrier]
         for site, g in live.groupby("site", sort=False):
             site = int(site)
@@ -81,7 +83,6 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         site = int(key.split(":", 1)[1])
         g = syncs[syncs["site"] == site]
         if len(g):
-            g = g.assign(exec_ms=[sync_exec_ms[k] for k in g.index])
             findings.append(_sync_finding(site, g, compiles, ks, ordinal_of, steady))
 
     # -- compiles without a host read ----------------------------------------------------
@@ -148,11 +149,11 @@ def _sync_finding(site: int, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[i
     evidence = [f"{where} in {first['func']}(): {code}" if code else f"{where} in {first['func']}()"]
     if isinstance(via, str):
         evidence.append(f"the read happens inside {via}")
-    evidence.append(f"the host waited {wait_ms / 1e3:.3f} s in total ({wait_ms / max(n, 1):.1f} ms a read)")
-    if exec_ms:
-        evidence.append(f"{exec_ms / 1e3:.3f} s of executions ran inside these reads")
+    evidence.append(f"the host waited {_dur(wait_ms)} in total ({_dur(wait_ms / max(n, 1))} a read)")
+    if executions:
+        evidence.append(f"{executions} execution(s) ran inside these reads ({_dur(exec_ms)})")
     if len(rows):
-        evidence.append(f"{len(rows)} compile(s) forced, {compile_ms / 1e3:.3f} s")
+        evidence.append(f"{len(rows)} compile(s) forced ({_dur(compile_ms)})")
     return Finding(
         id=f"sync:{site}", cause="implicit_sync", kind=kind, title=title, count=n, compiles=len(ks),
         seconds=seconds, compile_seconds=compile_ms / 1e3, execute_seconds=exec_ms / 1e3,
@@ -197,7 +198,8 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         minority_ords = [o for o, s in series if s[0] != mode]
         if len(minority) == 1 and minority[0] < mode:
             kind = "partial_batch"
-            pattern = describe_period(minority_ords) or "the last batch of each epoch"
+            every = describe_period(minority_ords)
+            pattern = "the last batch of each epoch" + (f" ({every})" if every else "")
         else:
             kind = "batch_size_change"
     elif varying:
@@ -252,9 +254,14 @@ def _graph_finding(key: str, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
         ran = steps[steps["graph_nodes"].isin(list(nodes))] if nodes else steps.iloc[0:0]
         ordinals = sorted({int(o) for o in ran["ordinal"]}) or [ordinal_of.get(s, 0) for s in comp_steps]
         runs = _runs(ordinals)
-        pattern = describe_period([r[0] for r in runs])
-        pattern = f"eval {pattern}" if pattern else None
-        title = (f"An evaluation pass{(' (' + pattern + ')') if pattern else ''} compiled {n} graph"
+        # Count training steps (not eval barriers) between the starts of eval passes.
+        eval_ords = set(ordinals)
+        train_before = [sum(1 for o in range(r[0]) if o not in eval_ords) for r in runs]
+        every = describe_period(train_before) if len(runs) >= 3 else None
+        if every is None and len(runs) == 2 and train_before[1] - train_before[0] > 1:
+            every = f"every {train_before[1] - train_before[0]} steps"
+        pattern = every.replace("steps", "training steps") if every else None
+        title = (f"An evaluation pass{(' (run ' + pattern + ')') if pattern else ''} compiled {n} graph"
                  f"{'s' if n != 1 else ''} of its own: {ms / 1e3:.2f} s once, cached afterwards")
     else:
         nodes_val = rows["graph_nodes"].dropna()

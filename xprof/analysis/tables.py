@@ -181,11 +181,11 @@ def attribute_executions(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame) -> 
     return per_step, by_sync, float(dur_s.sum())
 
 
-def sync_execution_ms(run: Run, syncs: pd.DataFrame) -> np.ndarray:
-    """Execution ms that started inside each host read's window (one value per sync row)."""
+def sync_executions(run: Run, syncs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Executions that started inside each host read's window: (ms, count) per sync row."""
     out = np.zeros(len(syncs))
     if not run.executions or not len(syncs):
-        return out
+        return out, np.zeros(len(syncs), dtype=np.int64)
     ex = np.asarray(sorted(run.executions))
     dur_s = ex[:, 1] / 1e9
     start = ex[:, 0] - dur_s
@@ -194,7 +194,7 @@ def sync_execution_ms(run: Run, syncs: pd.DataFrame) -> np.ndarray:
     csum = np.concatenate([[0.0], np.cumsum(dur_s)])
     lo = np.searchsorted(start, syncs["t0"].to_numpy(), side="left")
     hi = np.searchsorted(start, syncs["t1"].to_numpy(), side="right")
-    return (csum[hi] - csum[lo]) * 1e3
+    return (csum[hi] - csum[lo]) * 1e3, (hi - lo).astype(np.int64)
 
 
 def input_table(run: Run) -> pd.DataFrame:

@@ -1,0 +1,158 @@
+"""The diagnosis against ground truth: each scenario loop has one known problem (or none).
+
+Every scenario runs once on real torch_xla (CPU) under ``xprof.watch()``; the tests
+check the cause, the kind, the input name or the source line, and the counts.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from xprof.analysis import Analysis, analyze
+from xprof.runfile import load_run
+
+pytestmark = pytest.mark.xla
+
+_CACHE: dict[str, tuple[Analysis, dict[str, int]]] = {}
+COUNTERS = ("UncachedCompile", "CachedCompile", "ExecuteComputation", "MarkStep")
+
+
+def record(name: str, device: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Analysis, dict[str, int]]:
+    """Run scenario ``name`` under watch() once per session; return its analysis and the
+    deltas of torch_xla's own counters over the same loop."""
+    if name not in _CACHE:
+        import torch_xla.debug.metrics as met
+
+        import xprof
+
+        mod = importlib.import_module(f"tests.scenarios.{name}")
+        path = tmp_path_factory.mktemp("scenarios") / f"{name}.json"
+        before = {c: met.counter_value(c) or 0 for c in COUNTERS}
+        with xprof.watch(path):
+            mod.train(device)
+        after = {c: met.counter_value(c) or 0 for c in COUNTERS}
+        _CACHE[name] = (analyze(load_run(path)), {c: after[c] - before[c] for c in COUNTERS})
+    return _CACHE[name]
+
+
+def marker_line(name: str, kind: str) -> int:
+    mod = importlib.import_module(f"tests.scenarios.{name}")
+    lines = inspect.getsource(mod).splitlines()
+    hits = [n for n, text in enumerate(lines, 1) if f"# expect: {kind}" in text]
+    assert len(hits) == 1, f"{name} should mark one line with '# expect: {kind}'"
+    return hits[0]
+
+
+@pytest.fixture
+def scenario(device: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return lambda name: record(name, device, tmp_path_factory)
+
+
+def test_clean_loop_has_no_findings(scenario: Any) -> None:
+    a, counters = scenario("clean_closure")
+    assert a.findings == []
+    assert a.totals.recompiles == 0
+    assert a.totals.syncs == 0
+    assert a.totals.deferred_reads == 10  # the step-closure reads, recorded as deferred
+    assert a.totals.steps == 10
+    assert a.totals.compiles == counters["UncachedCompile"]
+
+
+def test_padding_to_longest_in_dict_batches(scenario: Any) -> None:
+    a, counters = scenario("padding_dict")
+    assert [(f.cause, f.kind, f.input) for f in a.findings] == [("input_shape", "dynamic_padding", "input_ids")]
+    f = a.findings[0]
+    assert f.dim == 1
+    assert f.compiles == 3  # lengths 12, 17, 23, 30: every length after the first
+    assert sorted({s[1] for s in f.shapes or []}) == [12, 17, 23, 30]
+    assert f.what_if is not None
+    rows = {r["strategy"]: r for r in f.what_if}
+    assert rows["pad_to_multiple_of=8"]["graphs"] == 3  # 16, 24, 32
+    assert rows["pad_to_multiple_of=32"]["graphs"] == 1
+    assert any(r["graphs"] == 1 and "max_length" in str(r["strategy"]) for r in f.what_if)
+    # The run agrees with torch_xla's own counters over the same loop.
+    assert a.totals.compiles == counters["UncachedCompile"] == 4
+    assert a.totals.cached_compiles == counters["CachedCompile"]
+    assert a.totals.barriers == counters["MarkStep"] == 12
+
+
+def test_padding_in_collate_behind_mp_device_loader(scenario: Any) -> None:
+    a, counters = scenario("padding_collate_loader")
+    assert [(f.cause, f.kind, f.input) for f in a.findings] == [("input_shape", "dynamic_padding", "input_ids")]
+    assert a.findings[0].compiles == 3  # batch maxima 9, 20, 11, 18
+    # MpDeviceLoader syncs at the start and the end of the epoch as well: 2 empty barriers.
+    assert a.totals.steps == 10
+    assert a.totals.barriers == 12 == counters["MarkStep"]
+    assert a.totals.compiles == counters["UncachedCompile"]
+
+
+def test_item_every_step(scenario: Any) -> None:
+    a, _ = scenario("item_every_step")
+    assert [(f.cause, f.kind) for f in a.findings] == [("implicit_sync", "item")]
+    f = a.findings[0]
+    assert (Path(f.file or "").name, f.line) == ("item_every_step.py", marker_line("item_every_step", "item"))
+    assert f.count == 10
+    assert f.pattern == "every step"
+    assert a.totals.extra_executions == 10
+
+
+def test_stray_print(scenario: Any) -> None:
+    a, _ = scenario("stray_print")
+    assert [(f.cause, f.kind) for f in a.findings] == [("implicit_sync", "print")]
+    f = a.findings[0]
+    assert f.line == marker_line("stray_print", "print")
+    assert f.count == 1
+    assert f.steps == [5]
+    assert f.compiles >= 1
+
+
+def test_last_partial_batch(scenario: Any) -> None:
+    a, _ = scenario("partial_batch")
+    assert [(f.cause, f.kind) for f in a.findings] == [("input_shape", "partial_batch")]
+    f = a.findings[0]
+    assert f.input == "batch[0]" and f.dim == 0
+    assert f.shapes == [[8, 8], [4, 8]]
+    assert f.compiles == 1  # compiled once, cached in the next two epochs
+    assert "last batch of each epoch" in (f.pattern or "")
+    assert "drop_last=True" in f.advice
+
+
+def test_control_flow_every_n_steps(scenario: Any) -> None:
+    a, _ = scenario("every_n_steps")
+    assert [(f.cause, f.kind) for f in a.findings] == [("graph_change", "periodic_graph")]
+    assert a.findings[0].pattern == "every 4 steps"
+    assert a.findings[0].compiles == 1
+
+
+def test_tensor_in_condition(scenario: Any) -> None:
+    a, _ = scenario("tensor_condition")
+    assert [(f.cause, f.kind) for f in a.findings] == [("implicit_sync", "tensor_condition")]
+    f = a.findings[0]
+    assert f.line == marker_line("tensor_condition", "tensor_condition")
+    assert f.count == 10
+
+
+def test_interleaved_eval_pass(scenario: Any) -> None:
+    a, _ = scenario("eval_pass")
+    assert [(f.cause, f.kind) for f in a.findings] == [("graph_change", "eval_pass")]
+    f = a.findings[0]
+    assert f.pattern == "every 4 training steps"
+    assert f.severity == "info"
+    assert a.totals.steps == 12 + 3 * 2
+
+
+def test_two_causes_are_two_findings(scenario: Any) -> None:
+    a, _ = scenario("two_causes")
+    got = sorted((f.cause, f.kind, f.input, f.line) for f in a.findings)
+    assert got == sorted([
+        ("input_shape", "dynamic_padding", "input_ids", None),
+        ("implicit_sync", "item", None, marker_line("two_causes", "item")),
+    ])
+    summary = a.summary()
+    assert {f["cause"] for f in summary["findings"]} == {"input_shape", "implicit_sync"}
+    assert all(f["seconds"] > 0 for f in summary["findings"])
