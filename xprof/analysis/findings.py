@@ -210,7 +210,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     what_if = None
     if kind == "dynamic_padding" and dim is not None and len(rows):
         lengths = [s[dim] for _, s in series if len(s) > dim]
-        what_if = bucketing_what_if(lengths, ms / 1e3 / len(rows), len(rows), ms / 1e3)
+        what_if = bucketing_what_if(lengths, ms / 1e3 / len(rows), ms / 1e3)
     n = len(ks)
     values_txt = ""
     if dim is not None:

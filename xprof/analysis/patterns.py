@@ -49,19 +49,21 @@ def bucket(value: int, multiple: int) -> int:
     return int(math.ceil(value / multiple) * multiple)
 
 
-def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_graphs: int,
+def bucketing_what_if(lengths: Sequence[int], compile_s_each: float,
                       current_seconds: float) -> list[dict[str, object]]:
-    """Graphs and compile seconds left by padding the varying dim to multiples or to the max.
+    """Graphs and recompile seconds left by padding the varying dim to multiples or to the max.
 
-    ``lengths`` are the per-step values of the dimension; padding waste is the extra
-    elements computed, relative to what was used.
+    ``lengths`` are the per-step values of the dimension. ``graphs`` is the number of
+    distinct shapes (one graph each); ``compile_seconds`` what the graphs after the first
+    would cost at the observed mean compile time (the first is paid in warm-up anyway);
+    ``padding_waste`` the extra elements computed, relative to what was used.
     """
     if not lengths:
         return []
     used = float(sum(lengths))
     out: list[dict[str, object]] = [{
         "strategy": "as recorded",
-        "graphs": current_graphs,
+        "graphs": len(set(lengths)),
         "compile_seconds": round(current_seconds, 3),
         "saved_seconds": 0.0,
         "padding_waste": 0.0,
@@ -78,7 +80,7 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_gra
 
 
 def _row(strategy: str, graphs: int, each: float, current: float, waste: float) -> dict[str, object]:
-    seconds = graphs * each
+    seconds = max(graphs - 1, 0) * each
     return {
         "strategy": strategy,
         "graphs": graphs,

@@ -1,0 +1,157 @@
+"""Fast unit tests of the analysis on exact, hand-built run files (no torch needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from xprof.analysis import analyze
+from xprof.analysis.findings import sync_kind
+from xprof.analysis.patterns import bucketing_what_if, describe_period, period
+from xprof.runfile import RunWriter, load_run
+
+T0 = 1_000_000.0
+
+
+class Builder:
+    """Writes a run the way the recorder does: a step every 10 ms, compiles of 500 ms."""
+
+    def __init__(self, path: Path) -> None:
+        self.w = RunWriter(path, {"name": "unit", "started_unix": T0, "meta": {}})
+        self.path = path
+        self.i = 0
+        self.t = T0
+        self.sigs: dict[tuple[Any, ...], int] = {}
+
+    def step(self, shapes: dict[str, list[int]] | None = None, compile_ms: float = 0.0,
+             nodes: int = 70, read: tuple[str, int, str] | None = None) -> None:
+        t0, tb = self.t, self.t + 0.005
+        if read is not None:
+            kind, line, code = read
+            self.w.write({"type": "site", "id": line, "kind": kind, "file": "/u/train.py", "line": line,
+                          "func": "main", "via": None, "code": code})
+            self.w.write({"type": "sync", "i": self.i, "site": line, "t0": t0 + 0.001, "t1": t0 + 0.002, "x": 1})
+        t1 = tb + compile_ms / 1e3 + 0.001
+        rec: dict[str, Any] = {"type": "step", "i": self.i, "t0": t0, "tb": tb, "t1": t1, "barrier": "mark_step",
+                               "c": {"MarkStep": 1, "ExecuteComputation": 1}}
+        if compile_ms:
+            rec["c"]["UncachedCompile"] = 1
+            rec["bu"] = 1
+            self.w.write({"type": "compile", "i": self.i, "t": tb + compile_ms / 1e3, "ns": compile_ms * 1e6,
+                          "at": "barrier"})
+        else:
+            rec["c"]["CachedCompile"] = 1
+            rec["bc"] = 1
+        self.w.write({"type": "graph_sizes", "samples": [[t1 - 0.0005, nodes]]})
+        if shapes is not None:
+            key = tuple((k, tuple(v)) for k, v in shapes.items())
+            if key not in self.sigs:
+                self.sigs[key] = len(self.sigs)
+                self.w.write({"type": "sig", "id": self.sigs[key], "inputs": [
+                    {"name": k, "shape": v, "dtype": "int64", "src": "batch"} for k, v in shapes.items()]})
+            rec["sig"] = self.sigs[key]
+        self.w.write(rec)
+        self.w.write({"type": "exec", "samples": [[t1 + 0.002, 1e6]]})
+        self.i += 1
+        self.t = t1 + 0.004
+
+    def done(self) -> Any:
+        self.w.write({"type": "end", "t": self.t, "status": "ok", "exception": None, "steps": self.i})
+        self.w.close()
+        return analyze(load_run(self.path))
+
+
+def test_padding_what_if_and_warmup(tmp_path: Path) -> None:
+    b = Builder(tmp_path / "r.json")
+    seen: set[int] = set()
+    for n in [12, 17, 12, 23, 17, 30, 12]:
+        b.step({"input_ids": [4, n]}, compile_ms=0 if n in seen else 500)
+        seen.add(n)
+    a = b.done()
+    assert [f.kind for f in a.findings] == ["dynamic_padding"]
+    f = a.findings[0]
+    # The first graph served length 12 again without compiling: step 1's compile is the shape's.
+    assert f.compiles == 3 and a.totals.recompiles == 3 and a.totals.compiles == 4
+    assert f.seconds == pytest.approx(1.5)
+    rows = {r["strategy"]: r for r in f.what_if or []}
+    assert rows["as recorded"]["graphs"] == 4
+    assert rows["pad_to_multiple_of=8"]["graphs"] == 3
+    assert rows["pad_to_multiple_of=8"]["compile_seconds"] == pytest.approx(1.0)
+    assert rows["pad_to_multiple_of=32"]["saved_seconds"] == pytest.approx(1.5)
+
+
+def test_one_off_first_graph_is_warmup(tmp_path: Path) -> None:
+    b = Builder(tmp_path / "r.json")
+    b.step({"x": [8, 4]}, compile_ms=500, nodes=49)  # optimizer state created in here
+    b.step({"x": [8, 4]}, compile_ms=500, nodes=70)
+    for _ in range(5):
+        b.step({"x": [8, 4]})
+    a = b.done()
+    assert a.findings == []
+    assert a.totals.recompiles == 0 and a.totals.compiles == 2
+
+
+def test_read_every_step_is_one_finding(tmp_path: Path) -> None:
+    b = Builder(tmp_path / "r.json")
+    for k in range(8):
+        b.step({"x": [8, 4]}, compile_ms=500 if k == 0 else 0, read=("item", 42, "losses.append(loss.item())"))
+    a = b.done()
+    assert len(a.findings) == 1
+    f = a.findings[0]
+    assert (f.cause, f.kind, f.line, f.count, f.pattern) == ("implicit_sync", "item", 42, 8, "every step")
+
+
+def test_eval_graph_is_info(tmp_path: Path) -> None:
+    b = Builder(tmp_path / "r.json")
+    b.step({"x": [8, 4]}, compile_ms=500)
+    b.step({"x": [8, 4]}, compile_ms=500)
+    for k in range(2, 14):
+        if k % 4 == 0:
+            b.step({"x": [16, 4]}, compile_ms=500 if k == 4 else 0, nodes=16)
+        else:
+            b.step({"x": [8, 4]})
+    a = b.done()
+    assert [(f.kind, f.severity) for f in a.findings] == [("eval_pass", "info")]
+
+
+def test_incomplete_run_is_noted(tmp_path: Path) -> None:
+    b = Builder(tmp_path / "r.json")
+    b.step({"x": [8, 4]}, compile_ms=500)
+    b.w.close()  # no end record: the process died
+    a = analyze(load_run(b.path))
+    assert a.totals.status == "incomplete" and not a.totals.complete
+    assert any("incomplete" in n for n in a.notes)
+
+
+@pytest.mark.parametrize(("access", "code", "via", "kind"), [
+    ("repr", "print(loss)", None, "print"),
+    ("format", 'print(f"{loss:.3f}")', None, "print"),
+    ("format", 'msg = f"{loss:.3f}"', None, "format"),
+    ("bool", "if loss > 1.0:", None, "tensor_condition"),
+    ("bool", "ok = bool(flag)", None, "scalar"),
+    ("item", "x = loss.item()", None, "item"),
+    ("item", "scaler.step(opt)", "torch.amp.grad_scaler.GradScaler.step", "grad_scaler"),
+    ("cpu", "torch.save(model.state_dict(), p)", "torch.serialization.save", "checkpoint"),
+    ("item", "trainer.train()", "transformers.trainer.Trainer._maybe_log_save_evaluate", "library_sync"),
+])
+def test_sync_kind(access: str, code: str, via: str | None, kind: str) -> None:
+    assert sync_kind(access, code, via) == kind
+
+
+def test_period_detection() -> None:
+    assert period([3, 7, 11, 15]) == 4
+    assert period([3, 7]) is None
+    assert describe_period([1, 2, 3]) is None  # consecutive steps are not a period
+    assert describe_period([2, 5, 8, 12, 14]) is None
+    assert describe_period([0, 5, 10, 15, 21]) == "about every 5 steps"
+
+
+def test_bucketing_rows() -> None:
+    rows = bucketing_what_if([10, 20, 30], compile_s_each=1.0, current_seconds=2.0)
+    by = {r["strategy"]: r for r in rows}
+    assert by["as recorded"]["graphs"] == 3
+    assert by["pad_to_multiple_of=16"]["graphs"] == 2  # 16, 32
+    assert by["pad_to_multiple_of=64"]["graphs"] == 1
+    assert by["pad_to_multiple_of=64"]["padding_waste"] == pytest.approx(192 / 60 - 1, abs=1e-3)
