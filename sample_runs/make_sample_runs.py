@@ -15,7 +15,8 @@ of 4 token sequences, 24 steps, seeded), changed in one way per sample:
 Each sample is recorded in a fresh process: torch_xla's compile cache lives as long as
 the process, so a second loop in the same process would find its graphs already
 compiled. The parent imports torch and torch_xla once and forks a child per sample
-(before any device is created), so no child pays the import again; two run at a time.
+(before any device is created), so no child pays the import again. Children run one at a
+time: two compiling at once on a small machine makes compile times noisier.
 The sample name reaches the child through the environment, so every run file records
 the same ``argv`` (``compare`` warns when argv differs).
 """
@@ -120,7 +121,7 @@ def main(argv: list[str]) -> int:
     pending = list(names)
     running: list[tuple[str, Any]] = []
     while pending or running:
-        while pending and len(running) < 2:
+        while pending and len(running) < 1:
             name = pending.pop(0)
             proc = ctx.Process(target=_child, args=(name,), name=name)
             proc.start()

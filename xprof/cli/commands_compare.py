@@ -1,0 +1,125 @@
+"""``xprof compare``: a thin shell over :func:`xprof.compare.compare` and its gate.
+
+Parses arguments, loads the runs (bad files -> one line, exit 2), renders the result
+(terminal table, ``--json``, ``--markdown``, ``-o file.html``), then applies the
+thresholds: exit 1 when one is crossed, with one line per crossed threshold on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from xprof.cli.app import EXIT_REGRESSION, app, console, err_console, fail, load_or_fail, output_errors
+
+_EXAMPLE = """
+Compare a run against a baseline, and gate CI on it:
+
+    xprof compare base.json new.json
+    xprof compare base.json new.json --max-new-recompiles 0 --max-compile-seconds-increase 10% \\
+        --markdown >> "$GITHUB_STEP_SUMMARY"
+    xprof compare base.json new.json -o reports/compare.html
+    xprof compare day1.json day2.json day3.json        # a trend against the first
+
+Exit codes: 0 within every threshold, 1 a threshold was crossed, 2 bad input.
+"""
+
+
+@app.command(epilog=_EXAMPLE)
+def compare(
+    runs: Annotated[list[str], typer.Argument(help="BASE NEW [MORE...]: run files; each later one is "
+                                                   "compared against the first.", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the versioned JSON object "
+                                                         "(docs/compare.md) instead of the table.")] = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print GitHub Markdown (a CI job summary "
+                                                              "or PR comment) instead of the table.")] = False,
+    output: Annotated[str | None, typer.Option("-o", "--output", help="Also write the comparison to "
+                                                  "this file: .html (self-contained), .md or .json.",
+                                                  show_default=False)] = None,
+    max_new_recompiles: Annotated[str | None, typer.Option(
+        "--max-new-recompiles", metavar="N",
+        help="Fail (exit 1) when recompiles after warm-up rose by more than N.")] = None,
+    max_compile_seconds_increase: Annotated[str | None, typer.Option(
+        "--max-compile-seconds-increase", metavar="LIMIT",
+        help="Fail when compile time rose by more than LIMIT: a percent of the base (10%) "
+             "or seconds (2s).")] = None,
+    max_step_time_increase: Annotated[str | None, typer.Option(
+        "--max-step-time-increase", metavar="LIMIT",
+        help="Fail when the median execute time of steady-state steps rose by more than "
+             "LIMIT (5%, or 3ms).")] = None,
+    max_new_syncs: Annotated[str | None, typer.Option(
+        "--max-new-syncs", metavar="N",
+        help="Fail when there are more than N implicit host syncs beyond what the base makes "
+             "in as many steps.")] = None,
+) -> None:
+    """Compare runs: compiles, compile time, step time, syncs, findings and graphs, side by side.
+
+    Counts are exact; times are judged on medians of steady-state steps with a noise floor,
+    so two recordings of the same loop report no regression.
+    """
+    from xprof.compare import Gate, ThresholdError
+    from xprof.compare import compare as run_compare
+
+    if len(runs) < 2:
+        fail("compare needs at least two run files: BASE NEW [MORE...]")
+    if as_json and markdown:
+        fail("--json and --markdown both print to stdout; choose one (use -o for a file)")
+    if output is not None and Path(output).suffix.lower() not in (".html", ".htm", ".md", ".json"):
+        fail(f"-o {output}: give a file ending in .html, .md or .json")
+    try:
+        gate = Gate.parse(max_new_recompiles=max_new_recompiles,
+                          max_compile_seconds_increase=max_compile_seconds_increase,
+                          max_step_time_increase=max_step_time_increase, max_new_syncs=max_new_syncs)
+    except ThresholdError as exc:
+        fail(str(exc))
+
+    loaded = [load_or_fail(path) for path in runs]
+    result = run_compare(*loaded)
+    violations = [v for pair in result.pairs for v in gate.check(pair)]
+    gated = gate.active
+
+    if as_json:
+        text = json.dumps(result.to_json(violations, gate.describe() if gated else None), indent=2)
+        sys.stdout.write(text + "\n")
+    elif markdown:
+        from xprof.compare.text import render_markdown
+
+        sys.stdout.write(render_markdown(result, violations, gated) + "\n")
+    else:
+        from xprof.compare.text import print_terminal
+
+        print_terminal(console, result, violations, gated)
+
+    if output is not None:
+        _write(output, result, violations, gated, gate.describe() if gated else None)
+
+    if violations:
+        for v in violations:
+            err_console.print(f"xprof: regression: {v.threshold}: {v.message}", markup=False)
+        raise typer.Exit(EXIT_REGRESSION)
+
+
+def _write(path: str, result: object, violations: list, gated: bool,
+           thresholds: dict[str, str] | None) -> None:
+    from xprof.compare.model import CompareResult
+
+    assert isinstance(result, CompareResult)
+    suffix = Path(path).suffix.lower()
+    with output_errors(path):
+        if suffix in (".html", ".htm"):
+            from xprof.report.compare_html import write_compare
+
+            write_compare(result, path, violations, gated)
+        else:
+            from xprof.compare.text import render_markdown
+
+            text = (json.dumps(result.to_json(violations, thresholds), indent=2) if suffix == ".json"
+                    else render_markdown(result, violations, gated))
+            out = Path(path)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text + "\n", encoding="utf-8")
+    err_console.print(f"xprof: wrote {path}", markup=False)

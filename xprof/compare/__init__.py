@@ -1,0 +1,115 @@
+"""Compare runs: what got worse or better between a base run and a new one.
+
+``xprof.compare(base, new)`` is the whole API; ``xprof compare`` is a thin shell
+over it that renders the result and applies the CI gate (:mod:`xprof.compare.gate`).
+Each argument may be a path, a loaded :class:`~xprof.runfile.Run` or an
+:class:`~xprof.analysis.model.Analysis`. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from typing import Union
+
+import pandas as pd
+
+from xprof.analysis.model import Analysis
+from xprof.compare.checks import run_info, warnings_for
+from xprof.compare.gate import Gate, Limit, ThresholdError, parse_count, parse_limit
+from xprof.compare.graphs import diff_graphs, diff_shapes
+from xprof.compare.matching import diff_findings
+from xprof.compare.metrics import METRICS, Noise, judge, steady_steps, values
+from xprof.compare.model import (
+    SCHEMA,
+    VERSION,
+    CompareResult,
+    FindingChange,
+    GraphChange,
+    MetricChange,
+    PairComparison,
+    RunInfo,
+    ShapeChange,
+    Violation,
+)
+from xprof.runfile import Run, load_run
+
+RunLike = Union[str, "os.PathLike[str]", Run, Analysis]
+
+
+def _analysis(item: RunLike) -> Analysis:
+    if isinstance(item, Analysis):
+        return item
+    from xprof.analysis import analyze
+
+    run = item if isinstance(item, Run) else load_run(item)
+    return analyze(run)
+
+
+def compare_pair(base: Analysis, new: Analysis, noise: Noise | None = None) -> PairComparison:
+    """One run against the base: metrics, findings, graphs, shapes and warnings."""
+    noise = noise or Noise()
+    a, b = run_info(base), run_info(new)
+    va, vb = values(base), values(new)
+    steady = (steady_steps(base), steady_steps(new))
+    dc = int((vb["compiles"] or 0) - (va["compiles"] or 0))
+    changes = [judge(spec, va[spec.key], vb[spec.key], noise, steady, dc) for spec in METRICS]
+    frame = pd.DataFrame([c.to_json() for c in changes]).set_index("key")
+    return PairComparison(
+        base=a,
+        new=b,
+        metrics=frame,
+        metric_changes=changes,
+        findings=diff_findings(base.findings, new.findings),
+        graphs=diff_graphs(base, new),
+        shapes=diff_shapes(base, new),
+        warnings=warnings_for(base, new, a, b),
+    )
+
+
+def compare(base: RunLike, new: RunLike, *more: RunLike, noise: Noise | None = None) -> CompareResult:
+    """Compare ``new`` (and each of ``more``) against ``base``.
+
+    >>> result = xprof.compare("base.json", "new.json")
+    >>> result.metrics.loc["recompiles", ["base", "new", "verdict"]]
+    >>> [f.cause_text() for f in result.findings if f.status == "new"]
+
+    Raises :class:`~xprof.runfile.RunFileError` (one-line message) for a file that
+    cannot be read.
+    """
+    analyses = [_analysis(x) for x in (base, new, *more)]
+    pairs = [compare_pair(analyses[0], other, noise) for other in analyses[1:]]
+    runs = [pairs[0].base] + [p.new for p in pairs]
+    dupes = _dupes(runs)
+    trend = pd.DataFrame({f"{k}:{r.name}" if dupes else r.name: values(a)
+                          for k, (r, a) in enumerate(zip(runs, analyses))})
+    trend.index.name = "key"
+    return CompareResult(runs=runs, pairs=pairs, trend=trend, analyses=analyses)
+
+
+def _dupes(runs: list[RunInfo]) -> bool:
+    names = [r.name for r in runs]
+    return len(set(names)) != len(names)
+
+
+class _CallableModule(types.ModuleType):
+    """``xprof.compare(base, new)`` keeps working once this package is imported.
+
+    ``xprof/__init__.py`` maps ``xprof.compare`` to this function lazily, but importing
+    the package ``xprof.compare`` sets that attribute of ``xprof`` to the package
+    itself; so the package is callable and calls :func:`compare`.
+    """
+
+    def __call__(self, base: RunLike, new: RunLike, *more: RunLike,
+                 noise: Noise | None = None) -> CompareResult:
+        return compare(base, new, *more, noise=noise)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+__all__ = [
+    "METRICS", "SCHEMA", "VERSION", "CompareResult", "FindingChange", "Gate", "GraphChange", "Limit",
+    "MetricChange", "Noise", "PairComparison", "RunInfo", "ShapeChange", "ThresholdError", "Violation",
+    "compare", "compare_pair", "parse_count", "parse_limit",
+]

@@ -1,0 +1,240 @@
+"""The comparison as a person reads it: a rich terminal table, or Markdown for CI.
+
+Both take a :class:`~xprof.compare.model.CompareResult` (and the gate's violations)
+and nothing else. Markdown is GitHub-flavoured: one table per comparison, lists for
+findings, so it can go straight into ``$GITHUB_STEP_SUMMARY`` or a PR comment.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Console, Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from xprof.compare.model import CompareResult, FindingChange, MetricChange, PairComparison, Violation
+
+MAX_LISTED = 20
+"""Findings, graphs and shapes listed per section; the rest are counted."""
+
+_MARK = {"worse": "▲ worse", "better": "▼ better", "same": "", "changed": "changed",
+         "n/a": "n/a", "info": ""}
+_STYLE = {"worse": "bold red", "better": "green", "changed": "yellow", "n/a": "dim", "info": "dim"}
+
+
+def value(v: float | None, unit: str) -> str:
+    if v is None or not math.isfinite(v):
+        return "n/a"
+    if unit == "count":
+        return f"{round(v)}"
+    if unit == "s":
+        return f"{v:.2f} s"
+    if unit == "ms":
+        return f"{v:.2f} ms"
+    return f"{v:.2f}"
+
+
+def change(m: MetricChange, compact: bool = False) -> str:
+    """``+2 (+200%)``, ``-0.64 s (-65%)``, ``=`` for no change; compact: ``+2, +200%``."""
+    if m.delta is None:
+        return "n/a"
+    if m.delta == 0:
+        return "="
+    sign = "+" if m.delta > 0 else "-"
+    mag = value(abs(m.delta), m.unit)
+    if m.rel is None or not math.isfinite(m.rel):
+        return f"{sign}{mag}"
+    return f"{sign}{mag}, {m.rel * 100:+.0f}%" if compact else f"{sign}{mag} ({m.rel * 100:+.0f}%)"
+
+
+def _finding_line(f: FindingChange) -> str:
+    parts = [f.cause_text()]
+    if f.compiles_delta:
+        parts.append(f"{f.compiles_delta:+d} compiles")
+    if f.count_delta and f.count_delta != f.compiles_delta:
+        parts.append(f"{f.count_delta:+d} events")
+    if abs(f.seconds_delta) >= 0.005:
+        parts.append(f"{f.seconds_delta:+.2f} s")
+    if f.moved_from:
+        parts.append(f"moved from {f.moved_from}")
+    return ", ".join(parts)
+
+
+def _sections(pair: PairComparison) -> list[tuple[str, list[str]]]:
+    out: list[tuple[str, list[str]]] = []
+    for status, title in (("new", f"New findings in {pair.new.name}"),
+                          ("changed", "Changed findings"),
+                          ("gone", f"Gone (fixed) since {pair.base.name}")):
+        found = [f for f in pair.findings if f.status == status]
+        if found:
+            out.append((title, [f"{_finding_line(f)} — {f.title}" for f in found]))
+    for side, title in (("new", f"Graphs compiled only in {pair.new.name}"),
+                        ("base", f"Graphs compiled only in {pair.base.name}")):
+        graphs = [g for g in pair.graphs if g.side == side]
+        if graphs:
+            out.append((title, [
+                f"{g.nodes if g.nodes is not None else '?'} nodes for {g.inputs or '(inputs not recorded)'}"
+                f" (first at step {g.first_step}, cause {g.cause or '?'})" for g in graphs]))
+    for side, title in (("new", f"Input shapes only in {pair.new.name}"),
+                        ("base", f"Input shapes only in {pair.base.name}")):
+        shapes = [s for s in pair.shapes if s.side == side]
+        if shapes:
+            out.append((title, [f"{s.input}[{', '.join(str(d) for d in s.shape)}] {s.dtype} "
+                                f"({s.steps} steps)" for s in shapes]))
+    return out
+
+
+def _clip(lines: list[str]) -> list[str]:
+    if len(lines) <= MAX_LISTED:
+        return lines
+    return [*lines[:MAX_LISTED], f"… and {len(lines) - MAX_LISTED} more"]
+
+
+def verdict_line(pair: PairComparison) -> str:
+    worse = [m.label for m in pair.regressions]
+    better = [m.label for m in pair.improvements]
+    if not worse and not better:
+        return f"{pair.new.name} vs {pair.base.name}: no change beyond noise."
+    text = []
+    if worse:
+        text.append("worse: " + ", ".join(worse))
+    if better:
+        text.append("better: " + ", ".join(better))
+    return f"{pair.new.name} vs {pair.base.name}: " + "; ".join(text) + "."
+
+
+def gate_lines(violations: list[Violation] | None, gated: bool) -> list[str]:
+    if not gated:
+        return []
+    if not violations:
+        return ["Gate: passed (every threshold held)."]
+    return ["Gate: FAILED"] + [f"  {v.threshold}: {v.message}" for v in violations]
+
+
+# -- terminal ------------------------------------------------------------------------
+
+def _pair_table(pair: PairComparison) -> Table:
+    t = Table(title=escape(f"{pair.base.name} (base) → {pair.new.name}"), title_justify="left",
+              header_style="bold")
+    t.add_column("Metric", no_wrap=True)
+    t.add_column(escape(pair.base.name), justify="right", overflow="fold")
+    t.add_column(escape(pair.new.name), justify="right", overflow="fold")
+    t.add_column("Change", justify="right", no_wrap=True)
+    t.add_column("", overflow="fold")
+    for m in pair.metric_changes:
+        style = _STYLE.get(m.verdict, "")
+        mark = _MARK.get(m.verdict, m.verdict)
+        if m.note and m.verdict in ("same", "info") and m.delta:
+            mark = m.note
+        t.add_row(m.label, value(m.base, m.unit), value(m.new, m.unit), change(m),
+                  Text(mark, style=style or "dim"))
+    return t
+
+
+def _trend_table(result: CompareResult) -> Table:
+    t = Table(title=escape(f"Trend against {result.base.name}"), title_justify="left",
+              header_style="bold")
+    t.add_column("Metric", no_wrap=True)
+    for r in result.runs:
+        t.add_column(escape(r.name), justify="right", overflow="fold")
+    first = result.pairs[0]
+    for k, m0 in enumerate(first.metric_changes):
+        cells: list[RenderableType] = [value(m0.base, m0.unit)]
+        for pair in result.pairs:
+            m = pair.metric_changes[k]
+            cell = Text(value(m.new, m.unit))
+            if m.delta:
+                cell.append(f" ({change(m, compact=True)})", style=_STYLE.get(m.verdict, "dim"))
+            cells.append(cell)
+        t.add_row(m0.label, *cells)
+    return t
+
+
+def render_terminal(result: CompareResult, violations: list[Violation] | None = None,
+                    gated: bool = False) -> RenderableType:
+    parts: list[RenderableType] = []
+    for r in result.runs:
+        parts.append(Text(f"{r.name}: {r.path} ({r.steps} steps, torch_xla {r.torch_xla or '?'}, "
+                          f"{r.device or '?'}, {r.status})", style="dim"))
+    if len(result.pairs) > 1:
+        parts.append(_trend_table(result))
+    for pair in result.pairs:
+        for w in pair.warnings:
+            parts.append(Text(f"warning: {pair.new.name}: {w}", style="yellow"))
+        if len(result.pairs) == 1:
+            parts.append(_pair_table(pair))
+        for title, lines in _sections(pair):
+            parts.append(Text(title + ":", style="bold"))
+            for line in _clip(lines):
+                parts.append(Text(f"  {line}"))
+        parts.append(Text(verdict_line(pair), style="bold"))
+    for line in gate_lines(violations, gated):
+        parts.append(Text(line, style="bold red" if violations else "bold green"))
+    return Group(*parts)
+
+
+def print_terminal(console: Console, result: CompareResult, violations: list[Violation] | None = None,
+                   gated: bool = False) -> None:
+    console.print(render_terminal(result, violations, gated))
+
+
+# -- Markdown ------------------------------------------------------------------------
+
+def _md(text: str) -> str:
+    """Escape what GitHub Markdown would read as table syntax or HTML."""
+    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("\n", " "))
+
+
+def render_markdown(result: CompareResult, violations: list[Violation] | None = None,
+                    gated: bool = False) -> str:
+    out: list[str] = []
+    names = " → ".join(_md(r.name) for r in result.runs)
+    out.append(f"## xprof compare: {names}")
+    out.append("")
+    if gated:
+        if violations:
+            out.append("**Gate: failed**")
+            out.append("")
+            out += [f"- `{v.threshold}`: {_md(v.message)}" for v in violations]
+        else:
+            out.append("**Gate: passed** (every threshold held)")
+        out.append("")
+    warnings = [(p.new.name, w) for p in result.pairs for w in p.warnings]
+    for name, w in warnings:
+        out.append(f"> ⚠️ {_md(name)}: {_md(w)}")
+    if warnings:
+        out.append("")
+    if len(result.pairs) == 1:
+        pair = result.pairs[0]
+        out.append(f"| Metric | {_md(pair.base.name)} | {_md(pair.new.name)} | Change | |")
+        out.append("|---|---:|---:|---:|---|")
+        for m in pair.metric_changes:
+            mark = _MARK.get(m.verdict, m.verdict)
+            if m.note and m.verdict in ("same", "info") and m.delta:
+                mark = m.note
+            out.append(f"| {m.label} | {value(m.base, m.unit)} | {value(m.new, m.unit)} | "
+                       f"{change(m)} | {_md(mark)} |")
+    else:
+        out.append("| Metric | " + " | ".join(_md(r.name) for r in result.runs) + " |")
+        out.append("|---|" + "---:|" * len(result.runs))
+        for k, m0 in enumerate(result.pairs[0].metric_changes):
+            cells = [value(m0.base, m0.unit)]
+            for pair in result.pairs:
+                m = pair.metric_changes[k]
+                extra = f" ({change(m, compact=True)})" if m.delta else ""
+                flag = " ▲" if m.verdict == "worse" else " ▼" if m.verdict == "better" else ""
+                cells.append(f"{value(m.new, m.unit)}{extra}{flag}")
+            out.append(f"| {m0.label} | " + " | ".join(cells) + " |")
+    out.append("")
+    for pair in result.pairs:
+        for title, lines in _sections(pair):
+            out.append(f"**{_md(title)}**")
+            out.append("")
+            out += [f"- {_md(line)}" for line in _clip(lines)]
+            out.append("")
+        out.append(_md(verdict_line(pair)))
+        out.append("")
+    return "\n".join(out)
