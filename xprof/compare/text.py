@@ -62,7 +62,7 @@ def _finding_line(f: FindingChange) -> str:
     return ", ".join(parts)
 
 
-def _sections(pair: PairComparison) -> list[tuple[str, list[str]]]:
+def sections(pair: PairComparison) -> list[tuple[str, list[str]]]:
     out: list[tuple[str, list[str]]] = []
     for status, title in (("new", f"New findings in {pair.new.name}"),
                           ("changed", "Changed findings"),
@@ -165,7 +165,7 @@ def render_terminal(result: CompareResult, violations: list[Violation] | None = 
             parts.append(Text(f"warning: {pair.new.name}: {w}", style="yellow"))
         if len(result.pairs) == 1:
             parts.append(_pair_table(pair))
-        for title, lines in _sections(pair):
+        for title, lines in sections(pair):
             parts.append(Text(title + ":", style="bold"))
             for line in _clip(lines):
                 parts.append(Text(f"  {line}"))
@@ -230,7 +230,7 @@ def render_markdown(result: CompareResult, violations: list[Violation] | None = 
             out.append(f"| {m0.label} | " + " | ".join(cells) + " |")
     out.append("")
     for pair in result.pairs:
-        for title, lines in _sections(pair):
+        for title, lines in sections(pair):
             out.append(f"**{_md(title)}**")
             out.append("")
             out += [f"- {_md(line)}" for line in _clip(lines)]

@@ -21,7 +21,7 @@ import jinja2
 
 from xprof._version import __version__
 from xprof.compare.model import CompareResult, Violation
-from xprof.compare.text import _sections, change, value, verdict_line
+from xprof.compare.text import change, sections, value, verdict_line
 
 COLORS = ("#495057", "#1c7ed6", "#e8590c", "#2b8a3e", "#ae3ec9", "#f08c00", "#0c8599")
 VERDICT_COLORS = {"worse": "#c92a2a", "better": "#2b8a3e", "changed": "#f08c00"}
@@ -126,7 +126,7 @@ def compare_context(result: CompareResult, violations: list[Violation] | None = 
             rows.append({"label": m.label, "base": value(m.base, m.unit), "new": value(m.new, m.unit),
                          "change": change(m), "verdict": m.verdict, "note": m.note or ""})
         pairs.append({"base": pair.base.name, "new": pair.new.name, "rows": rows,
-                      "warnings": pair.warnings, "sections": _sections(pair),
+                      "warnings": pair.warnings, "sections": sections(pair),
                       "verdict": verdict_line(pair)})
     trend = None
     if len(result.pairs) > 1:
