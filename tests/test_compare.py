@@ -394,3 +394,13 @@ def test_shape_findings_match_by_cause_and_input() -> None:
     assert by == {("changed", "input_ids"), ("new", "pixel_values"), ("gone", "labels")}
     changed = next(c for c in changes if c.status == "changed")
     assert changed.compiles_delta == 2 and changed.matched_by == "cause+input"
+
+
+def test_runs_with_one_name_are_told_apart(tmp_path: Path) -> None:
+    a = tmp_path / "base.json"
+    a.write_text(Path(sample("clean_a")).read_text(encoding="utf-8"), encoding="utf-8")
+    result = xprof.compare(str(a), sample("clean_a"))  # both runs are named "clean_a"
+    assert [r.name for r in result.runs] == ["base", "clean_a"]
+    same = xprof.compare(sample("clean_a"), sample("clean_a"))
+    assert [r.name for r in same.runs] == ["clean_a (1)", "clean_a (2)"]
+    assert list(same.trend.columns) == ["clean_a (1)", "clean_a (2)"]

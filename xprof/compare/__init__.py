@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import types
+from pathlib import Path
 from typing import Union
 
 import pandas as pd
@@ -47,10 +48,11 @@ def _analysis(item: RunLike) -> Analysis:
     return analyze(run)
 
 
-def compare_pair(base: Analysis, new: Analysis, noise: Noise | None = None) -> PairComparison:
+def compare_pair(base: Analysis, new: Analysis, noise: Noise | None = None,
+                 infos: tuple[RunInfo, RunInfo] | None = None) -> PairComparison:
     """One run against the base: metrics, findings, graphs, shapes and warnings."""
     noise = noise or Noise()
-    a, b = run_info(base), run_info(new)
+    a, b = infos or (run_info(base), run_info(new))
     va, vb = values(base), values(new)
     steady = (steady_steps(base), steady_steps(new))
     dc = int((vb["compiles"] or 0) - (va["compiles"] or 0))
@@ -79,18 +81,26 @@ def compare(base: RunLike, new: RunLike, *more: RunLike, noise: Noise | None = N
     cannot be read.
     """
     analyses = [_analysis(x) for x in (base, new, *more)]
-    pairs = [compare_pair(analyses[0], other, noise) for other in analyses[1:]]
-    runs = [pairs[0].base] + [p.new for p in pairs]
-    dupes = _dupes(runs)
-    trend = pd.DataFrame({f"{k}:{r.name}" if dupes else r.name: values(a)
-                          for k, (r, a) in enumerate(zip(runs, analyses))})
+    runs = _distinct_names([run_info(a) for a in analyses])
+    pairs = [compare_pair(analyses[0], other, noise, (runs[0], runs[k]))
+             for k, other in enumerate(analyses[1:], start=1)]
+    trend = pd.DataFrame({r.name: values(a) for r, a in zip(runs, analyses)})
     trend.index.name = "key"
     return CompareResult(runs=runs, pairs=pairs, trend=trend, analyses=analyses)
 
 
-def _dupes(runs: list[RunInfo]) -> bool:
+def _distinct_names(runs: list[RunInfo]) -> list[RunInfo]:
+    """Runs of one script share its name (``xprof run`` names runs after the script); then
+    columns are told apart by file name, and by position if the file names agree too."""
     names = [r.name for r in runs]
-    return len(set(names)) != len(names)
+    if len(set(names)) == len(names):
+        return runs
+    stems = [Path(r.path).stem for r in runs]
+    if len(set(stems)) != len(stems):
+        stems = [f"{name} ({k})" for k, name in enumerate(names, start=1)]
+    for r, stem in zip(runs, stems):
+        r.name = stem
+    return runs
 
 
 class _CallableModule(types.ModuleType):

@@ -116,10 +116,10 @@ def values(analysis: Analysis) -> dict[str, float | None]:
     steps = t.steps
     return {
         "steps": float(steps),
-        "wall_seconds": float(t.wall_seconds),
+        "wall_seconds": _num(t.wall_seconds),
         "compiles": float(t.compiles),
         "recompiles": float(t.recompiles),
-        "compile_seconds": float(t.compile_seconds),
+        "compile_seconds": _num(t.compile_seconds),
         "distinct_graphs": float(t.distinct_graphs),
         "execute_ms_median": _num(t.execute_ms_median),
         "execute_ms_p95": _num(t.execute_ms_p95),
