@@ -404,3 +404,39 @@ def test_runs_with_one_name_are_told_apart(tmp_path: Path) -> None:
     same = xprof.compare(sample("clean_a"), sample("clean_a"))
     assert [r.name for r in same.runs] == ["clean_a (1)", "clean_a (2)"]
     assert list(same.trend.columns) == ["clean_a (1)", "clean_a (2)"]
+
+
+def test_gate_fails_a_run_with_no_steps(tmp_path: Path) -> None:
+    header_only = tmp_path / "nothing.json"
+    header_only.write_text(Path(sample("clean_b")).read_text(encoding="utf-8").splitlines()[0] + "\n",
+                           encoding="utf-8")
+    code, out, err = cli(sample("clean_a"), str(header_only), "--max-new-recompiles", "0")
+    assert code == 1
+    assert "no training steps recorded" in err
+    assert "a run has no training steps" in out
+    code, _, _ = cli(sample("clean_a"), str(header_only))  # no threshold: never a failure
+    assert code == 0
+
+
+def test_incomplete_run_is_compared_with_a_warning(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(Path(sample("clean_b")).read_bytes()[:-60])
+    result = xprof.compare(sample("clean_a"), str(cut))
+    assert any("did not finish cleanly" in w for w in result.warnings)
+
+
+def test_an_edited_script_keeps_the_finding_by_its_code(tmp_path: Path) -> None:
+    """The same ``.item()`` line, moved down by an edit: same finding, reported as moved."""
+    lines = Path(sample("item_every_step")).read_text(encoding="utf-8").splitlines()
+    out = []
+    for line in lines:
+        rec = json.loads(line)
+        if rec.get("type") == "site":
+            rec["line"] += 30
+        out.append(json.dumps(rec))
+    moved = tmp_path / "moved.json"
+    moved.write_text("\n".join(out) + "\n", encoding="utf-8")
+    result = xprof.compare(sample("item_every_step"), str(moved))
+    [f] = [f for f in result.findings if f.cause == "implicit_sync"]
+    assert f.status == "same" and f.matched_by == "code+function"
+    assert f.moved_from is not None and f.where != f.moved_from

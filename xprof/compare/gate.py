@@ -104,6 +104,12 @@ class Gate:
         noise = noise or Noise()
         out: list[Violation] = []
         run = pair.new.name
+        if self.active and pair.new.steps == 0:
+            # Nothing ran (the script failed before its first step): every count would read
+            # as an improvement, so the gate must not pass it.
+            return [Violation("(any threshold)", run, 0, "steps > 0",
+                              f"{run}: no training steps recorded (status: {pair.new.status}); "
+                              "nothing to judge")]
         if self.max_new_recompiles is not None:
             m = pair.metric("recompiles")
             added = int((m.new or 0) - (m.base or 0))

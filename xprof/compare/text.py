@@ -122,7 +122,7 @@ def _pair_table(pair: PairComparison) -> Table:
     t.add_column(escape(pair.base.name), justify="right", overflow="fold")
     t.add_column(escape(pair.new.name), justify="right", overflow="fold")
     t.add_column("Change", justify="right", no_wrap=True)
-    t.add_column("", overflow="fold")
+    t.add_column("", overflow="fold", min_width=8)
     for m in pair.metric_changes:
         style = _STYLE.get(m.verdict, "")
         mark = _MARK.get(m.verdict, m.verdict)
