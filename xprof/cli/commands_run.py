@@ -1,0 +1,126 @@
+"""``xprof run`` (record an unmodified script), ``xprof export`` and ``xprof ranks``.
+
+Thin: each command checks its arguments, calls :mod:`xprof.runner`, :mod:`xprof.export`
+or :mod:`xprof.ranks`, and maps failures to an exit code with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated
+
+import typer
+
+from xprof.cli.app import EXIT_BAD_INPUT, app, console, err_console, fail, load_or_fail, output_errors
+
+_RUN_HELP = """Run SCRIPT unmodified under xprof.watch(), like python -m cProfile.
+
+Everything after SCRIPT goes to the script untouched (its own options included). The
+script's exit code is passed through (1 if it raised, 130 on Ctrl-C); the run file is
+written in every case.
+
+Example: [bold]xprof run -o run.json train.py --epochs 1[/bold]
+"""
+
+
+@app.command(
+    "run",
+    help=_RUN_HELP,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
+                      "allow_interspersed_args": False},
+)
+def run_command(
+    ctx: typer.Context,
+    script: Annotated[str, typer.Argument(help="The Python script to run.", show_default=False)],
+    output: Annotated[str, typer.Option("-o", "--output", help="Run file to write.")] = "run.json",
+    name: Annotated[str | None, typer.Option("--name", help="Name shown in reports "
+                                             "(default: the script's name).")] = None,
+    no_debug: Annotated[bool, typer.Option("--no-debug", help="Do not capture torch_xla's "
+                                           "PT_XLA_DEBUG_LEVEL=2 compile/execute analysis.")] = False,
+) -> None:
+    if not os.path.isfile(script):
+        fail(f"{script}: no such script" if not os.path.exists(script) else f"{script}: not a file")
+    out_dir = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(out_dir):
+        fail(f"cannot write {output}: no such directory {out_dir}")
+    from xprof.runner import run_script
+
+    result = run_script(script, list(ctx.args), output, name=name, debug=not no_debug)
+    extra = f", {result.debug_records} torch_xla debug record(s)" if result.debug_records else ""
+    err_console.print(f"xprof: wrote {result.path} ({result.status}{extra})", markup=False)
+    raise typer.Exit(result.exit_code)
+
+
+@app.command("export")
+def export_command(
+    run_path: Annotated[str, typer.Argument(metavar="RUN", help="Run file to export.")],
+    output: Annotated[str | None, typer.Option("-o", "--output", help="File to write "
+                                               "(default: RUN with .trace.json).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="Output format: chrome-trace.")] = "chrome-trace",
+) -> None:
+    """Export a run as a Chrome trace (Trace Event Format) to open in Perfetto or chrome://tracing.
+
+    Example: [bold]xprof export run.json --format chrome-trace -o run.trace.json[/bold]
+    """
+    if fmt != "chrome-trace":
+        fail(f"unknown format {fmt!r} (known: chrome-trace)")
+    run = load_or_fail(run_path)
+    from xprof.export import chrome_trace
+
+    out = output or os.path.splitext(run_path)[0] + ".trace.json"
+    trace = chrome_trace(run)
+    with output_errors(out), open(out, "w", encoding="utf-8") as f:
+        json.dump(trace, f, separators=(",", ":"))
+    n = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
+    err_console.print(f"xprof: wrote {out} ({n} events)", markup=False)
+
+
+@app.command("ranks")
+def ranks_command(
+    paths: Annotated[list[str], typer.Argument(metavar="PATH...", help="Run files, or folders "
+                                               "holding run.rankN.json files.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Compare the ranks of a multi-process run side by side and name the stragglers.
+
+    Example: [bold]xprof ranks runs/[/bold]  or  [bold]xprof ranks run.rank0.json run.rank1.json[/bold]
+    """
+    from xprof.ranks import analyze_ranks, expand_run_paths, rank_table, stragglers
+
+    try:
+        files = expand_run_paths(paths)
+    except ValueError as exc:
+        fail(str(exc))
+    runs = [load_or_fail(p) for p in files]
+    analyses = analyze_ranks(runs)
+    table = rank_table(analyses)
+    notes = stragglers(table)
+    if as_json:
+        rows = json.loads(table.to_json(orient="records"))
+        console.print_json(json.dumps({"ranks": rows, "stragglers": notes}))
+        return
+    from rich.table import Table
+
+    shown = table.drop(columns=["path"])
+    t = Table(title="Ranks")
+    for col in shown.columns:
+        t.add_column(str(col).replace("_", " "), justify="left" if col == "name" else "right")
+    for row in shown.itertuples(index=False):
+        t.add_row(*(_cell(v) for v in row))
+    console.print(t)
+    for line in notes:
+        console.print(f"- {line['message']}", markup=False)
+    if not notes:
+        console.print("No straggler: the ranks compile and wait alike.")
+
+
+def _cell(value: object) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+__all__ = ["EXIT_BAD_INPUT", "export_command", "ranks_command", "run_command"]
