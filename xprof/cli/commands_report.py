@@ -1,0 +1,137 @@
+"""``xprof report``, ``xprof summary`` and ``xprof demo``.
+
+Thin on purpose: parse arguments, load (one line and exit 2 on a bad file), analyze,
+render, write (one line and exit 2 when the output cannot be written). Heavy imports
+(pandas through the analysis, torch for the demo) happen inside the commands, so
+``xprof --help`` stays fast and reading a run never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from xprof.cli.app import app, console, fail, load_or_fail, output_errors
+
+RunArg = Annotated[str, typer.Argument(help="Run file written by xprof.watch() or xprof run.",
+                                       show_default=False)]
+
+
+def _plain(text: str) -> None:
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def report(
+    run: RunArg,
+    output: Annotated[str | None, typer.Option(
+        "-o", "--output", help="Where to write the HTML [default: reports/<run name>.html].",
+        show_default=False)] = None,
+    open_browser: Annotated[bool, typer.Option("--open", help="Open the report in a browser.")] = False,
+) -> None:
+    """Write one self-contained HTML report of a run (works offline; plotly is inlined).
+
+    Example: [bold]xprof report run.json -o run.html --open[/bold]
+    """
+    from xprof.analysis import analyze
+    from xprof.report import default_report_path, write_report
+
+    loaded = load_or_fail(run)
+    analysis = analyze(loaded)
+    path = output or str(default_report_path(loaded.name))
+    with output_errors(path):
+        written = write_report(analysis, path)
+    _plain(str(written))
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(written.resolve().as_uri())
+
+
+def _finite(value: Any) -> Any:
+    """JSON without NaN or Infinity (which strict parsers reject): they become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        try:
+            return _finite(value.item())
+        except (TypeError, ValueError):
+            return str(value)
+    return value
+
+
+@app.command()
+def summary(
+    run: RunArg,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the versioned summary object (docs/summary.md) as JSON.")] = False,
+) -> None:
+    """Print how much time compiles and host reads cost, and what to change.
+
+    Example: [bold]xprof summary run.json[/bold] or [bold]xprof summary run.json --json | jq .recompiles[/bold]
+    """
+    from xprof.analysis import analyze
+
+    analysis = analyze(load_or_fail(run))
+    if as_json:
+        sys.stdout.write(json.dumps(_finite(analysis.summary()), indent=2, default=str) + "\n")
+        sys.stdout.flush()
+        return
+    from xprof.terminal import render_summary
+
+    render_summary(analysis, console)
+
+
+@app.command()
+def demo(
+    output: Annotated[str, typer.Option(
+        "-o", "--output", help="Where to write the HTML report; the run file goes beside it (.json).")
+    ] = "reports/demo.html",
+    steps: Annotated[int, typer.Option("--steps", min=3, max=2000,
+                                       help="Training steps to run.")] = 30,
+) -> None:
+    """Train a tiny text model on torch_xla (the CPU is fine) with two classic problems, then report it.
+
+    It pads each batch to its longest sequence and prints the loss tensor mid-step.
+
+    Example: [bold]xprof demo -o reports/demo.html --steps 30[/bold]
+    """
+    import os
+
+    os.environ.setdefault("PJRT_DEVICE", "CPU")  # as xprof.demo does: the CPU unless told otherwise
+    try:
+        import torch_xla  # noqa: F401
+    except ImportError:
+        fail("xprof demo needs torch_xla (pip install 'xprof-lazy[xla]', or torch_xla==2.9.0 "
+             "with PJRT_DEVICE=CPU for the CPU)")
+    out = Path(output)
+    if out.is_dir():
+        fail(f"cannot write {output}: it is a directory")
+    run_path = out.with_suffix(".json") if out.suffix != ".json" else out.with_name(out.stem + ".run.json")
+    with output_errors(str(out.parent)):
+        out.parent.mkdir(parents=True, exist_ok=True)
+
+    from xprof.analysis import analyze
+    from xprof.demo import run_demo
+    from xprof.report import write_report
+    from xprof.report.prose import short
+
+    _plain(f"xprof demo: training {steps} steps of a tiny text model on torch_xla ...")
+    with output_errors(str(run_path)):
+        result = run_demo(str(run_path), steps=steps)
+    analysis = analyze(load_or_fail(result.run_path))
+    with output_errors(str(out)):
+        written = write_report(analysis, out)
+    _plain(f"run file: {result.run_path}")
+    _plain(f"report:   {written}")
+    for line in short(analysis):
+        _plain(line)

@@ -1,0 +1,241 @@
+"""Render an :class:`Analysis` into one self-contained HTML file.
+
+The page works offline and can be mailed or attached to a CI run: plotly.js is read
+from the installed ``plotly`` package and inlined, and nothing is fetched from the
+network. Templates autoescape every value; data for the charts goes in through
+``|tojson`` (which also escapes ``<``, ``>`` and ``&``), so a run named
+``</script>...`` stays text.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import os
+import re
+import shlex
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+
+from xprof._version import __version__
+from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding
+from xprof.report import fmt, plots, prose
+
+MAX_TABLE_ROWS = 500
+"""Rows shown in the compile and host-read tables; the rest are counted, not listed."""
+
+
+@functools.lru_cache(maxsize=1)
+def plotly_js() -> str:
+    """The plotly.js bundle shipped inside the installed ``plotly`` Python package."""
+    return (resources.files("plotly") / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("xprof.report", "templates"),
+        autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["seconds"] = fmt.seconds
+    env.filters["ms"] = fmt.ms
+    env.filters["percent"] = fmt.percent
+    env.filters["shape"] = fmt.shape
+    return env
+
+
+def default_report_path(run_name: str, folder: str | os.PathLike[str] = "reports") -> Path:
+    """``reports/<run name>.html``, with the name made safe to be a file name."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_name).strip("._") or "run"
+    return Path(folder) / f"{safe[:120]}.html"
+
+
+def _finding_view(analysis: Analysis, f: Finding, rank: int) -> dict[str, Any]:
+    shapes = f.shapes or []
+    return {
+        "rank": rank,
+        "anchor": f"finding-{rank}",
+        "f": f,
+        "cost": prose.cost_line(f),
+        "cause": prose.cause_label(f.cause),
+        "color": prose.CAUSE_COLORS.get(f.cause, "#495057"),
+        "location": fmt.location(f.file, f.line),
+        "shapes": [fmt.shape(s) for s in shapes[:24]],
+        "more_shapes": max(0, len(shapes) - 24),
+        "steps": fmt.short_list(f.steps or [], 20),
+        "chart": plots.shape_figure(analysis, f),
+        "what_if": f.what_if or [],
+    }
+
+
+def _compile_rows(analysis: Analysis, sigs: dict[int, str]) -> tuple[list[dict[str, Any]], int]:
+    """One row per step that compiled: step, compiles, ms, causes, where, inputs."""
+    df = analysis.compiles
+    if df is None or df.empty or "step" not in df:
+        return [], 0
+    steps_sig: dict[int, Any] = {}
+    if analysis.steps is not None and not analysis.steps.empty and "sig" in analysis.steps:
+        steps_sig = dict(zip(analysis.steps["i"].astype(int), analysis.steps["sig"]))
+    rows: list[dict[str, Any]] = []
+    for step, group in df.groupby("step", sort=True):
+        causes = [str(c) for c in group.get("cause", pd.Series(dtype=str)).fillna("") if c]
+        ats = sorted({str(a) for a in group.get("at", pd.Series(dtype=str)).fillna("") if a})
+        sig = group["sig"].dropna().iloc[0] if "sig" in group and group["sig"].notna().any() \
+            else steps_sig.get(int(step))
+        sid = plots._sig_id(sig)
+        rows.append({
+            "step": int(step),
+            "n": len(group),
+            "ms": float(group["ms"].sum()) if "ms" in group else 0.0,
+            "cause": ", ".join(dict.fromkeys(prose.cause_label(c) for c in causes)) or "unknown",
+            "cause_key": causes[0] if causes else "unknown",
+            "at": ", ".join("mid-step (host read)" if a == "step" else a for a in ats),
+            "sig": sigs.get(sid, "") if sid is not None else "",
+        })
+    return rows[:MAX_TABLE_ROWS], max(0, len(rows) - MAX_TABLE_ROWS)
+
+
+def _sync_rows(analysis: Analysis) -> tuple[list[dict[str, Any]], int]:
+    """Host reads grouped by the line that made them."""
+    df = analysis.syncs
+    if df is None or df.empty:
+        return [], 0
+    keys = [k for k in ("kind", "file", "line", "func", "code", "via") if k in df]
+    work = df.copy()
+    for k in keys:
+        work[k] = work[k].astype(object).where(work[k].notna(), "")
+    rows: list[dict[str, Any]] = []
+    for key, group in work.groupby(keys, sort=False, dropna=False):
+        vals = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        deferred = int(group["deferred"].fillna(False).astype(bool).sum()) if "deferred" in group else 0
+        rows.append({
+            "kind": vals.get("kind", ""),
+            "location": fmt.location(str(vals.get("file") or ""), int(vals["line"]) if vals.get("line") else None)
+            or "?",
+            "func": vals.get("func", ""),
+            "code": vals.get("code", ""),
+            "via": vals.get("via", ""),
+            "count": len(group),
+            "deferred": deferred,
+            "ms": float(group["ms"].sum()) if "ms" in group else 0.0,
+            "compiles": int(group["uncached"].fillna(0).sum()) if "uncached" in group else 0,
+            "executions": int(group["executions"].fillna(0).sum()) if "executions" in group else 0,
+        })
+    rows.sort(key=lambda r: (-r["ms"], -r["count"]))
+    return rows[:MAX_TABLE_ROWS], max(0, len(rows) - MAX_TABLE_ROWS)
+
+
+def _meta_rows(analysis: Analysis) -> list[tuple[str, str]]:
+    run, meta = analysis.run, analysis.run.meta
+    argv = meta.get("argv")
+    argv_text = shlex.join(str(a) for a in argv) if isinstance(argv, list) else (str(argv) if argv else "")
+    pairs: list[tuple[str, Any]] = [
+        ("run", run.name),
+        ("file", run.path),
+        ("status", analysis.totals.status + ("" if run.complete else " (no end record)")),
+        ("started", run.header.get("started_at")),
+        ("command", argv_text),
+        ("working dir", meta.get("cwd")),
+        ("device", meta.get("device")),
+        ("host", meta.get("host")),
+        ("process", meta.get("pid")),
+        ("rank", f"{meta.get('rank')} of {meta.get('world_size')}" if meta.get("world_size") else None),
+        ("python", meta.get("python")),
+        ("torch", meta.get("torch")),
+        ("torch_xla", meta.get("torch_xla")),
+        ("recorded by", f"xprof {run.header.get('xprof_version') or meta.get('xprof') or '?'}"),
+        ("recorded", ", ".join(k for k in ("inputs", "syncs") if meta.get(k)) or None),
+        ("PT_XLA_DEBUG_LEVEL", meta.get("debug_level")),
+        ("XLA_METRICS_SAMPLES", meta.get("metrics_samples")),
+    ]
+    if run.skipped_lines:
+        pairs.append(("skipped lines", f"{run.skipped_lines} unreadable or unknown records"))
+    return [(k, str(v)) for k, v in pairs if v not in (None, "")]
+
+
+def report_context(analysis: Analysis) -> dict[str, Any]:
+    """Everything the template shows, already worded and formatted."""
+    t = analysis.totals
+    sigs = plots.signature_texts(analysis)
+    findings = [_finding_view(analysis, f, n + 1) for n, f in enumerate(prose.ranked(analysis.findings))]
+    compile_rows, compile_more = _compile_rows(analysis, sigs)
+    sync_rows, sync_more = _sync_rows(analysis)
+    timeline = plots.timeline_figure(analysis)
+    charts: dict[str, Any] = {}
+    if timeline is not None:
+        charts["timeline"] = timeline
+    for view in findings:
+        if view["chart"] is not None:
+            charts[f"{view['anchor']}-chart"] = view["chart"]
+    errors = [{"where": str(e.get("where", "?")), "error": str(e.get("error", "")),
+               "trace": str(e.get("trace") or "")} for e in analysis.run.errors[:20]]
+    kpis = [
+        ("Steps", str(t.steps), f"{t.barriers} barriers" if t.barriers != t.steps else ""),
+        ("Wall time", fmt.seconds(t.wall_seconds),
+         f"median step {fmt.ms(t.step_ms_median)}" if t.step_ms_median is not None else ""),
+        ("Compile time", fmt.seconds(t.compile_seconds), f"{fmt.percent(t.compile_share)} of wall time"),
+        ("Distinct graphs", str(t.distinct_graphs), f"{t.compiles} uncached compiles"),
+        ("Recompiles", str(t.recompiles), f"after the first {WARMUP_STEPS} steps"),
+        ("Host reads", str(t.syncs), f"{t.extra_executions} extra executions"),
+    ]
+    return {
+        "title": f"xprof: {analysis.run.name}",
+        "name": analysis.run.name,
+        "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "version": __version__,
+        "banner": prose.status_banner(analysis),
+        "headline": prose.headline(analysis),
+        "next_step": prose.next_step(analysis),
+        "kpis": kpis,
+        "alarm": {"Compile time": t.compile_share >= 0.2, "Recompiles": t.recompiles > 0,
+                  "Host reads": t.syncs > 0},
+        "findings": findings,
+        "timeline": timeline is not None,
+        "bucketed": bool(timeline and timeline["layout"]["meta"]["bucketed"]),
+        "bucket_size": timeline["layout"]["meta"]["bucket_size"] if timeline else 1,
+        "compile_rows": compile_rows,
+        "compile_more": compile_more,
+        "sync_rows": sync_rows,
+        "sync_more": sync_more,
+        "cause_colors": prose.CAUSE_COLORS,
+        "meta_rows": _meta_rows(analysis),
+        "notes": list(analysis.notes),
+        "errors": errors,
+        "error_count": t.profiler_errors or len(analysis.run.errors),
+        "fallback_ops": sorted(t.fallback_ops.items(), key=lambda kv: -kv[1]),
+        "charts": charts,
+        "plotly_js": plotly_js(),
+    }
+
+
+def render_report(analysis: Analysis) -> str:
+    """The whole report as one HTML string (about 5 MB, most of it plotly.js)."""
+    ctx = report_context(analysis)
+    return _env().get_template("report.html.j2").render(**ctx)
+
+
+def write_report(analysis: Analysis, path: str | os.PathLike[str]) -> Path:
+    """Render and write the report, creating its folder; returns the path written.
+
+    Writes to a temporary file beside ``path`` and renames it, so a failed write never
+    leaves half a report where the last good one was.
+    """
+    out = Path(path)
+    text = render_report(analysis)
+    if out.parent and not out.parent.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return out

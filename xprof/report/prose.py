@@ -1,0 +1,128 @@
+"""The plain sentences that open the report and the terminal summary.
+
+They answer the reader's first two questions, in this order: how much did compiling
+cost, and what should I change. Both renderers use the same words so the HTML and the
+terminal never disagree.
+"""
+
+from __future__ import annotations
+
+from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding
+from xprof.report import fmt
+
+CAUSE_LABELS = {
+    "warmup": "warm-up",
+    "input_shape": "input shape changed",
+    "implicit_sync": "host read",
+    "graph_change": "graph changed",
+    "cpu_fallback": "CPU fallback",
+    "unknown": "unknown",
+}
+
+CAUSE_COLORS = {
+    "warmup": "#9aa5b1",
+    "input_shape": "#e8590c",
+    "implicit_sync": "#7048e8",
+    "graph_change": "#c92a2a",
+    "cpu_fallback": "#8d6e63",
+    "unknown": "#495057",
+}
+
+
+def cause_label(cause: str | None) -> str:
+    if not cause:
+        return ""
+    return CAUSE_LABELS.get(cause, cause.replace("_", " "))
+
+
+def ranked(findings: list[Finding]) -> list[Finding]:
+    """Most seconds lost first; ties keep the analysis's order."""
+    return sorted(findings, key=lambda f: -(f.seconds or 0.0))
+
+
+def status_banner(analysis: Analysis) -> str | None:
+    """A warning sentence when the numbers cover only part of a run, else None."""
+    t = analysis.totals
+    if not analysis.run.complete or t.status == "incomplete":
+        text = (f"Incomplete run: the process stopped before xprof.watch() finished, so this "
+                f"report covers only the {fmt.plural(t.steps, 'step')} that were recorded.")
+        if analysis.run.truncated_tail:
+            text += " The last line of the run file was cut off mid-write."
+        return text
+    if t.status == "interrupted":
+        return (f"Interrupted run: the loop was stopped (Ctrl-C) after "
+                f"{fmt.plural(t.steps, 'step')}; the numbers cover those steps.")
+    if t.status == "error":
+        return (f"The training loop raised {t.exception or 'an exception'} after "
+                f"{fmt.plural(t.steps, 'step')}; the numbers cover those steps.")
+    return None
+
+
+def headline(analysis: Analysis) -> list[str]:
+    """Four or five sentences: cost of compiling, recompiles, host reads, what to change."""
+    t = analysis.totals
+    out = [
+        f"This run trained {fmt.plural(t.steps, 'step')} in {fmt.seconds(t.wall_seconds)}.",
+        f"Compiling took {fmt.seconds(t.compile_seconds)}, {fmt.percent(t.compile_share)} of "
+        f"the wall time: {fmt.plural(t.compiles, 'uncached compile')} of "
+        f"{fmt.plural(t.distinct_graphs, 'distinct graph')}.",
+    ]
+    if t.recompiles:
+        out.append(
+            f"{'One' if t.recompiles == 1 else t.recompiles} of them came after warm-up (the first "
+            f"{WARMUP_STEPS} steps): {'a recompile' if t.recompiles == 1 else 'recompiles'}"
+            f" that a loop with fixed shapes and graphs would not pay."
+        )
+    else:
+        out.append(f"Nothing recompiled after warm-up (the first {WARMUP_STEPS} steps): "
+                   "the step graph is stable.")
+    if t.syncs:
+        extra = (f", {fmt.plural(t.extra_executions, 'extra execution')} beyond one a step"
+                 if t.extra_executions else "")
+        out.append(f"{fmt.plural(t.syncs, 'implicit host read')} (such as .item() or "
+                   f"print(tensor)) made the device run early{extra}.")
+    else:
+        out.append("No implicit host read made the device run mid-step.")
+    if t.fallback_ops:
+        ops = fmt.short_list(sorted(t.fallback_ops), 5)
+        out.append(f"{fmt.plural(len(t.fallback_ops), 'op')} fell back to the CPU: {ops}.")
+    return out
+
+
+def next_step(analysis: Analysis) -> tuple[str, str]:
+    """(what to change first, how): the costliest finding, or why there is nothing to do."""
+    costly = [f for f in ranked(analysis.findings) if f.severity != "info" and f.seconds > 0]
+    if costly:
+        first = costly[0]
+        return f"Change this first: {first.title.rstrip('.')}.", first.advice
+    if analysis.findings:
+        return "Nothing costly to change.", "No finding cost measurable time; those below are for information."
+    return "Nothing to change.", "xprof found no recompile or host read that cost time in this run."
+
+
+def cost_line(f: Finding) -> str:
+    """``3.2 s lost: 7 compiles (2.9 s) and 0.3 s of extra execution``."""
+    parts = []
+    if f.compiles:
+        parts.append(f"{fmt.plural(f.compiles, 'compile')} ({fmt.seconds(f.compile_seconds)})")
+    if f.execute_seconds:
+        parts.append(f"{fmt.seconds(f.execute_seconds)} of extra execution")
+    detail = " and ".join(parts)
+    times = f", {fmt.plural(f.count, 'time')}" if f.count and f.count != f.compiles else ""
+    return f"{fmt.seconds(f.seconds)} lost" + (f": {detail}" if detail else "") + times
+
+
+def short(analysis: Analysis) -> list[str]:
+    """Three lines for the end of ``xprof demo``: cost, host reads, what to change."""
+    t = analysis.totals
+    after = f", {t.recompiles} after warm-up" if t.recompiles else ", none after warm-up"
+    lines = [
+        f"{fmt.plural(t.steps, 'step')} in {fmt.seconds(t.wall_seconds)}; compiling took "
+        f"{fmt.seconds(t.compile_seconds)} ({fmt.percent(t.compile_share)}): "
+        f"{fmt.plural(t.compiles, 'uncached compile')}{after}.",
+        (f"{fmt.plural(t.syncs, 'implicit host read')} forced "
+         f"{fmt.plural(t.extra_executions, 'extra execution')}." if t.syncs
+         else "No implicit host reads."),
+        next_step(analysis)[0],
+    ]
+    return lines

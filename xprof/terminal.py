@@ -1,0 +1,116 @@
+"""The terminal summary (``xprof summary``): the report's first screen, in rich text.
+
+Same sentences as the HTML report (:mod:`xprof.report.prose`), then one block per
+finding with its cost, where it comes from and what to change.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding
+from xprof.report import fmt, prose
+
+MAX_FINDINGS = 10
+
+
+def _kpi_table(analysis: Analysis) -> Table:
+    t = analysis.totals
+    table = Table.grid(padding=(0, 3))
+    for _ in range(6):
+        table.add_column(justify="left")
+    alarm = "bold red"
+    table.add_row(*(Text(s, style="dim") for s in
+                    ("steps", "wall time", "compile time", "graphs", "recompiles", "host reads")))
+    table.add_row(
+        Text(str(t.steps), style="bold"),
+        Text(fmt.seconds(t.wall_seconds), style="bold"),
+        Text(f"{fmt.seconds(t.compile_seconds)} ({fmt.percent(t.compile_share)})",
+             style=alarm if t.compile_share >= 0.2 else "bold"),
+        Text(str(t.distinct_graphs), style="bold"),
+        Text(str(t.recompiles), style=alarm if t.recompiles else "bold green"),
+        Text(str(t.syncs), style=alarm if t.syncs else "bold green"),
+    )
+    return table
+
+
+def _finding_block(f: Finding, rank: int) -> Panel:
+    color = "yellow" if f.severity != "info" else "blue"
+    body: list[Text | Table] = [Text(f.title, style="bold"),
+                                Text(prose.cost_line(f), style="red" if f.seconds else "dim")]
+    where = fmt.location(f.file, f.line)
+    if where:
+        line = Text("at ", style="dim")
+        line.append(where, style="cyan")
+        if f.func:
+            line.append(f" in {f.func}()", style="dim")
+        if f.via:
+            line.append(f" via {f.via}", style="dim")
+        body.append(line)
+        if f.code:
+            body.append(Text(f"    {f.code}", style="bold"))
+    if f.input:
+        text = Text("input ", style="dim")
+        text.append(f.input, style="cyan")
+        if f.dim is not None:
+            text.append(f" dim {f.dim}", style="dim")
+        if f.shapes:
+            text.append(": " + fmt.short_list((fmt.shape(s) for s in f.shapes), 8))
+        body.append(text)
+    if f.pattern:
+        body.append(Text(f"pattern: {f.pattern}", style="dim"))
+    for e in f.evidence[:4]:
+        body.append(Text(f"• {e}", style="dim"))
+    advice = Text("fix: ", style="bold green")
+    advice.append(f.advice)
+    body.append(advice)
+    if f.what_if:
+        wt = Table(box=None, padding=(0, 2), show_edge=False, header_style="dim")
+        wt.add_column("if you pad with")
+        wt.add_column("graphs", justify="right")
+        wt.add_column("compile", justify="right")
+        wt.add_column("saved", justify="right")
+        for w in f.what_if:
+            wt.add_row(escape(str(w.get("strategy", ""))), str(w.get("graphs", "")),
+                       fmt.seconds(w.get("compile_seconds")), fmt.seconds(w.get("saved_seconds")))
+        body.append(wt)
+    title = Text(f"#{rank} ", style="bold")
+    title.append(prose.cause_label(f.cause), style=color)
+    title.append(f" · {f.kind.replace('_', ' ')}", style="dim")
+    return Panel(Group(*body), title=title, title_align="left", border_style=color, expand=True)
+
+
+def render_summary(analysis: Analysis, console: Console) -> None:
+    """Print the summary; every value from the run is printed as text, never as markup."""
+    run = analysis.run
+    head = Text("xprof ", style="bold blue")
+    head.append(run.name, style="bold")
+    head.append(f"  {run.path}", style="dim")
+    console.print(head)
+    banner = prose.status_banner(analysis)
+    if banner:
+        console.print(Text(banner, style="bold yellow"))
+    console.print(_kpi_table(analysis))
+    console.print()
+    for sentence in prose.headline(analysis):
+        console.print(Text(sentence), soft_wrap=False)
+    what, how = prose.next_step(analysis)
+    todo = Text(what, style="bold green")
+    todo.append(" " + how)
+    console.print(todo)
+    findings = prose.ranked(analysis.findings)
+    if findings:
+        console.print()
+        console.print(Text(f"Findings (most time lost first; warm-up = first {WARMUP_STEPS} steps, "
+                           "not listed)", style="bold"))
+        for n, f in enumerate(findings[:MAX_FINDINGS], 1):
+            console.print(_finding_block(f, n))
+        if len(findings) > MAX_FINDINGS:
+            console.print(Text(f"… and {len(findings) - MAX_FINDINGS} more in the HTML report "
+                               f"(xprof report {run.path})", style="dim"))
+    for note in analysis.notes:
+        console.print(Text(f"note: {note}", style="dim"))
