@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from types import FrameType
 
 _XPROF_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_USER_FILES = frozenset({os.path.realpath(os.path.join(_XPROF_DIR, "demo.py"))})
+"""Files inside xprof that are the user's code to a report: the ``xprof demo`` loop."""
 
 
 def _library_roots() -> tuple[str, ...]:
@@ -69,7 +71,9 @@ class FrameClassifier:
                 k = 1  # <frozen ...>, <string>: not a line a user can open
             else:
                 real = os.path.realpath(filename)
-                if real.startswith(self._internal):
+                if real in _USER_FILES:
+                    k = 0
+                elif real.startswith(self._internal):
                     k = 2
                 elif real.startswith(self._libraries):
                     k = 1
