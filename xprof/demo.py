@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
@@ -80,11 +78,9 @@ def pad_to_longest(batch: list[torch.Tensor]) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
-def run_demo(run_path: str, steps: int = 30, seed: int = 0,
-             log: Callable[..., Any] = print) -> DemoResult:
+def run_demo(run_path: str, steps: int = 30, seed: int = 0) -> DemoResult:
     """Train ``steps`` steps under ``xprof.watch(run_path)`` and return where the run is."""
     import torch_xla
-    import torch_xla.core.xla_model as xm
 
     import xprof
 
@@ -104,10 +100,10 @@ def run_demo(run_path: str, steps: int = 30, seed: int = 0,
             loss = F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB),
                                    batch["labels"][:, 1:].reshape(-1), ignore_index=IGNORE)
             if step % PRINT_EVERY == 0:
-                log(f"step {step:3d}  loss", loss)  # a host read in the middle of the step
+                print(f"step {step:3d}  loss", loss)  # a host read in the middle of the step
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
-            xm.mark_step()
+            torch_xla.sync()
             done += 1
     return DemoResult(run_path=run_path, steps=done, seconds=time.perf_counter() - start)
