@@ -2,6 +2,7 @@
 
     make sample-runs            # or: PJRT_DEVICE=CPU .venv/bin/python sample_runs/make_sample_runs.py
     .venv/bin/python sample_runs/make_sample_runs.py clean_a clean_b   # only some
+    .venv/bin/python sample_runs/make_sample_runs.py --out /tmp/samples   # elsewhere
 
 Every sample is the same tiny text-classification loop (embedding, mean, linear; batches
 of 4 token sequences, 24 steps, seeded), changed in one way per sample:
@@ -17,8 +18,8 @@ the process, so a second loop in the same process would find its graphs already
 compiled. The parent imports torch and torch_xla once and forks a child per sample
 (before any device is created), so no child pays the import again. Children run one at a
 time: two compiling at once on a small machine makes compile times noisier.
-The sample name reaches the child through the environment, so every run file records
-the same ``argv`` (``compare`` warns when argv differs).
+The sample name reaches the child in memory (not on its command line), so every run file
+records the same ``argv`` (``compare`` warns when arguments differ).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def make_data(seed: int = 0) -> list[tuple[list[int], int]]:
     return data
 
 
-def train(name: str) -> None:
+def train(name: str, out: Path = HERE) -> None:
     """The loop, as a user would write it; ``name`` picks the one thing that differs."""
     import torch
     import torch_xla
@@ -82,7 +83,7 @@ def train(name: str) -> None:
     def log_loss(loss: torch.Tensor) -> None:
         losses.append(loss.item())
 
-    with xprof.watch(HERE / f"{name}.json", name=name):
+    with xprof.watch(out / f"{name}.json", name=name):
         for batch in loader:
             batch = {k: v.to(device) for k, v in batch.items()}
             logits = head(embed(batch["input_ids"]).mean(dim=1))
@@ -97,13 +98,21 @@ def train(name: str) -> None:
             torch_xla.sync()
 
 
-def _child(name: str) -> None:
-    # The name comes through the environment so argv is the same in every run file.
-    os.environ["XPROF_SAMPLE"] = name
-    train(name)
+def _child(name: str, out: Path) -> None:
+    # The name is passed in memory (fork), so argv is the same in every run file.
+    train(name, out)
 
 
 def main(argv: list[str]) -> int:
+    out = HERE
+    if "--out" in argv:
+        k = argv.index("--out")
+        if k + 1 >= len(argv):
+            print("--out needs a folder", file=sys.stderr)
+            return 2
+        out = Path(argv[k + 1]).resolve()
+        argv = argv[:k] + argv[k + 2:]
+        out.mkdir(parents=True, exist_ok=True)
     names = argv or list(SAMPLES)
     unknown = [n for n in names if n not in SAMPLES]
     if unknown:
@@ -123,7 +132,7 @@ def main(argv: list[str]) -> int:
     while pending or running:
         while pending and len(running) < 1:
             name = pending.pop(0)
-            proc = ctx.Process(target=_child, args=(name,), name=name)
+            proc = ctx.Process(target=_child, args=(name, out), name=name)
             proc.start()
             running.append((name, proc))
         name, proc = running.pop(0)
@@ -131,7 +140,7 @@ def main(argv: list[str]) -> int:
         if proc.exitcode != 0:
             failed.append(name)
         print(f"{name}: {'ok' if proc.exitcode == 0 else f'FAILED (exit {proc.exitcode})'}"
-              f" -> {HERE / (name + '.json')}")
+              f" -> {out / (name + '.json')}")
     print(f"recorded {len(names) - len(failed)} sample run(s) in {time.time() - start:.1f} s")
     return 1 if failed else 0
 

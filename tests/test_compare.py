@@ -440,3 +440,28 @@ def test_an_edited_script_keeps_the_finding_by_its_code(tmp_path: Path) -> None:
     [f] = [f for f in result.findings if f.cause == "implicit_sync"]
     assert f.status == "same" and f.matched_by == "code+function"
     assert f.moved_from is not None and f.where != f.moved_from
+
+
+@pytest.mark.xla
+def test_recorded_here_fixed_to_longest(device: object, tmp_path: Path) -> None:
+    """The sample loops recorded in this process on torch_xla, then compared.
+
+    Fixed padding (16 tokens) first, then padding to the longest sequence (5-12 tokens):
+    no shape of the second was compiled by the first, so the compile cache this process
+    shares does not hide a compile.
+    """
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_sample_runs", SAMPLES / "make_sample_runs.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.train("padded_fixed", tmp_path)
+    mod.train("padded_longest", tmp_path)
+    code, _, err = cli(str(tmp_path / "padded_fixed.json"), str(tmp_path / "padded_longest.json"),
+                       "--max-new-recompiles", "0")
+    assert code == 1
+    assert "input_shape on input_ids" in err
+    code, _, err = cli(str(tmp_path / "padded_longest.json"), str(tmp_path / "padded_fixed.json"),
+                       "--max-new-recompiles", "0")
+    assert code == 0, err
