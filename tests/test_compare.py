@@ -21,8 +21,8 @@ import xprof
 from xprof.analysis.model import Finding
 from xprof.cli import commands  # noqa: F401  (registers the commands)
 from xprof.cli.app import app
-from xprof.compare import CompareResult, Gate, Limit, Noise, ThresholdError, parse_count, parse_limit
-from xprof.compare.matching import diff_findings
+from xprof.comparison import CompareResult, Gate, Limit, Noise, ThresholdError, parse_count, parse_limit
+from xprof.comparison.matching import diff_findings
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_runs"
@@ -136,13 +136,14 @@ def test_step_closure_removes_the_sync() -> None:
     assert result.metrics.loc["syncs", "new"] == 0
 
 
-def test_api_accepts_runs_and_the_module_stays_callable() -> None:
-    import xprof.compare as mod
+def test_api_accepts_runs_and_stays_a_function() -> None:
+    import xprof.comparison  # importing the package must not shadow xprof.compare
 
     runs = [xprof.load(sample("clean_a")), xprof.load(sample("clean_b"))]
-    result = mod(*runs)  # xprof.compare is the package once imported; it is callable
+    result = xprof.compare(*runs)
     assert result.runs[0].name == "clean_a"
     assert xprof.compare(*runs).metrics.loc["steps", "verdict"] == "same"
+    assert xprof.comparison.compare is xprof.compare
 
 
 def test_more_than_two_runs_gives_a_trend() -> None:

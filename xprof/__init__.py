@@ -27,7 +27,7 @@ def __getattr__(name: str) -> Any:
 
         return analyze
     if name == "compare":
-        from xprof.compare import compare
+        from xprof.comparison import compare
 
         return compare
     raise AttributeError(f"module 'xprof' has no attribute {name!r}")

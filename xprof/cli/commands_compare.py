@@ -1,4 +1,4 @@
-"""``xprof compare``: a thin shell over :func:`xprof.compare.compare` and its gate.
+"""``xprof compare``: a thin shell over :func:`xprof.comparison.compare` and its gate.
 
 Parses arguments, loads the runs (bad files -> one line, exit 2), renders the result
 (terminal table, ``--json``, ``--markdown``, ``-o file.html``), then applies the
@@ -61,8 +61,8 @@ def compare(
     Counts are exact; times are judged on medians of steady-state steps with a noise floor,
     so two recordings of the same loop report no regression.
     """
-    from xprof.compare import Gate, ThresholdError
-    from xprof.compare import compare as run_compare
+    from xprof.comparison import Gate, ThresholdError
+    from xprof.comparison import compare as run_compare
 
     if len(runs) < 2:
         fail("compare needs at least two run files: BASE NEW [MORE...]")
@@ -86,11 +86,11 @@ def compare(
         text = json.dumps(result.to_json(violations, gate.describe() if gated else None), indent=2)
         sys.stdout.write(text + "\n")
     elif markdown:
-        from xprof.compare.text import render_markdown
+        from xprof.comparison.text import render_markdown
 
         sys.stdout.write(render_markdown(result, violations, gated) + "\n")
     else:
-        from xprof.compare.text import print_terminal
+        from xprof.comparison.text import print_terminal
 
         print_terminal(console, result, violations, gated)
 
@@ -105,7 +105,7 @@ def compare(
 
 def _write(path: str, result: object, violations: list, gated: bool,
            thresholds: dict[str, str] | None) -> None:
-    from xprof.compare.model import CompareResult
+    from xprof.comparison.model import CompareResult
 
     assert isinstance(result, CompareResult)
     suffix = Path(path).suffix.lower()
@@ -115,7 +115,7 @@ def _write(path: str, result: object, violations: list, gated: bool,
 
             write_compare(result, path, violations, gated)
         else:
-            from xprof.compare.text import render_markdown
+            from xprof.comparison.text import render_markdown
 
             text = (json.dumps(result.to_json(violations, thresholds), indent=2) if suffix == ".json"
                     else render_markdown(result, violations, gated))

@@ -1,4 +1,4 @@
-"""Render a :class:`~xprof.compare.model.CompareResult` into one self-contained HTML file.
+"""Render a :class:`~xprof.comparison.model.CompareResult` into one self-contained HTML file.
 
 Like the run report it works offline: plotly.js is read from the installed ``plotly``
 package and inlined, the template autoescapes every value, and chart data goes in
@@ -20,8 +20,8 @@ from typing import Any
 import jinja2
 
 from xprof._version import __version__
-from xprof.compare.model import CompareResult, Violation
-from xprof.compare.text import change, sections, value, verdict_line
+from xprof.comparison.model import CompareResult, Violation
+from xprof.comparison.text import change, sections, value, verdict_line
 
 COLORS = ("#495057", "#1c7ed6", "#e8590c", "#2b8a3e", "#ae3ec9", "#f08c00", "#0c8599")
 VERDICT_COLORS = {"worse": "#c92a2a", "better": "#2b8a3e", "changed": "#f08c00"}

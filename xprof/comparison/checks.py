@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from xprof.analysis.model import Analysis
-from xprof.compare.model import RunInfo
+from xprof.comparison.model import RunInfo
 
 STEP_RATIO = 1.5
 """Step counts further apart than this factor are "very different"."""

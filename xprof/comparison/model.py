@@ -47,7 +47,7 @@ class MetricChange:
     direction, e.g. steps), ``info`` (shown, not judged: a p95 over few steps) or
     ``n/a`` (missing on one side, or too few steady-state steps to judge a time).
     Timings are only ``worse``/``better`` when the change is both relatively and
-    absolutely larger than the noise (:class:`xprof.compare.metrics.Noise`).
+    absolutely larger than the noise (:class:`xprof.comparison.metrics.Noise`).
     """
 
     key: str

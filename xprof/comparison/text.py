@@ -1,6 +1,6 @@
 """The comparison as a person reads it: a rich terminal table, or Markdown for CI.
 
-Both take a :class:`~xprof.compare.model.CompareResult` (and the gate's violations)
+Both take a :class:`~xprof.comparison.model.CompareResult` (and the gate's violations)
 and nothing else. Markdown is GitHub-flavoured: one table per comparison, lists for
 findings, so it can go straight into ``$GITHUB_STEP_SUMMARY`` or a PR comment.
 """
@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from xprof.compare.model import CompareResult, FindingChange, MetricChange, PairComparison, Violation
+from xprof.comparison.model import CompareResult, FindingChange, MetricChange, PairComparison, Violation
 
 MAX_LISTED = 20
 """Findings, graphs and shapes listed per section; the rest are counted."""

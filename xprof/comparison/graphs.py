@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from xprof.analysis.model import Analysis
-from xprof.compare.model import GraphChange, ShapeChange
+from xprof.comparison.model import GraphChange, ShapeChange
 
 
 def _shape(value: Any) -> tuple[int, ...]:

@@ -1,7 +1,7 @@
 """Compare runs: what got worse or better between a base run and a new one.
 
 ``xprof.compare(base, new)`` is the whole API; ``xprof compare`` is a thin shell
-over it that renders the result and applies the CI gate (:mod:`xprof.compare.gate`).
+over it that renders the result and applies the CI gate (:mod:`xprof.comparison.gate`).
 Each argument may be a path, a loaded :class:`~xprof.runfile.Run` or an
 :class:`~xprof.analysis.model.Analysis`. Nothing here imports torch.
 """
@@ -9,20 +9,18 @@ Each argument may be a path, a loaded :class:`~xprof.runfile.Run` or an
 from __future__ import annotations
 
 import os
-import sys
-import types
 from pathlib import Path
 from typing import Union
 
 import pandas as pd
 
 from xprof.analysis.model import Analysis
-from xprof.compare.checks import run_info, warnings_for
-from xprof.compare.gate import Gate, Limit, ThresholdError, parse_count, parse_limit
-from xprof.compare.graphs import diff_graphs, diff_shapes
-from xprof.compare.matching import diff_findings
-from xprof.compare.metrics import METRICS, Noise, judge, steady_steps, values
-from xprof.compare.model import (
+from xprof.comparison.checks import run_info, warnings_for
+from xprof.comparison.gate import Gate, Limit, ThresholdError, parse_count, parse_limit
+from xprof.comparison.graphs import diff_graphs, diff_shapes
+from xprof.comparison.matching import diff_findings
+from xprof.comparison.metrics import METRICS, Noise, judge, steady_steps, values
+from xprof.comparison.model import (
     SCHEMA,
     VERSION,
     CompareResult,
@@ -102,21 +100,6 @@ def _distinct_names(runs: list[RunInfo]) -> list[RunInfo]:
         r.name = stem
     return runs
 
-
-class _CallableModule(types.ModuleType):
-    """``xprof.compare(base, new)`` keeps working once this package is imported.
-
-    ``xprof/__init__.py`` maps ``xprof.compare`` to this function lazily, but importing
-    the package ``xprof.compare`` sets that attribute of ``xprof`` to the package
-    itself; so the package is callable and calls :func:`compare`.
-    """
-
-    def __call__(self, base: RunLike, new: RunLike, *more: RunLike,
-                 noise: Noise | None = None) -> CompareResult:
-        return compare(base, new, *more, noise=noise)
-
-
-sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = [
     "METRICS", "SCHEMA", "VERSION", "CompareResult", "FindingChange", "Gate", "GraphChange", "Limit",

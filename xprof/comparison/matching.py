@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Hashable
 
 from xprof.analysis.model import Finding
-from xprof.compare.model import FindingChange
+from xprof.comparison.model import FindingChange
 
 KeyFn = Callable[[Finding], Hashable | None]
 

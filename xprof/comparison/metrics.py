@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from xprof.analysis.model import WARMUP_STEPS, Analysis
-from xprof.compare.model import MetricChange
+from xprof.comparison.model import MetricChange
 
 
 def _default_floors() -> dict[str, float]:

@@ -2,8 +2,8 @@
 
 Thresholds come from the command line as text (``10%``, ``2s``, ``300ms``, ``3``), are
 parsed here with one-line errors, and are checked against each
-:class:`~xprof.compare.model.PairComparison`. A percent limit on a time also needs the
-change to clear the noise floor of :class:`~xprof.compare.metrics.Noise` (so ``5%`` of
+:class:`~xprof.comparison.model.PairComparison`. A percent limit on a time also needs the
+change to clear the noise floor of :class:`~xprof.comparison.metrics.Noise` (so ``5%`` of
 a 1 ms step is not a regression); an absolute limit (``2s``) is taken as given.
 """
 
@@ -13,8 +13,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from xprof.compare.metrics import Noise
-from xprof.compare.model import PairComparison, Violation
+from xprof.comparison.metrics import Noise
+from xprof.comparison.model import PairComparison, Violation
 
 
 class ThresholdError(ValueError):
