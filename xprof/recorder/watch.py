@@ -63,8 +63,17 @@ def _process_identity() -> tuple[int | None, int | None, str | None]:
     rank = world = None
     device = os.environ.get("PJRT_DEVICE")
     try:
+        import torch_xla
         import torch_xla.runtime as xr
 
+        if not torch_xla._XLAC._xla_runtime_is_initialized():
+            # Asking torch_xla would start its runtime, and xmp.spawn refuses to run in a
+            # process that has started it (``xprof run`` on a spawning script). Before the
+            # first device use, take what a launcher (torchrun) put in the environment.
+            env_rank, env_world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+            if env_rank is not None and env_world is not None:
+                return int(env_rank), int(env_world), device
+            return None, None, device
         world = int(xr.world_size())
         rank = int(xr.global_ordinal())
         device = str(xr.device_type() or device)
