@@ -283,3 +283,12 @@ def test_write_report_creates_the_folder_and_replaces_atomically(tmp_path: Path)
     assert out.exists() and out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert [p.name for p in out.parent.iterdir()] == ["r.html"]  # no temp file left
     assert default_report_path("my run/1") == Path("reports") / "my_run_1.html"
+
+
+def test_a_run_with_no_steps_still_renders(tmp_path: Path) -> None:
+    path = tmp_path / "empty.json"
+    path.write_text('{"format": "xprof-run", "version": 1, "name": "empty"}\n', encoding="utf-8")
+    page = render_report(analyze(load_run(path)))
+    assert "recorded no training steps" in page
+    assert "No steps were recorded." in page and "Incomplete run" in page
+    charts_of(page)

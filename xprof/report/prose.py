@@ -61,6 +61,9 @@ def status_banner(analysis: Analysis) -> str | None:
 def headline(analysis: Analysis) -> list[str]:
     """Four or five sentences: cost of compiling, recompiles, host reads, what to change."""
     t = analysis.totals
+    if t.steps == 0 and t.compiles == 0:
+        return ["This run recorded no training steps: no step barrier ran a graph while "
+                "xprof.watch() was recording."]
     out = [
         f"This run trained {fmt.plural(t.steps, 'step')} in {fmt.seconds(t.wall_seconds)}.",
         f"Compiling took {fmt.seconds(t.compile_seconds)}, {fmt.percent(t.compile_share)} of "
