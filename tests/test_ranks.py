@@ -118,15 +118,24 @@ def test_ranks_command(tmp_path: Path) -> None:
 @pytest.mark.xla
 @pytest.mark.slow
 def test_real_xmp_spawn_two_ranks(tmp_path: Path) -> None:
-    """xmp.spawn on PJRT_DEVICE=CPU CPU_NUM_DEVICES=2: one watch() per rank, run.rankN.json each."""
+    """xmp.spawn on PJRT_DEVICE=CPU CPU_NUM_DEVICES=2: one watch() per rank, run.rankN.json each.
+
+    Launched with ``xprof run``: the launcher's own watch() must not start the torch_xla
+    runtime, or xmp.spawn refuses to start the workers.
+    """
     pytest.importorskip("torch_xla")
     env = {**os.environ, "PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "2"}
-    out = tmp_path / "run.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(out)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    runs = tmp_path / "runs"
+    proc = subprocess.run([sys.executable, "-m", "xprof", "run", "-o", str(tmp_path / "launcher.json"),
+                           str(SCRIPT), str(runs / "run.json")], env=env, capture_output=True,
+                          text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert sorted(os.listdir(tmp_path)) == ["run.rank0.json", "run.rank1.json"]
-    r = _cli().invoke(app, ["ranks", str(tmp_path), "--json"])
+    assert sorted(os.listdir(runs)) == ["run.rank0.json", "run.rank1.json"]
+    from xprof.runfile import load_run as _load
+
+    launcher = _load(tmp_path / "launcher.json")
+    assert launcher.complete and launcher.steps == [] and launcher.meta["world_size"] is None
+    r = _cli().invoke(app, ["ranks", str(runs), "--json"])
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     rows = data["ranks"]
@@ -136,5 +145,5 @@ def test_real_xmp_spawn_two_ranks(tmp_path: Path) -> None:
     assert any(s["rank"] == 1 and s["kind"] == "recompiles" for s in data["stragglers"])
     from xprof.runfile import load_run
 
-    metas = [load_run(tmp_path / f"run.rank{i}.json").meta for i in (0, 1)]
+    metas = [load_run(runs / f"run.rank{i}.json").meta for i in (0, 1)]
     assert [(m["rank"], m["world_size"]) for m in metas] == [(0, 2), (1, 2)]

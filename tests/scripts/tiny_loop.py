@@ -1,12 +1,13 @@
 """A tiny torch_xla training loop for ``xprof run`` tests; its options are its own.
 
     python tiny_loop.py [--steps N] [--grow-at K] [--exit CODE] [--raise] [--interrupt]
-                        [--argv-to FILE]
+                        [--argv-to FILE] [-o X] [--name X] [--no-debug]
 
 ``--grow-at K`` feeds a larger batch from step K on (one recompile). ``--argv-to`` writes
 ``sys.argv``, ``sys.path[0]`` and ``__name__`` as JSON, so a test can check what the
 script saw. ``--exit``, ``--raise`` and ``--interrupt`` end the script those ways after
-the loop.
+the loop. ``-o``, ``--name`` and ``--no-debug`` do nothing: they share names with
+``xprof run``'s own options, to check that the script gets them.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ def main() -> None:
     p.add_argument("--raise", dest="raise_", action="store_true")
     p.add_argument("--interrupt", action="store_true")
     p.add_argument("--argv-to", default=None)
+    p.add_argument("-o", "--output", default=None)
+    p.add_argument("--name", default=None)
+    p.add_argument("--no-debug", action="store_true")
     args = p.parse_args()
     if args.argv_to:
         with open(args.argv_to, "w") as f:

@@ -1,0 +1,95 @@
+"""XprofCallback on a real transformers Trainer, on torch_xla (CPU), with a tiny model from a config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.xla, pytest.mark.slow]
+
+try:
+    # transformers deep-copies tensors, and copyreg then caches ``__slotnames__`` on
+    # torch.Tensor; conftest's leak guard would take that for a patch left behind.
+    import copyreg
+
+    import torch
+
+    copyreg._slotnames(torch.Tensor)  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover
+    pass
+
+
+def _tiny_trainer(tmp_path: Path, callback: Any, steps: int = 6) -> Any:
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed "
+                                       "(pip install 'xprof-lazy[hf]')")
+    pytest.importorskip("accelerate", reason="accelerate is not installed (pip install 'xprof-lazy[hf]')")
+    import torch
+
+    config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=37,
+                                     max_position_embeddings=16, num_labels=2)
+    torch.manual_seed(0)
+    model = transformers.BertForSequenceClassification(config)
+    g = torch.Generator().manual_seed(0)
+    data = [{"input_ids": torch.randint(0, 100, (8,), generator=g),
+             "attention_mask": torch.ones(8, dtype=torch.long),
+             "labels": torch.tensor(i % 2)} for i in range(32)]
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "out"), max_steps=steps, per_device_train_batch_size=4,
+        logging_steps=2, optim="adamw_torch", report_to=[], save_strategy="no",
+        disable_tqdm=True, dataloader_drop_last=True, use_cpu=False,
+    )
+    return transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[callback])
+
+
+def test_callback_records_a_trainer_run(device: Any, tmp_path: Path) -> None:
+    pytest.importorskip("transformers", reason="transformers is not installed (pip install 'xprof-lazy[hf]')")
+    from xprof.analysis import analyze
+    from xprof.integrations.huggingface import XprofCallback
+    from xprof.runfile import load_run
+
+    cb = XprofCallback(tmp_path / "hf.json")
+    trainer = _tiny_trainer(tmp_path, cb)
+    try:
+        trainer.train()
+    finally:
+        cb.close()
+    run = load_run(cb.path or "")
+    assert run.complete and run.end is not None and run.end["status"] == "ok"
+    a = analyze(run)
+    assert a.totals.steps >= 6
+    # The Trainer's own logging reads: sites whose via is a transformers function.
+    vias = [s.get("via") or "" for s in run.sites.values()]
+    print(sorted(set(vias)), [(s["kind"], s["file"], s["line"], s["via"]) for s in run.sites.values()])
+    assert any(v.startswith("transformers.") for v in vias)
+    marks = [d for d in run.debug if d.get("kind") == "hf_log"]
+    assert [d["global_step"] for d in marks][:3] == [2, 4, 6]
+    assert cb.logging_steps[:3] == [2, 4, 6]
+
+
+def test_close_after_a_failed_train_marks_the_error(device: Any, tmp_path: Path) -> None:
+    pytest.importorskip("transformers", reason="transformers is not installed (pip install 'xprof-lazy[hf]')")
+    from transformers import TrainerCallback
+
+    from xprof.integrations.huggingface import XprofCallback
+    from xprof.runfile import load_run
+
+    class Boom(TrainerCallback):  # type: ignore[misc]
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if state.global_step == 2:
+                raise RuntimeError("boom")
+
+    cb = XprofCallback(tmp_path / "fail.json")
+    trainer = _tiny_trainer(tmp_path, cb, steps=4)
+    trainer.add_callback(Boom())
+    with pytest.raises(RuntimeError, match="boom"):
+        try:
+            trainer.train()
+        except BaseException as exc:
+            cb.close(exc)
+            raise
+    run = load_run(cb.path or "")
+    assert run.end is not None and run.end["status"] == "error"
+    assert "boom" in (run.end.get("exception") or "")
