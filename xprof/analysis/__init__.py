@@ -27,6 +27,7 @@ def analyze(run: Run) -> Analysis:
     compiles = tables.compile_table(run, steps, syncs)
     inputs = tables.input_table(run)
     steps["graph_nodes"] = tables.barrier_graph_nodes(run, steps)
+    steps["warmup"] = steps["work"] & (steps["ordinal"] < WARMUP_STEPS)
     exec_ms, sync_exec, execute_s = tables.attribute_executions(run, steps, syncs)
     steps["execute_ms"] = exec_ms
     steps["sync_execute_ms"] = sync_exec

@@ -65,8 +65,11 @@ class Finding:
     pattern: str | None = None
     """E.g. "every 5 steps", "the last batch of each epoch"."""
     what_if: list[dict[str, Any]] | None = None
-    """For padding: graphs and compile seconds left by bucketing (``strategy``,
-    ``graphs``, ``compile_seconds``, ``saved_seconds``)."""
+    """For padding: what bucketing would leave. Rows of ``strategy``, ``graphs`` (distinct
+    shapes, one graph each), ``compile_seconds`` (recompile time of the graphs after the
+    first, at the observed mean compile time), ``saved_seconds`` and ``padding_waste``
+    (extra elements computed, relative to the recorded ones). The first row is the run
+    as recorded."""
     severity: str = "warning"
     """``warning`` (costs time every run), ``info`` (expected, e.g. an occasional checkpoint)."""
 
@@ -116,9 +119,11 @@ class Totals:
 class Analysis:
     """Everything the renderers need.
 
-    ``steps``: one row per barrier, columns ``i, t0, tb, t1, barrier, work, warmup,
-    sig, uncached, cached, barrier_uncached, barrier_cached, executions, compile_ms,
-    execute_ms, step_ms, syncs, deferred_reads, transfers, graph_nodes, cause``
+    ``steps``: one row per barrier, columns ``i, t0, tb, t1, barrier, work`` (the
+    barrier ran a graph), ``ordinal`` (index among working steps, -1 for empty
+    barriers), ``warmup``, ``sig, uncached, cached, barrier_uncached, barrier_cached,
+    executions, transfers, fallback`` (dict of CPU-fallback op counts), ``graph_nodes,
+    compile_ms, execute_ms, sync_execute_ms, step_ms, syncs, deferred_reads, cause``
     (``cause``: the cause of the step's first uncached compile, or "").
 
     ``compiles``: one row per uncached compile, columns ``step, t, ms, at`` ("barrier"
