@@ -156,3 +156,21 @@ def test_two_causes_are_two_findings(scenario: Any) -> None:
     summary = a.summary()
     assert {f["cause"] for f in summary["findings"]} == {"input_shape", "implicit_sync"}
     assert all(f["seconds"] > 0 for f in summary["findings"])
+
+
+def test_cpu_fallback_op(scenario: Any) -> None:
+    a, _ = scenario("cpu_fallback")
+    assert [(f.cause, f.kind) for f in a.findings] == [("cpu_fallback", "cpu_fallback")]
+    f = a.findings[0]
+    assert "aten::histc" in f.title and f.count == 8 and f.pattern == "every step"
+    assert a.totals.fallback_ops == {"aten::histc": 8}
+
+
+def test_infrequent_checkpoint_is_info(scenario: Any) -> None:
+    a, _ = scenario("checkpoint")
+    assert [(f.cause, f.kind, f.severity) for f in a.findings] == [("implicit_sync", "checkpoint", "info")]
+    f = a.findings[0]
+    assert f.line == marker_line("checkpoint", "checkpoint")
+    assert f.via == "torch.serialization.save"
+    assert f.pattern == "every 5 steps"
+    assert "expected" in f.title

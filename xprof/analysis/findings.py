@@ -97,23 +97,42 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         if c0.cause == "graph_change":
             findings.append(_graph_finding(key, c0, rows, steps, ordinal_of))
             continue
-        kind = "cpu_fallback" if c0.cause == "cpu_fallback" else "unknown"
-        ops = key.split(":", 1)[1] if c0.cause == "cpu_fallback" else None
-        title = (f"Ops without an XLA lowering ({ops}) ran on the CPU and caused {len(ks)} "
-                 f"compile{'s' if len(ks) != 1 else ''} ({ms / 1e3:.2f} s)"
-                 if ops else
-                 f"{len(ks)} compile{'s' if len(ks) != 1 else ''} xprof could not explain "
-                 f"({ms / 1e3:.2f} s)")
+        if c0.cause == "cpu_fallback":
+            findings.append(_fallback_finding(key, c0, rows, steps, ordinal_of, steady))
+            continue
         findings.append(Finding(
-            id=key, cause=c0.cause, kind=kind, title=title, count=len(ks), compiles=len(ks),
-            seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
-            advice=ADVICE[kind], evidence=[c0.evidence] if c0.evidence else [],
-            steps=comp_steps, input=None, pattern=_pattern([ordinal_of.get(s, 0) for s in comp_steps],
-                                                           steady),
+            id=key, cause="unknown", kind="unknown",
+            title=f"{len(ks)} compile{'s' if len(ks) != 1 else ''} xprof could not explain ({ms / 1e3:.2f} s)",
+            count=len(ks), compiles=len(ks), seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
+            advice=ADVICE["unknown"], evidence=[c0.evidence] if c0.evidence else [], steps=comp_steps,
+            pattern=_pattern([ordinal_of.get(s, 0) for s in comp_steps], steady),
         ))
 
     findings.sort(key=lambda f: (-f.seconds, f.id))
     return findings
+
+
+def _fallback_finding(key: str, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
+                      ordinal_of: dict[int, int], steady: int) -> Finding:
+    ops = key.split(":", 1)[1].split(",")
+    ms = float(rows["ms"].sum())
+    ran = [(int(i), sum(int(d.get(op, 0)) for op in ops)) for i, d in zip(steps["i"], steps["fallback"])]
+    ran = [(i, n) for i, n in ran if n]
+    calls = sum(n for _, n in ran)
+    ran_steps = [i for i, _ in ran]
+    pattern = _pattern([ordinal_of.get(i, 0) for i in ran_steps], steady)
+    names = ", ".join(ops)
+    when = f" {pattern}" if pattern else ""
+    n = len(rows)
+    title = (f"{names} has no XLA lowering and ran on the CPU{when}: {calls} call{'s' if calls != 1 else ''}, "
+             f"{n} compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s")
+    evidence = [c0.evidence] if c0.evidence else []
+    evidence.append("each call copies its input to the host and cuts the graph around it")
+    return Finding(
+        id=key, cause="cpu_fallback", kind="cpu_fallback", title=title, count=calls, compiles=n,
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["cpu_fallback"],
+        evidence=evidence, steps=ran_steps, pattern=pattern,
+    )
 
 
 def _sync_finding(site: int, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int],
@@ -140,8 +159,12 @@ def _sync_finding(site: int, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[i
     if executions:
         parts.append(f"{executions} extra execution{'s' if executions != 1 else ''}")
     when = f" {pattern}" if pattern else ""
-    title = f"{what} at {where} forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
-    severity = "info" if kind == "checkpoint" and n <= max(1, steady // 20) else "warning"
+    severity = "info" if kind == "checkpoint" and len(read_steps) <= max(1, steady // 4) else "warning"
+    if kind == "checkpoint":
+        title = (f"{what} at {where} copies tensors to the host{when}"
+                 f"{' (expected)' if severity == 'info' else ''}: {', '.join(parts)}, {seconds:.2f} s")
+    else:
+        title = f"{what} at {where} forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
     advice = ADVICE.get(kind, ADVICE["item"])
     if kind == "library_sync" and isinstance(via, str):
         advice = (f"{via} (called from {where}) reads a tensor's value on the host. Check whether "
