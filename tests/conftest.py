@@ -25,7 +25,10 @@ def _hook_state() -> dict[str, Any]:
     state: dict[str, Any] = {}
     torch = sys.modules.get("torch")
     if torch is not None:
-        state["Tensor"] = dict(torch.Tensor.__dict__)
+        from xprof.recorder.hooks import HOST_READS
+
+        # Only what watch() patches: pickling, for one, caches __slotnames__ on the class.
+        state["Tensor"] = {k: torch.Tensor.__dict__.get(k) for k in (*HOST_READS, "to")}
     xlac = sys.modules.get("torch_xla._XLAC")
     if xlac is not None:
         state["step_marker"] = xlac._xla_step_marker
