@@ -93,3 +93,19 @@ def test_close_after_a_failed_train_marks_the_error(device: Any, tmp_path: Path)
     run = load_run(cb.path or "")
     assert run.end is not None and run.end["status"] == "error"
     assert "boom" in (run.end.get("exception") or "")
+
+
+def test_run_left_open_is_closed_at_exit_as_an_error(device: Any, tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed "
+                                       "(pip install 'xprof-lazy[hf]')")
+    from xprof.integrations.huggingface import XprofCallback
+    from xprof.runfile import load_run
+
+    cb = XprofCallback(tmp_path / "open.json", name="open")
+    args = transformers.TrainingArguments(output_dir=str(tmp_path / "o"), report_to=[])
+    cb.on_train_begin(args, None, None)
+    cb._close_at_exit()  # what atexit runs when train() raised and nobody called close()
+    cb.close()  # idempotent
+    run = load_run(cb.path or "")
+    assert run.name == "open" and run.end is not None and run.end["status"] == "error"
+    assert "did not reach on_train_end" in (run.end.get("exception") or "")
