@@ -118,6 +118,7 @@ def simulate(path: str, steps: int, trace: bool) -> dict[str, Any]:
         rec.on_barrier(tb, before2, "mark_step")
         if i + 1 in checkpoints:
             writer.flush()
+            gc.collect()  # new tuples stay gc-tracked until a collection: count after one
             current = _xprof_bytes() if trace else float("nan")
             rows.append({"steps": i + 1, "recorder_kib": current / 1024, "rss_delta_kib": _rss_kib() - rss0,
                          "gc_objects": len(gc.get_objects()),

@@ -148,11 +148,16 @@ def hook_costs(loop: TinyLoop, tmp: str, rounds: int) -> list[dict[str, Any]]:
         xm.mark_step()
         return t
 
+    def read_then_barrier() -> None:
+        scalar.item()
+        xm.mark_step()
+
     cases: list[tuple[str, Callable[[], float]]] = [
         ("barrier: mark_step, nothing pending", lambda: per_call_us(xm.mark_step, 2000)),
         ("host read: .item() of a ready tensor", lambda: per_call_us(scalar.item, 1000)),
         ("pass-through: cpu.to(torch.float32)", lambda: per_call_us(lambda: cpu.to(torch.float32), 20000)),
         ("pass-through: bool(cpu tensor)", lambda: per_call_us(lambda: bool(cpu_flag), 20000)),
+        ("loop with .item() a step: item + mark_step", lambda: per_call_us(read_then_barrier, 1000)),
         ("input: DataLoader next()", each(one_next, 300)),
         ("input: cpu.to(device)", each(one_to_device, 300)),
     ]
