@@ -39,6 +39,12 @@ def _looks_like_run(path: str) -> bool:
     return f'"{FORMAT}"' in first
 
 
+def rank_of_path(path: str, position: int) -> int:
+    """The N of ``*.rankN.json``, else ``position``."""
+    m = _RANK_IN_NAME.search(path)
+    return int(m.group(1)) if m else position
+
+
 def _rank_key(path: str) -> tuple[int, str]:
     m = _RANK_IN_NAME.search(path)
     return (int(m.group(1)) if m else 1 << 30, path)
@@ -165,3 +171,58 @@ def stragglers(table: pd.DataFrame) -> list[dict[str, Any]]:
                             "message": f"rank {row.rank}'s median step took {value:.1f} ms, the median "
                                        f"rank's {median_step:.1f} ms"})
     return out
+
+
+def merged_findings(analyses: Sequence[Analysis]) -> list[dict[str, Any]]:
+    """Findings across ranks: one entry per finding id, with the ranks it appeared on.
+
+    Sorted by the seconds lost on the worst rank. ``ranks`` lists where it appeared,
+    ``missing_on`` the ranks where it did not (a per-rank difference worth a look).
+    """
+    table = rank_table(analyses)
+    all_ranks = [int(r) for r in table["rank"]]
+    by_id: dict[str, dict[str, Any]] = {}
+    for pos, a in enumerate(analyses):
+        rank = _rank_of(a.run, pos)
+        for f in a.findings:
+            entry = by_id.setdefault(f.id, {"id": f.id, "cause": f.cause, "kind": f.kind, "title": f.title,
+                                            "advice": f.advice, "ranks": [], "seconds": {}, "worst_seconds": 0.0})
+            entry["ranks"].append(rank)
+            entry["seconds"][str(rank)] = round(f.seconds, 6)
+            if f.seconds >= entry["worst_seconds"]:
+                entry["worst_seconds"] = round(f.seconds, 6)
+                entry["title"] = f.title
+    out = []
+    for entry in by_id.values():
+        entry["ranks"] = sorted(entry["ranks"])
+        entry["missing_on"] = [r for r in all_ranks if r not in entry["ranks"]]
+        out.append(entry)
+    out.sort(key=lambda e: (-e["worst_seconds"], e["id"]))
+    return out
+
+
+def focus_rank(analyses: Sequence[Analysis]) -> int:
+    """Index of the analysis to show in full: the first straggler, else the first rank."""
+    table = rank_table(analyses)
+    notes = stragglers(table)
+    if notes:
+        rank = notes[0]["rank"]
+        for pos, a in enumerate(analyses):
+            if _rank_of(a.run, pos) == rank:
+                return pos
+    order = sorted(range(len(analyses)), key=lambda p: _rank_of(analyses[p].run, p))
+    return order[0] if order else 0
+
+
+def ranks_view(analyses: Sequence[Analysis]) -> dict[str, Any]:
+    """What the report and the summary show about a multi-rank run."""
+    table = rank_table(analyses)
+    focus = focus_rank(analyses)
+    return {
+        "rows": table.drop(columns=["path"]).to_dict(orient="records"),
+        "paths": list(table["path"]),
+        "stragglers": stragglers(table),
+        "findings": merged_findings(analyses),
+        "focus": _rank_of(analyses[focus].run, focus) if analyses else None,
+        "focus_index": focus,
+    }

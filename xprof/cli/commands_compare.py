@@ -8,9 +8,10 @@ thresholds: exit 1 when one is crossed, with one line per crossed threshold on s
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -77,6 +78,10 @@ def compare(
     except ThresholdError as exc:
         fail(str(exc))
 
+    pairs = _rank_pairs(runs)
+    if pairs is not None:
+        _compare_ranks(pairs, gate, as_json, markdown, output)
+        return
     loaded = [load_or_fail(path) for path in runs]
     result = run_compare(*loaded)
     violations = [v for pair in result.pairs for v in gate.check(pair)]
@@ -100,6 +105,59 @@ def compare(
     if violations:
         for v in violations:
             err_console.print(f"xprof: regression: {v.threshold}: {v.message}", markup=False)
+        raise typer.Exit(EXIT_REGRESSION)
+
+
+def _rank_pairs(runs: list[str]) -> list[tuple[int, str, str]] | None:
+    """(rank, base file, new file) when BASE and NEW are two multi-rank folders, else None."""
+    if len(runs) != 2 or not all(os.path.isdir(p) for p in runs):
+        return None
+    from xprof.ranks import expand_run_paths, rank_of_path
+
+    try:
+        base, new = expand_run_paths([runs[0]]), expand_run_paths([runs[1]])
+    except ValueError as exc:
+        fail(str(exc))
+    if len(base) != len(new):
+        fail(f"{runs[0]} has {len(base)} run file(s) and {runs[1]} has {len(new)}: "
+             "compare folders with the same ranks")
+    return [(rank_of_path(b, k), b, n) for k, (b, n) in enumerate(zip(base, new))]
+
+
+if TYPE_CHECKING:
+    from xprof.comparison import Violation
+
+
+def _compare_ranks(pairs: list[tuple[int, str, str]], gate: object, as_json: bool, markdown: bool,
+                   output: str | None) -> None:
+    """Rank N of the base folder against rank N of the new one; the gate holds for every rank."""
+    from xprof.comparison import Gate
+    from xprof.comparison import compare as run_compare
+    from xprof.comparison.text import print_terminal, render_markdown
+
+    assert isinstance(gate, Gate)
+    docs: list[dict[str, object]] = []
+    failed: list[tuple[int, Violation]] = []
+    for rank, base, new in pairs:
+        result = run_compare(load_or_fail(base), load_or_fail(new))
+        violations = [v for pair in result.pairs for v in gate.check(pair)]
+        failed.extend((rank, v) for v in violations)
+        if as_json:
+            docs.append({"rank": rank, **result.to_json(violations, gate.describe() if gate.active else None)})
+        elif markdown:
+            sys.stdout.write(f"### rank {rank}\n\n" + render_markdown(result, violations, gate.active) + "\n")
+        else:
+            console.rule(f"rank {rank}")
+            print_terminal(console, result, violations, gate.active)
+        if output is not None:
+            root, ext = os.path.splitext(output)
+            _write(f"{root}.rank{rank}{ext}", result, violations, gate.active,
+                   gate.describe() if gate.active else None)
+    if as_json:
+        sys.stdout.write(json.dumps({"schema": "xprof-compare-ranks", "version": 1, "ranks": docs}, indent=2) + "\n")
+    if failed:
+        for rank, v in failed:
+            err_console.print(f"xprof: regression: rank {rank}: {v.threshold}: {v.message}", markup=False)
         raise typer.Exit(EXIT_REGRESSION)
 
 

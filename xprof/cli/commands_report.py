@@ -20,6 +20,20 @@ from xprof.cli.app import app, console, fail, load_or_fail, output_errors
 
 RunArg = Annotated[str, typer.Argument(help="Run file written by xprof.watch() or xprof run.",
                                        show_default=False)]
+RunsArg = Annotated[list[str], typer.Argument(
+    help="Run file written by xprof.watch() or xprof run; several rank files (run.rank0.json ...) "
+         "or their folder for a multi-process run.", show_default=False)]
+
+
+def _load_many(paths: list[str]) -> list[Any]:
+    """Load every run named (a folder stands for its run files); bad input exits 2."""
+    from xprof.ranks import expand_run_paths
+
+    try:
+        expanded = expand_run_paths(paths)
+    except ValueError as exc:
+        fail(str(exc))
+    return [load_or_fail(p) for p in expanded]
 
 
 def _plain(text: str) -> None:
@@ -28,7 +42,7 @@ def _plain(text: str) -> None:
 
 @app.command()
 def report(
-    run: RunArg,
+    runs: RunsArg,
     output: Annotated[str | None, typer.Option(
         "-o", "--output", help="Where to write the HTML [default: reports/<run name>.html].",
         show_default=False)] = None,
@@ -36,16 +50,24 @@ def report(
 ) -> None:
     """Write one self-contained HTML report of a run (works offline; plotly is inlined).
 
-    Example: [bold]xprof report run.json -o run.html --open[/bold]
+    Example: [bold]xprof report run.json -o run.html --open[/bold]; for a multi-process run,
+    [bold]xprof report runs/[/bold] (a section lines up the ranks, the rest shows the straggler).
     """
     from xprof.analysis import analyze
     from xprof.report import default_report_path, write_report
 
-    loaded = load_or_fail(run)
-    analysis = analyze(loaded)
-    path = output or str(default_report_path(loaded.name))
+    loaded = _load_many(runs)
+    analyses = [analyze(r) for r in loaded]
+    ranks = None
+    analysis = analyses[0]
+    if len(analyses) > 1:
+        from xprof.ranks import ranks_view
+
+        ranks = ranks_view(analyses)
+        analysis = analyses[ranks["focus_index"]]
+    path = output or str(default_report_path(analysis.run.name))
     with output_errors(path):
-        written = write_report(analysis, path)
+        written = write_report(analysis, path, ranks)
     _plain(str(written))
     if open_browser:
         import webbrowser
@@ -71,7 +93,7 @@ def _finite(value: Any) -> Any:
 
 @app.command()
 def summary(
-    run: RunArg,
+    runs: RunsArg,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the versioned summary object (docs/summary.md) as JSON.")] = False,
 ) -> None:
@@ -81,7 +103,11 @@ def summary(
     """
     from xprof.analysis import analyze
 
-    analysis = analyze(load_or_fail(run))
+    analyses = [analyze(r) for r in _load_many(runs)]
+    if len(analyses) > 1:
+        _summary_ranks(analyses, as_json)
+        return
+    analysis = analyses[0]
     if as_json:
         sys.stdout.write(json.dumps(_finite(analysis.summary()), indent=2, default=str) + "\n")
         sys.stdout.flush()
@@ -89,6 +115,23 @@ def summary(
     from xprof.terminal import render_summary
 
     render_summary(analysis, console)
+
+
+def _summary_ranks(analyses: list[Any], as_json: bool) -> None:
+    from xprof.ranks import ranks_view
+
+    view = ranks_view(analyses)
+    if as_json:
+        doc = {"schema": "xprof-ranks-summary", "version": 1, "ranks": view["rows"],
+               "stragglers": view["stragglers"], "findings": view["findings"],
+               "per_rank": [a.summary() for a in analyses]}
+        sys.stdout.write(json.dumps(_finite(doc), indent=2, default=str) + "\n")
+        return
+    from xprof.terminal import render_ranks, render_summary
+
+    render_ranks(view, console)
+    console.print()
+    render_summary(analyses[view["focus_index"]], console)
 
 
 @app.command()

@@ -160,8 +160,12 @@ def _meta_rows(analysis: Analysis) -> list[tuple[str, str]]:
     return [(k, str(v)) for k, v in pairs if v not in (None, "")]
 
 
-def report_context(analysis: Analysis) -> dict[str, Any]:
-    """Everything the template shows, already worded and formatted."""
+def report_context(analysis: Analysis, ranks: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything the template shows, already worded and formatted.
+
+    ``ranks`` (from :func:`xprof.ranks.ranks_view`) adds a section that lines up every
+    rank of a multi-process run; the rest of the report is then about one rank.
+    """
     t = analysis.totals
     sigs = plots.signature_texts(analysis)
     findings = [_finding_view(analysis, f, n + 1) for n, f in enumerate(prose.ranked(analysis.findings))]
@@ -212,23 +216,24 @@ def report_context(analysis: Analysis) -> dict[str, Any]:
         "fallback_ops": sorted(t.fallback_ops.items(), key=lambda kv: -kv[1]),
         "charts": charts,
         "plotly_js": plotly_js(),
+        "ranks": ranks,
     }
 
 
-def render_report(analysis: Analysis) -> str:
+def render_report(analysis: Analysis, ranks: dict[str, Any] | None = None) -> str:
     """The whole report as one HTML string (about 5 MB, most of it plotly.js)."""
-    ctx = report_context(analysis)
+    ctx = report_context(analysis, ranks)
     return _env().get_template("report.html.j2").render(**ctx)
 
 
-def write_report(analysis: Analysis, path: str | os.PathLike[str]) -> Path:
+def write_report(analysis: Analysis, path: str | os.PathLike[str], ranks: dict[str, Any] | None = None) -> Path:
     """Render and write the report, creating its folder; returns the path written.
 
     Writes to a temporary file beside ``path`` and renames it, so a failed write never
     leaves half a report where the last good one was.
     """
     out = Path(path)
-    text = render_report(analysis)
+    text = render_report(analysis, ranks)
     if out.parent and not out.parent.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
