@@ -107,15 +107,27 @@ class watch:
         self._source = source
         self._patches = hooks.Patches()
         self.recorder: Recorder | None = None
+        self.inert = False
+        """True when another thread's watch() was already recording: this one records nothing."""
+        self._thread = 0
 
     def __enter__(self) -> watch:
         global _ACTIVE
         with _ACTIVE_LOCK:
             if _ACTIVE is not None:
-                raise XprofUsageError(
-                    f"xprof.watch() is already recording to {_ACTIVE.path}; "
-                    "nested or concurrent watch() blocks are not supported")
+                if _ACTIVE._thread == threading.get_ident():
+                    raise XprofUsageError(
+                        f"xprof.watch() is already recording to {_ACTIVE.path}; "
+                        "nested watch() blocks are not supported")
+                # Another thread records already (torch_xla runs CPU ranks as threads of one
+                # process): the hooks are process-wide, so this one stays out of the way
+                # rather than break that thread's training.
+                log.warning("xprof: watch(%r) ignored: another thread's watch() is already recording "
+                            "to %s (one recording per process)", self.requested_path, _ACTIVE.path)
+                self.inert = True
+                return self
             _ACTIVE = self
+            self._thread = threading.get_ident()
         try:
             self._start()
         except BaseException:
@@ -174,6 +186,8 @@ class watch:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         global _ACTIVE
+        if self.inert:
+            return
         rec = self.recorder
         try:
             if rec is not None:

@@ -1,0 +1,81 @@
+"""watch() manners on real torch_xla: options, a second thread's watch, what a step record holds."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import xprof
+from xprof.runfile import load_run
+
+pytestmark = pytest.mark.xla
+
+
+def _loop(device: Any, steps: int = 3, read: bool = False) -> list[float]:
+    import torch
+    import torch_xla
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(5, 3).to(device)
+    out = []
+    for _ in range(steps):
+        x = torch.randn(4, 5).to(device)
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        if read:
+            out.append(loss.item())
+        torch_xla.sync()
+    return out
+
+
+def test_second_thread_watch_is_inert(device: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with xprof.watch(tmp_path / "first.json"):
+            started.set()
+            release.wait(60)
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert started.wait(60)
+    try:
+        with caplog.at_level(logging.WARNING, logger="xprof"):
+            with xprof.watch(tmp_path / "second.json") as w:
+                _loop(device)  # trains normally
+        assert w.inert
+        assert not (tmp_path / "second.json").exists()
+        assert "another thread's watch() is already recording" in caplog.text
+    finally:
+        release.set()
+        t.join(60)
+    assert load_run(tmp_path / "first.json").complete
+
+
+def test_syncs_off_records_steps_and_inputs_only(device: Any, tmp_path: Path) -> None:
+    with xprof.watch(tmp_path / "r.json", syncs=False):
+        values = _loop(device, read=True)
+    run = load_run(tmp_path / "r.json")
+    assert len(values) == 3
+    assert run.syncs == [] and len(run.steps) == 3
+    assert run.signatures and run.signatures[0][0]["shape"] == [4, 5]
+    assert run.meta["syncs"] is False
+
+
+def test_step_records_hold_counter_deltas(device: Any, tmp_path: Path) -> None:
+    with xprof.watch(tmp_path / "r.json", name="deltas"):
+        _loop(device, steps=4, read=True)
+    run = load_run(tmp_path / "r.json")
+    assert run.name == "deltas"
+    assert [s["i"] for s in run.steps] == [0, 1, 2, 3]
+    assert all(s["c"]["MarkStep"] == 1 for s in run.steps)
+    assert all(s["barrier"] == "sync" for s in run.steps)
+    assert all(s["t0"] <= s["tb"] <= s["t1"] for s in run.steps)
+    assert len([s for s in run.syncs if not s.get("deferred")]) == 4
+    site = run.sites[run.syncs[0]["site"]]
+    assert site["kind"] == "item" and site["code"] == "out.append(loss.item())"
+    assert Path(site["file"]).name == "test_watch.py"
