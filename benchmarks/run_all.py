@@ -56,8 +56,14 @@ def main(argv: list[str] | None = None) -> None:
     if mem:
         sim = mem["simulated"]["checkpoints"]
         first, last = sim[0], sim[-1]
-        rows.append(["memory", f"recorder KiB at {first['steps']} -> {last['steps']} simulated steps",
-                     f"{first['recorder_kib']:.0f} -> {last['recorder_kib']:.0f}", "bounded"])
+        if "traced" in mem:
+            tr = mem["traced"]["checkpoints"]
+            rows.append(["memory", f"recorder live KiB at {tr[0]['steps']} -> {tr[-1]['steps']} steps",
+                         f"{tr[0]['recorder_kib']:.0f} -> {tr[-1]['recorder_kib']:.0f}", "flat"])
+        rows.append(["memory", f"gc objects at {first['steps']} -> {last['steps']} simulated steps",
+                     f"{first['gc_objects']} -> {last['gc_objects']}", "flat"])
+        rows.append(["memory", f"RSS change KiB at {last['steps']} simulated steps",
+                     f"{last['rss_delta_kib']}", "~0"])
         rows.append(["memory", "run file KiB per 1k steps (simulated)",
                      f"{last['file_bytes'] / last['steps'] * 1000 / 1024:.0f}", ""])
         if "real" in mem:
