@@ -42,6 +42,7 @@ def analyze(run: Run) -> Analysis:
         steps["syncs"] = 0
         steps["deferred_reads"] = 0
 
+    compiles["graph_hash"] = _debug_hashes(run, len(compiles))
     sigs = _causes.signatures(inputs)
     found = _causes.attribute(steps, compiles, syncs, sigs)
     compiles["cause"] = [c.cause for c in found]
@@ -66,6 +67,18 @@ def analyze(run: Run) -> Analysis:
     totals = _totals(run, steps, compiles, syncs, execute_s, found)
     return Analysis(run=run, steps=steps, compiles=compiles, syncs=syncs, inputs=inputs,
                     findings=findings, totals=totals, notes=_notes(run, steps, syncs, totals))
+
+
+def _debug_hashes(run: Run, n: int) -> list[str | None]:
+    """torch_xla's graph hash of each compile, from ``xprof run``'s debug capture.
+
+    The capture has no timestamps, only order; hashes are attached only when it saw as
+    many compiles as the run recorded, so a partial capture never mislabels a graph.
+    """
+    hashes = [d.get("graph_hash") for d in run.debug if d.get("kind") == "compile"]
+    if n and len(hashes) == n:
+        return [str(h) if h else None for h in hashes]
+    return [None] * n
 
 
 def _pct(values: pd.Series, q: float) -> float | None:
@@ -113,7 +126,9 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     return Totals(
         steps=n_work, barriers=len(steps), wall_seconds=wall, compile_seconds=compile_s,
         execute_seconds=execute_s, compiles=uncached, recompiles=recompiles, cached_compiles=cached,
-        distinct_graphs=uncached, executions=executions, syncs=len(live),
+        distinct_graphs=(int(compiles["graph_hash"].nunique()) if len(compiles)
+                         and compiles["graph_hash"].notna().all() else uncached),
+        executions=executions, syncs=len(live),
         deferred_reads=len(syncs) - len(live), extra_executions=max(executions - n_work, 0),
         transfers=transfers, fallback_ops=fallback, complete=run.complete, status=status,
         exception=(run.end or {}).get("exception"), profiler_errors=len(run.errors),

@@ -127,8 +127,8 @@ class Analysis:
     (``cause``: the cause of the step's first uncached compile, or "").
 
     ``compiles``: one row per uncached compile, columns ``step, t, ms, at`` ("barrier"
-    or "step" for one forced mid-step by a host read), ``cause, finding, sig,
-    graph_nodes``.
+    or "step" for one forced mid-step by a host read), ``cause, finding, input, sig,
+    graph_nodes, graph_hash`` (torch_xla's hash, when ``xprof run`` captured it).
 
     ``syncs``: one row per host read, columns ``step, t0, t1, ms, site, kind, file,
     line, func, code, via, deferred, uncached, cached, executions``.
