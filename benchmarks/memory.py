@@ -167,7 +167,7 @@ def real(path: str, steps: int) -> dict[str, Any]:
     from xprof.runfile import load_run
 
     run = load_run(path)
-    kinds = collections.Counter()
+    kinds: collections.Counter[str] = collections.Counter()
     with open(path, encoding="utf-8") as f:
         next(f)
         for line in f:
