@@ -24,6 +24,10 @@ VERSION = 1
 """The newest run-file version this build writes and reads."""
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":"), default=str, check_circular=False).encode
+"""One encoder for every record: ``json.dumps`` with options builds a new one per call."""
+
+
 class RunFileError(Exception):
     """A run file that cannot be read; the message is one line meant for a person."""
 
@@ -81,7 +85,7 @@ class RunWriter:
         self.write(full, flush=True)
 
     def write(self, record: dict[str, Any], flush: bool = True) -> None:
-        line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
+        line = _ENCODE(record) + "\n"
         with self._lock:
             f = self._file
             if f is None:
