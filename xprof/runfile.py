@@ -85,13 +85,24 @@ class RunWriter:
         self.write(full, flush=True)
 
     def write(self, record: dict[str, Any], flush: bool = True) -> None:
-        line = _ENCODE(record) + "\n"
+        self._emit(_ENCODE(record) + "\n", flush)
+
+    def write_many(self, records: list[dict[str, Any]], flush: bool = True) -> None:
+        """Several records in one write call (the recorder's batched flushes)."""
+        if records:
+            self._emit("".join([_ENCODE(r) + "\n" for r in records]), flush)
+
+    def flush(self) -> None:
+        self._emit("", True)
+
+    def _emit(self, text: str, flush: bool) -> None:
         with self._lock:
             f = self._file
             if f is None:
                 return
             try:
-                f.write(line)
+                if text:
+                    f.write(text)
                 if flush:
                     f.flush()
             except BaseException as exc:
@@ -102,11 +113,6 @@ class RunWriter:
                 except OSError:
                     pass
                 raise
-
-    def flush(self) -> None:
-        with self._lock:
-            if self._file is not None:
-                self._file.flush()
 
     def close(self) -> None:
         with self._lock:

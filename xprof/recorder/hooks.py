@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from xprof.recorder.core import Recorder
-from xprof.recorder.inputs import flatten_batch, name_from_comprehension
+from xprof.recorder.inputs import flatten_batch, name_from_comprehension, name_from_line
 
 _MISSING = object()
 
@@ -79,10 +79,27 @@ _BARRIER_CALLERS = {
 }
 
 
+_KIND_CACHE: dict[tuple[Any, ...], str] = {}
+
+
 def _barrier_kind(frame: Any) -> str:
-    """Which API asked for this barrier, from the few frames above the step marker."""
+    """Which API asked for this barrier, from the few frames above the step marker.
+
+    Cached by the code objects of those frames: a loop asks from the same place each step.
+    """
+    f2 = frame.f_back if frame is not None else None
+    f3 = f2.f_back if f2 is not None else None
+    key = (frame.f_code if frame is not None else None, f2.f_code if f2 is not None else None,
+           f3.f_code if f3 is not None else None)
+    kind = _KIND_CACHE.get(key)
+    if kind is None:
+        kind = _KIND_CACHE[key] = _barrier_kind_walk(frame)
+    return kind
+
+
+def _barrier_kind_walk(frame: Any) -> str:
     f = frame
-    for _ in range(4):
+    for _ in range(3):
         if f is None:
             break
         kind = _BARRIER_CALLERS.get(f.f_code.co_name)
@@ -201,15 +218,18 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
         result = original(self, *args, **kwargs)
         if inputs and threading.get_ident() == rec.owner:
             try:
-                if getattr(result, "is_xla", False):
+                if getattr(result, "is_xla", False) and not rec.is_batch_leaf(self):
                     caller = sys._getframe(1)
-                    if frames.kind(caller.f_code.co_filename) != 2:
+                    kind = frames.kind(caller.f_code.co_filename)
+                    if kind != 2:  # torch's own .to calls (Module.to) are not step inputs
                         name = name_from_comprehension(caller)
                         if name is None:
-                            site = frames.user_site(caller)
-                            rec.on_to_device(self, None, _frame_at(caller, site))
-                        else:
-                            rec.on_to_device(self, name, None)
+                            if kind == 0:
+                                name = name_from_line(caller.f_code.co_filename, caller.f_lineno)
+                            else:
+                                site = frames.user_site(caller)
+                                name = name_from_line(site.file, site.line) if site else "tensor"
+                        rec.on_to_device(self, name)
             except Exception as exc:
                 rec.error("input hook", exc)
         return result
@@ -218,16 +238,6 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
     to.__qualname__ = getattr(original, "__qualname__", "to")
     to.__doc__ = getattr(original, "__doc__", None)
     return to
-
-
-def _frame_at(frame: Any, site: Any) -> Any:
-    """The frame of ``site`` (the user's line) at or above ``frame``."""
-    f = frame
-    while f is not None and site is not None:
-        if f.f_code.co_filename == site.file and f.f_lineno == site.line:
-            return f
-        f = f.f_back
-    return frame
 
 
 def install_host_reads(rec: Recorder, patches: Patches, tensor_type: type, *, reads: bool,

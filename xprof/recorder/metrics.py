@@ -42,19 +42,26 @@ class MetricsSource(Protocol):
 
 
 class XlaMetrics:
-    """The real source: torch_xla's metrics API."""
+    """The real source: torch_xla's metrics API.
+
+    ``counter_value`` is bound straight to the C function behind
+    ``torch_xla.debug.metrics.counter_value`` (which only forwards to it): the recorder
+    reads several counters a step, and each Python layer costs about as much as the read.
+    """
 
     def __init__(self) -> None:
         import torch_xla.debug.metrics as met
 
         self._met = met
+        xlac = getattr(__import__("torch_xla"), "_XLAC", None)
+        direct = getattr(xlac, "_xla_counter_value", None)
+        self.counter_value = direct if callable(direct) else met.counter_value  # type: ignore[method-assign]
 
     def counter_names(self) -> Sequence[str]:
         return list(self._met.counter_names())
 
     def counter_value(self, name: str) -> int | None:
-        value = self._met.counter_value(name)
-        return None if value is None else int(value)
+        return self._met.counter_value(name)  # replaced per instance in __init__
 
     def samples(self, name: str) -> Sequence[Sample]:
         data: Any = self._met.metric_data(name)
@@ -68,6 +75,12 @@ def is_fallback_counter(name: str) -> bool:
     return name.startswith("aten::") and name != LOCAL_SCALAR
 
 
+REFRESH_EVERY = 32
+"""Snapshots between two looks for new ``aten::`` fallback counters. Listing the counter
+names costs several times a counter read, and a new fallback op shows up at most this many
+steps late (its whole count still lands in one step's delta)."""
+
+
 class CounterReader:
     """Snapshots the counters that matter, tracking fallback counters as they appear."""
 
@@ -75,6 +88,7 @@ class CounterReader:
         self.source = source
         self._names: list[str] = list(BASE_COUNTERS)
         self._seen_count = -1
+        self._until_refresh = 0
 
     def _refresh_names(self) -> None:
         names = self.source.counter_names()
@@ -83,8 +97,12 @@ class CounterReader:
             extra = sorted(n for n in names if is_fallback_counter(n))
             self._names = list(BASE_COUNTERS) + [n for n in extra if n not in BASE_COUNTERS]
 
-    def snapshot(self) -> dict[str, int]:
-        self._refresh_names()
+    def snapshot(self, refresh: bool = False) -> dict[str, int]:
+        """Current values of the tracked counters; ``refresh`` looks for new fallback counters now."""
+        self._until_refresh -= 1
+        if refresh or self._until_refresh <= 0:
+            self._until_refresh = REFRESH_EVERY
+            self._refresh_names()
         value = self.source.counter_value
         out: dict[str, int] = {}
         for name in self._names:
