@@ -70,6 +70,8 @@ class Recorder:
         self._exec_pending = 0
         self._xfer_pending = 0
         self._inputs: list[InputEntry] = []
+        self._input_names: dict[str, int] = {}
+        self._dtypes: dict[Any, str] = {}
         self._batch_ids: dict[int, str] = {}
         self._sigs: dict[tuple[InputEntry, ...], int] = {}
         self._sites: dict[tuple[str, str, int, str, str | None], int] = {}
@@ -251,14 +253,20 @@ class Recorder:
     def _add_input(self, name: str, t: Any, source: str) -> None:
         if len(self._inputs) >= 256:
             return
-        taken = sum(1 for e in self._inputs if e[0] == name or e[0].startswith(name + "#"))
+        taken = self._input_names.get(name, 0)
+        self._input_names[name] = taken + 1
         if taken:
             name = f"{name}#{taken + 1}"
-        self._inputs.append((name, tuple(int(s) for s in t.shape), dtype_name(t.dtype), source))
+        dtype = t.dtype
+        dt = self._dtypes.get(dtype)
+        if dt is None:
+            dt = self._dtypes[dtype] = dtype_name(dtype)
+        self._inputs.append((name, tuple(t.shape), dt, source))
 
     def _intern_sig(self) -> int:
         key = tuple(self._inputs)
         self._inputs = []
+        self._input_names.clear()
         self._batch_ids.clear()
         sid = self._sigs.get(key)
         if sid is None:
