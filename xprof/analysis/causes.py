@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from xprof.analysis.model import WARMUP_STEPS
@@ -103,8 +104,10 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     live = syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
     sites_by_step: dict[int, frozenset[int]] = {}
     if len(live):
-        for step, group in live.groupby("step"):
-            sites_by_step[int(step)] = frozenset(int(s) for s in group["site"])
+        read_sites: dict[int, set[int]] = {}
+        for step, site in zip(live["step"].tolist(), live["site"].tolist()):
+            read_sites.setdefault(int(step), set()).add(int(site))
+        sites_by_step = {step: frozenset(found) for step, found in read_sites.items()}
     train_nodes = _train_graph_nodes(steps)
     first_rows = steps[steps["work"] & (steps["ordinal"] == 0)]
     first: tuple[int | None, int | None] = (None, None)
@@ -113,7 +116,9 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
         first = (None if pd.isna(fs) else int(fs), None if pd.isna(fn) else int(fn))
     first_steady = _first_graph_was_steady(steps, first)
 
-    # Walk the steps in order, remembering what steady-state steps have shown so far.
+    # Walk the steps in order, remembering what steady-state steps have shown so far. The
+    # columns are taken out once as plain lists: per-row DataFrame lookups cost ~50 µs each,
+    # which made this loop most of the analysis time of a long run.
     seen_sigs: set[int] = set()
     seen_sig_list: list[Signature] = []
     seen_keys: set[tuple[int | None, frozenset[int]]] = set()
@@ -122,39 +127,58 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     by_step: dict[int, list[int]] = {}
     for k, step in enumerate(compiles["step"].to_numpy()):
         by_step.setdefault(int(step), []).append(k)
+    rows = _compile_rows(compiles)
     result: dict[int, Cause] = {}
+    empty: frozenset[int] = frozenset()
 
-    for r in range(len(steps)):
-        step_i = int(steps["i"].iat[r])
-        sig_val = steps["sig"].iat[r]
-        sig_id = None if pd.isna(sig_val) else int(sig_val)
-        ordinal = int(steps["ordinal"].iat[r])
-        fallback = set(steps["fallback"].iat[r])
-        sites = sites_by_step.get(step_i, frozenset())
-        nodes_val = steps["graph_nodes"].iat[r]
-        for k in by_step.get(step_i, []):
-            c = compiles.iloc[k]
-            if (ordinal == 1 and c["at"] == "barrier" and sig_id is not None and first[0] is not None
-                    and sig_id != first[0] and (first_steady or (
-                        first[1] is not None and not pd.isna(c["graph_nodes"])
-                        and int(c["graph_nodes"]) == first[1]))):
-                # The first graph was the steady one: this compile is the new shape's.
-                result[k] = _one(c, WARMUP_STEPS, sig_id, sigs, {first[0]}, [sigs.get(first[0], ())],
-                                 seen_keys, sites, set(), seen_nodes, train_nodes, live)
-                continue
-            result[k] = _one(c, ordinal, sig_id, sigs, seen_sigs, seen_sig_list,
-                             seen_keys, sites, fallback - seen_fallback, seen_nodes, train_nodes,
-                             live)
-        if steps["work"].iat[r] and ordinal >= 1:
+    for step_i, sig_id, ordinal, work, fallback_d, nodes in zip(
+            steps["i"].tolist(), _optional_ints(steps["sig"]), steps["ordinal"].tolist(),
+            steps["work"].tolist(), steps["fallback"].tolist(), _optional_ints(steps["graph_nodes"])):
+        sites = sites_by_step.get(step_i, empty)
+        ks = by_step.get(step_i)
+        if ks is not None:
+            fallback = set(fallback_d)
+            for k in ks:
+                c = rows[k]
+                if (ordinal == 1 and c["at"] == "barrier" and sig_id is not None and first[0] is not None
+                        and sig_id != first[0] and (first_steady or (
+                            first[1] is not None and not pd.isna(c["graph_nodes"])
+                            and int(c["graph_nodes"]) == first[1]))):
+                    # The first graph was the steady one: this compile is the new shape's.
+                    result[k] = _one(c, WARMUP_STEPS, sig_id, sigs, {first[0]}, [sigs.get(first[0], ())],
+                                     seen_keys, sites, set(), seen_nodes, train_nodes, live)
+                    continue
+                result[k] = _one(c, ordinal, sig_id, sigs, seen_sigs, seen_sig_list,
+                                 seen_keys, sites, fallback - seen_fallback, seen_nodes, train_nodes,
+                                 live)
+        if work and ordinal >= 1:
             if sig_id is not None and sig_id not in seen_sigs:
                 seen_sigs.add(sig_id)
                 if sig_id in sigs:
                     seen_sig_list.append(sigs[sig_id])
             seen_keys.add((sig_id, sites))
-            if not pd.isna(nodes_val):
-                seen_nodes.add(int(nodes_val))
-        seen_fallback |= fallback
+            if nodes is not None:
+                seen_nodes.add(nodes)
+        if fallback_d:
+            seen_fallback.update(fallback_d)
     return [result[k] for k in range(len(compiles))]
+
+
+def _optional_ints(column: pd.Series) -> list[int | None]:
+    """A nullable integer column as a list of Python ints, None where missing."""
+    if isinstance(column.dtype, pd.Int64Dtype):
+        missing = column.isna().to_numpy()
+        values = column.to_numpy(dtype=np.int64, na_value=0).tolist()
+        if not missing.any():
+            return values
+        return [None if m else v for v, m in zip(values, missing.tolist())]
+    return [None if pd.isna(v) else int(v) for v in column.tolist()]
+
+
+def _compile_rows(compiles: pd.DataFrame) -> list[dict[str, Any]]:
+    """The columns :func:`_one` reads, one dict per compile (``compiles.iloc[k]`` is slow)."""
+    return [{"at": at, "sync_row": sync_row, "graph_nodes": nodes} for at, sync_row, nodes in zip(
+        compiles["at"].tolist(), compiles["sync_row"].tolist(), compiles["graph_nodes"].tolist())]
 
 
 def _first_graph_was_steady(steps: pd.DataFrame, first: tuple[int | None, int | None]) -> bool:
@@ -169,7 +193,7 @@ def _train_graph_nodes(steps: pd.DataFrame) -> int | None:
     steady = steps[(steps["work"]) & (steps["ordinal"] >= 1)]["graph_nodes"].dropna()
     if not len(steady):
         return None
-    return int(Counter(int(v) for v in steady).most_common(1)[0][0])
+    return int(Counter(int(v) for v in steady.tolist()).most_common(1)[0][0])
 
 
 def _one(c: Any, ordinal: int, sig_id: int | None, sigs: dict[int, Signature], seen_sigs: set[int],

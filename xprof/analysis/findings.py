@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from bisect import bisect_left
 from collections import Counter
 
 import pandas as pd
@@ -61,7 +62,7 @@ def _pattern(ordinals: list[int], steady_steps: int) -> str | None:
 def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], syncs: pd.DataFrame,
           sigs: dict[int, Signature]) -> list[Finding]:
     findings: list[Finding] = []
-    ordinal_of = dict(zip(steps["i"].astype(int), steps["ordinal"].astype(int)))
+    ordinal_of = dict(zip(steps["i"].astype(int).tolist(), steps["ordinal"].astype(int).tolist()))
     steady = int(((steps["work"]) & (steps["ordinal"] >= 2)).sum())
     last_barrier = int(steps["i"].max()) if len(steps) else -1
 
@@ -116,8 +117,12 @@ def _fallback_finding(key: str, c0: Cause, rows: pd.DataFrame, steps: pd.DataFra
                       ordinal_of: dict[int, int], steady: int) -> Finding:
     ops = key.split(":", 1)[1].split(",")
     ms = float(rows["ms"].sum())
-    ran = [(int(i), sum(int(d.get(op, 0)) for op in ops)) for i, d in zip(steps["i"], steps["fallback"])]
-    ran = [(i, n) for i, n in ran if n]
+    ran = []
+    for i, d in zip(steps["i"].tolist(), steps["fallback"].tolist()):
+        if d:  # most steps ran no fallback op: an empty dict counts 0 calls
+            calls_here = sum(int(d.get(op, 0)) for op in ops)
+            if calls_here:
+                ran.append((i, calls_here))
     calls = sum(n for _, n in ran)
     ran_steps = [i for i, _ in ran]
     pattern = _pattern([ordinal_of.get(i, 0) for i in ran_steps], steady)
@@ -188,14 +193,18 @@ def _sync_finding(site: int, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[i
 
 def _series(name: str, steps: pd.DataFrame, sigs: dict[int, Signature]) -> list[tuple[int, tuple[int, ...]]]:
     """(ordinal, shape) of input ``name`` for every steady step that ran a graph."""
+    shape_of: dict[int, tuple[int, ...] | None] = {}
+    for sig_id, inputs in sigs.items():
+        # The first input of that name in the signature, as the per-step search found it.
+        shape_of[sig_id] = next((shape for n, shape, _, _ in inputs if n == name), None)
+    sig_col = steps["sig"]
+    keep = (steps["work"].to_numpy(dtype=bool) & sig_col.notna().to_numpy(dtype=bool)
+            & (steps["ordinal"].to_numpy() >= 1))
     out = []
-    for sig, ordinal, work in zip(steps["sig"], steps["ordinal"], steps["work"]):
-        if not work or pd.isna(sig) or ordinal < 1:
-            continue
-        for n, shape, _, _ in sigs.get(int(sig), ()):
-            if n == name:
-                out.append((int(ordinal), shape))
-                break
+    for sig, ordinal in zip(sig_col[keep].tolist(), steps["ordinal"].to_numpy()[keep].tolist()):
+        shape = shape_of.get(int(sig))
+        if shape is not None:
+            out.append((ordinal, shape))
     return out
 
 
@@ -278,8 +287,7 @@ def _graph_finding(key: str, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
         ordinals = sorted({int(o) for o in ran["ordinal"]}) or [ordinal_of.get(s, 0) for s in comp_steps]
         runs = _runs(ordinals)
         # Count training steps (not eval barriers) between the starts of eval passes.
-        eval_ords = set(ordinals)
-        train_before = [sum(1 for o in range(r[0]) if o not in eval_ords) for r in runs]
+        train_before = _train_steps_before([r[0] for r in runs], sorted(set(ordinals)))
         every = describe_period(train_before) if len(runs) >= 3 else None
         if every is None and len(runs) == 2 and train_before[1] - train_before[0] > 1:
             every = f"every {train_before[1] - train_before[0]} steps"
@@ -306,6 +314,22 @@ def _graph_finding(key: str, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
         evidence=evidence, steps=comp_steps, pattern=pattern, severity="info" if kind == "eval_pass"
         else "warning",
     )
+
+
+def _train_steps_before(starts: list[int], eval_ordinals: list[int]) -> list[int]:
+    """For each start, how many ordinals in ``range(start)`` are not eval ordinals.
+
+    ``eval_ordinals`` is sorted and distinct; counting with bisect keeps this linear in the
+    number of eval passes instead of passes times steps.
+    """
+    lo = bisect_left(eval_ordinals, 0)
+    out = []
+    for start in starts:
+        if start <= 0:
+            out.append(0)
+        else:
+            out.append(start - (bisect_left(eval_ordinals, start) - lo))
+    return out
 
 
 def _runs(ordinals: list[int]) -> list[tuple[int, int]]:

@@ -8,6 +8,7 @@ run still loads in seconds.
 
 from __future__ import annotations
 
+from operator import methodcaller
 from typing import Any
 
 import numpy as np
@@ -27,39 +28,70 @@ def is_fallback(name: str) -> bool:
 
 
 def _col(steps: list[dict[str, Any]], key: str, default: Any = 0) -> list[Any]:
-    return [s.get(key, default) for s in steps]
+    return list(map(methodcaller("get", key, default), steps))
 
 
-def _counter(steps: list[dict[str, Any]], name: str) -> list[int]:
-    return [int((s.get("c") or {}).get(name, 0)) for s in steps]
+def _int_column(values: list[Any]) -> np.ndarray:
+    """``values`` as int64, converting each the way ``int()`` does.
+
+    A list of Python ints (what the recorder writes) converts in one numpy call; anything
+    else (floats, strings, huge ints) goes through ``int()`` one by one, so it converts or
+    fails exactly as it always did.
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind in "ib":
+        return arr.astype(np.int64)
+    return np.asarray([int(v) for v in values], dtype=np.int64)
 
 
 def step_table(run: Run) -> pd.DataFrame:
     steps = run.steps
+    counters = [s.get("c") or {} for s in steps]
+
+    def counter(name: str) -> np.ndarray:
+        return _int_column(list(map(methodcaller("get", name, 0), counters)))
+
     df = pd.DataFrame({
         "i": np.asarray(_col(steps, "i"), dtype=np.int64),
         "t0": np.asarray(_col(steps, "t0", 0.0), dtype=float),
         "tb": np.asarray(_col(steps, "tb", 0.0), dtype=float),
         "t1": np.asarray(_col(steps, "t1", 0.0), dtype=float),
         "barrier": _col(steps, "barrier", "sync"),
-        "sig": pd.array([s.get("sig") for s in steps], dtype="Int64"),
-        "uncached": np.asarray(_counter(steps, UNCACHED), dtype=np.int64),
-        "cached": np.asarray(_counter(steps, CACHED), dtype=np.int64),
+        "sig": pd.array(_col(steps, "sig", None), dtype="Int64"),
+        "uncached": counter(UNCACHED),
+        "cached": counter(CACHED),
         "barrier_uncached": np.asarray(_col(steps, "bu"), dtype=np.int64),
         "barrier_cached": np.asarray(_col(steps, "bc"), dtype=np.int64),
-        "executions": np.asarray(_counter(steps, EXECUTE), dtype=np.int64),
-        "transfers": np.asarray(_counter(steps, TO_CPU), dtype=np.int64),
+        "executions": counter(EXECUTE),
+        "transfers": counter(TO_CPU),
     })
     df["work"] = (df["barrier_uncached"] + df["barrier_cached"]) > 0
     df["step_ms"] = (df["t1"] - df["t0"]) * 1e3
     # Ordinal among steps that ran a graph: warm-up is counted in these, not in barriers.
     df["ordinal"] = np.where(df["work"], df["work"].cumsum() - 1, -1)
-    fallback: list[dict[str, int]] = []
+    df["fallback"] = _fallback_counts(steps)
+    return df
+
+
+def _fallback_counts(steps: list[dict[str, Any]]) -> list[dict[str, int]]:
+    """The CPU-fallback counters of each step (a new dict per step).
+
+    Steps repeat a handful of counter-name sets, so which names are fallback ops is decided
+    once per set of names rather than once per name per step.
+    """
+    fallback_names: dict[tuple[str, ...], tuple[str, ...]] = {}
+    out: list[dict[str, int]] = []
     for s in steps:
         c = s.get("c")
-        fallback.append({k: v for k, v in c.items() if is_fallback(k)} if c else {})
-    df["fallback"] = fallback
-    return df
+        if not c:
+            out.append({})
+            continue
+        names = tuple(c)
+        picked = fallback_names.get(names)
+        if picked is None:
+            picked = fallback_names[names] = tuple(k for k in names if is_fallback(k))
+        out.append({k: c[k] for k in picked} if picked else {})
+    return out
 
 
 def _step_index_by_time(df: pd.DataFrame, times: np.ndarray) -> np.ndarray:
@@ -104,9 +136,9 @@ def compile_table(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame) -> pd.Data
         s0 = syncs["t0"].to_numpy()[order]
         s1 = syncs["t1"].to_numpy()[order]
         pos = np.searchsorted(s0, t, side="right") - 1
-        for k, p in enumerate(pos):
-            if p >= 0 and at[k] == "step" and t[k] <= s1[p]:
-                sync_row[k] = order[p]
+        safe = np.clip(pos, 0, None)
+        inside = (pos >= 0) & (np.asarray(at, dtype=object) == "step") & (t <= s1[safe])
+        sync_row[inside] = order[safe[inside]]
     nodes = _graph_nodes_after(run, t)
     df = pd.DataFrame({"step": step, "t": t, "ms": ms, "at": at, "sync_row": sync_row,
                        "graph_nodes": nodes})
@@ -120,13 +152,24 @@ def _graph_nodes_after(run: Run, times: np.ndarray) -> pd.array:
         return pd.array([None] * len(times), dtype="Int64")
     gs = np.asarray(sorted(run.graph_sizes))
     pos = np.searchsorted(gs[:, 0], times, side="left")
-    out: list[int | None] = []
-    for k, p in enumerate(pos):
-        if p < len(gs) and gs[p, 0] - times[k] < 1.0:
-            out.append(int(gs[p, 1]))
-        else:
-            out.append(None)
-    return pd.array(out, dtype="Int64")
+    safe = np.clip(pos, 0, len(gs) - 1)
+    found = (pos < len(gs)) & (gs[safe, 0] - times < 1.0)
+    return _nullable_ints(gs[safe, 1], found)
+
+
+def _nullable_ints(values: np.ndarray, mask: np.ndarray) -> pd.array:
+    """``int(values[k])`` where ``mask`` is set, missing elsewhere, as an Int64 array.
+
+    Built in one step instead of a list of ints and Nones; values that ``astype`` would not
+    convert the way ``int()`` does (NaN, infinities, beyond int64) take the slow path so
+    they fail or convert exactly as before.
+    """
+    picked = values[mask]
+    if len(picked) and not (np.isfinite(picked).all() and np.abs(picked).max() < 2.0 ** 63):
+        return pd.array([int(v) if m else None for v, m in zip(values, mask)], dtype="Int64")
+    data = np.zeros(len(values), dtype=np.int64)
+    data[mask] = picked.astype(np.int64)
+    return pd.arrays.IntegerArray(data, ~mask)
 
 
 def barrier_graph_nodes(run: Run, steps: pd.DataFrame) -> pd.array:
@@ -137,13 +180,9 @@ def barrier_graph_nodes(run: Run, steps: pd.DataFrame) -> pd.array:
     t1 = steps["t1"].to_numpy()
     tb = steps["tb"].to_numpy()
     pos = np.searchsorted(gs[:, 0], t1, side="right") - 1
-    out: list[int | None] = []
-    for k, p in enumerate(pos):
-        if p >= 0 and gs[p, 0] >= tb[k] and steps["work"].iat[k]:
-            out.append(int(gs[p, 1]))
-        else:
-            out.append(None)
-    return pd.array(out, dtype="Int64")
+    safe = np.clip(pos, 0, None)
+    found = (pos >= 0) & (gs[safe, 0] >= tb) & steps["work"].to_numpy(dtype=bool)
+    return _nullable_ints(gs[safe, 1], found)
 
 
 def attribute_executions(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame) -> tuple[
@@ -171,11 +210,17 @@ def attribute_executions(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame) -> 
         s1 = live["t1"].to_numpy()[order]
         sstep = live["step"].to_numpy()[order]
         pos = np.searchsorted(s0, start, side="right") - 1
-        index_of = {int(v): k for k, v in enumerate(steps["i"].to_numpy())}
-        for k, p in enumerate(pos):
-            if p >= 0 and start[k] <= s1[p]:
-                in_sync[k] = True
-                rows[k] = index_of.get(int(sstep[p]), rows[k])
+        safe = np.clip(pos, 0, None)
+        in_sync = (pos >= 0) & (start <= s1[safe])
+        # The read's step, as a row of ``steps`` (the last row with that index), where it has one.
+        idx = steps["i"].to_numpy()
+        by_i = np.argsort(idx, kind="stable")
+        sorted_i = idx[by_i]
+        want = sstep[safe[in_sync]]
+        j = np.searchsorted(sorted_i, want, side="right") - 1
+        hit = (j >= 0) & (sorted_i[np.clip(j, 0, None)] == want)
+        moved = np.flatnonzero(in_sync)[hit]
+        rows[moved] = by_i[j[hit]]
     np.add.at(per_step, rows, dur_s * 1e3)
     np.add.at(by_sync, rows[in_sync], dur_s[in_sync] * 1e3)
     return per_step, by_sync, float(dur_s.sum())
