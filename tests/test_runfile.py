@@ -219,8 +219,6 @@ def test_bad_line_in_the_middle_is_skipped_and_counted(tmp_path: Path, good_byte
     assert len(run.steps) == 12 and run.complete
 
 
-@pytest.mark.xfail(strict=True, reason="runfile.load_run opens the file with errors='strict', so one "
-                   "bad byte anywhere refuses the whole run, while a bad JSON line is only skipped")
 def test_one_bad_byte_in_a_record_skips_that_line_only(tmp_path: Path, good_bytes: bytes) -> None:
     lines = good_bytes.split(b"\n")
     lines[8] = lines[8][:20] + b"\xff" + lines[8][21:]
@@ -228,6 +226,77 @@ def test_one_bad_byte_in_a_record_skips_that_line_only(tmp_path: Path, good_byte
     p.write_bytes(b"\n".join(lines))
     run = load_run(p)
     assert run.skipped_lines == 1 and run.complete
+
+
+def test_bad_byte_in_the_last_line_is_a_truncated_tail(tmp_path: Path, good_bytes: bytes) -> None:
+    lines = good_bytes.rstrip(b"\n").split(b"\n")
+    lines[-1] = lines[-1][:10] + b"\xc3"  # a kill in the middle of a two-byte character
+    p = tmp_path / "cut.json"
+    p.write_bytes(b"\n".join(lines))
+    run = load_run(p)
+    assert run.truncated_tail and not run.complete and run.skipped_lines == 0
+
+
+def test_bad_byte_inside_a_json_string_skips_the_line(tmp_path: Path) -> None:
+    """The line parses as JSON (a lone surrogate is a valid string) but its text is damaged."""
+    p = _write(tmp_path / "run.json", [{"type": "step", "i": 0, "barrier": "mark_step"},
+                                       {"type": "step", "i": 1, "barrier": "mark_step"},
+                                       {"type": "step", "i": 2, "barrier": "mark_step"}])
+    data = p.read_bytes().replace(b'"i":1,"barrier":"mark_', b'"i":1,"barrier":"m\xffrk_')
+    p.write_bytes(data)
+    run = load_run(p)
+    assert [s["i"] for s in run.steps] == [0, 2] and run.skipped_lines == 1
+
+
+def test_bad_byte_in_the_header_refuses_the_file(tmp_path: Path) -> None:
+    p = _write(tmp_path / "run.json", [{"type": "step", "i": 0}])
+    p.write_bytes(p.read_bytes().replace(b'"demo"', b'"d\xffmo"', 1))
+    _raises(p, f"{p}: not an xprof run file (not UTF-8 text)")
+
+
+def test_xfer_records_load_into_transfers(tmp_path: Path) -> None:
+    p = _write(tmp_path / "run.json", [
+        {"type": "xfer", "samples": [[1.7e9 + 1.0, 141335.0], [1.7e9 + 2.0, 9e4]]},
+        {"type": "xfer", "samples": [[1.7e9 + 3.0, 5]]},
+        {"type": "step", "i": 0, "xfer": [1, 141335.0]}])
+    run = load_run(p)
+    assert run.transfers == [(1.7e9 + 1.0, 141335.0), (1.7e9 + 2.0, 9e4), (1.7e9 + 3.0, 5.0)]
+    assert run.skipped_lines == 0 and len(run.steps) == 1
+    assert run.executions == []
+
+
+@pytest.mark.parametrize("samples, expected", [
+    ([[1.0, 2.0], [3.0, 4.0]], [(1.0, 2.0), (3.0, 4.0)]),
+    ([[1, 2], [3.5, 4]], [(1.0, 2.0), (3.5, 4.0)]),
+    ([[1.0, True], [2.0, 3.0], [1.0], [1.0, 2.0, 3.0], "x", None, [1.0, "2"]], [(2.0, 3.0)]),
+    ([], []), ("not a list", []), ({"a": [1.0, 2.0]}, []),
+])
+def test_sample_pairs_keep_only_two_numbers(tmp_path: Path, samples: Any, expected: Any) -> None:
+    """The fast path for all-float samples and the item-by-item check give the same pairs."""
+    p = _write(tmp_path / "run.json", [{"type": "exec", "samples": samples}])
+    run = load_run(p)
+    assert run.executions == expected
+    assert all(type(a) is float and type(b) is float for a, b in run.executions)
+
+
+def test_lines_the_fast_scanner_does_not_take_are_judged_by_json_loads(tmp_path: Path) -> None:
+    p = _write(tmp_path / "run.json", [])
+    with open(p, "a", encoding="utf-8") as f:
+        f.write('  {"type": "step", "i": 0}  \n')  # leading and trailing whitespace: fine
+        f.write('{"type": "step", "i": 1} x\n')  # extra data: unreadable
+        f.write('{"type": "step", "i": 2}\r\n')  # CRLF: fine
+        f.write('\ufeff{"type": "step", "i": 3}\n')  # a BOM inside the file: unreadable
+        f.write('{"type": "step", "i": 4}')  # last line without a newline: fine
+    run = load_run(p)
+    assert [s["i"] for s in run.steps] == [0, 2, 4]
+    assert run.skipped_lines == 2 and not run.truncated_tail
+
+
+@pytest.mark.parametrize("kind", [["step"], {"a": 1}, 3, None])
+def test_record_type_that_is_not_a_string_is_skipped(tmp_path: Path, kind: Any) -> None:
+    p = _write(tmp_path / "run.json", [{"type": kind, "i": 0}, {"type": "step", "i": 1}])
+    run = load_run(p)
+    assert [s["i"] for s in run.steps] == [1] and run.skipped_lines == 1
 
 
 def test_unknown_record_types_are_skipped_not_fatal(tmp_path: Path) -> None:

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,6 +48,8 @@ class Run:
     compiles: list[dict[str, Any]] = field(default_factory=list)
     executions: list[tuple[float, float]] = field(default_factory=list)
     graph_sizes: list[tuple[float, float]] = field(default_factory=list)
+    transfers: list[tuple[float, float]] = field(default_factory=list)
+    """``(end_unix_s, duration_ns)`` TransferFromDeviceTime samples, from ``xfer`` records."""
     errors: list[dict[str, Any]] = field(default_factory=list)
     debug: list[dict[str, Any]] = field(default_factory=list)
     end: dict[str, Any] | None = None
@@ -143,51 +148,101 @@ def _parse_header(path: str, first: str) -> dict[str, Any]:
 
 
 def _num_pairs(value: Any) -> list[tuple[float, float]]:
+    """``[[a, b], ...]`` as float pairs; items that are not two numbers are dropped."""
+    if not isinstance(value, list):
+        return []
+    # Fast path: every item a list of two floats (what the recorder writes), checked at C
+    # speed. Anything else (ints, bools, odd items) goes through the item-by-item check.
+    if (set(map(type, value)) <= {list} and set(map(len, value)) <= {2}
+            and set(map(type, chain.from_iterable(value))) <= {float}):
+        return list(map(tuple, value))
     out: list[tuple[float, float]] = []
-    if isinstance(value, list):
-        for item in value:
-            if (
-                isinstance(item, list)
-                and len(item) == 2
-                and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in item)
-            ):
-                out.append((float(item[0]), float(item[1])))
+    for item in value:
+        if (
+            isinstance(item, list)
+            and len(item) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in item)
+        ):
+            out.append((float(item[0]), float(item[1])))
     return out
 
 
-def _add_record(run: Run, rec: dict[str, Any]) -> bool:
-    """File one record into ``run``; False when it is not a record this version knows."""
-    kind = rec.get("type")
-    if kind == "step":
-        if not isinstance(rec.get("i"), int):
-            return False
-        run.steps.append(rec)
-    elif kind == "sync":
-        run.syncs.append(rec)
-    elif kind == "site":
-        if not isinstance(rec.get("id"), int):
-            return False
-        run.sites[rec["id"]] = rec
-    elif kind == "sig":
-        inputs = rec.get("inputs")
-        if not isinstance(rec.get("id"), int) or not isinstance(inputs, list):
-            return False
-        run.signatures[rec["id"]] = [i for i in inputs if isinstance(i, dict)]
-    elif kind == "compile":
-        run.compiles.append(rec)
-    elif kind == "exec":
-        run.executions.extend(_num_pairs(rec.get("samples")))
-    elif kind == "graph_sizes":
-        run.graph_sizes.extend(_num_pairs(rec.get("samples")))
-    elif kind == "error":
-        run.errors.append(rec)
-    elif kind == "debug":
-        run.debug.append(rec)
-    elif kind == "end":
-        run.end = rec
-    else:
+def _add_step(run: Run, rec: dict[str, Any]) -> bool:
+    if not isinstance(rec.get("i"), int):
         return False
+    run.steps.append(rec)
     return True
+
+
+def _add_sync(run: Run, rec: dict[str, Any]) -> bool:
+    run.syncs.append(rec)
+    return True
+
+
+def _add_site(run: Run, rec: dict[str, Any]) -> bool:
+    if not isinstance(rec.get("id"), int):
+        return False
+    run.sites[rec["id"]] = rec
+    return True
+
+
+def _add_sig(run: Run, rec: dict[str, Any]) -> bool:
+    inputs = rec.get("inputs")
+    if not isinstance(rec.get("id"), int) or not isinstance(inputs, list):
+        return False
+    run.signatures[rec["id"]] = [i for i in inputs if isinstance(i, dict)]
+    return True
+
+
+def _add_compile(run: Run, rec: dict[str, Any]) -> bool:
+    run.compiles.append(rec)
+    return True
+
+
+def _add_exec(run: Run, rec: dict[str, Any]) -> bool:
+    run.executions.extend(_num_pairs(rec.get("samples")))
+    return True
+
+
+def _add_xfer(run: Run, rec: dict[str, Any]) -> bool:
+    run.transfers.extend(_num_pairs(rec.get("samples")))
+    return True
+
+
+def _add_graph_sizes(run: Run, rec: dict[str, Any]) -> bool:
+    run.graph_sizes.extend(_num_pairs(rec.get("samples")))
+    return True
+
+
+def _add_error(run: Run, rec: dict[str, Any]) -> bool:
+    run.errors.append(rec)
+    return True
+
+
+def _add_debug(run: Run, rec: dict[str, Any]) -> bool:
+    run.debug.append(rec)
+    return True
+
+
+def _add_end(run: Run, rec: dict[str, Any]) -> bool:
+    run.end = rec
+    return True
+
+
+_ADDERS: dict[str, Callable[[Run, dict[str, Any]], bool]] = {
+    "step": _add_step, "sync": _add_sync, "site": _add_site, "sig": _add_sig,
+    "compile": _add_compile, "exec": _add_exec, "xfer": _add_xfer,
+    "graph_sizes": _add_graph_sizes, "error": _add_error, "debug": _add_debug, "end": _add_end,
+}
+"""Record type -> the function that files it (a dict lookup per line, not an if-chain)."""
+
+
+_SCANNER: Callable[[str, int], tuple[Any, int]] = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]
+"""The JSON value scanner ``json.loads`` ends in (C): ``(value, end)`` or StopIteration."""
+
+
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+"""Bytes that are not UTF-8 come back from ``surrogateescape`` decoding as these."""
 
 
 def load_run(path: str | os.PathLike[str]) -> Run:
@@ -195,13 +250,18 @@ def load_run(path: str | os.PathLike[str]) -> Run:
 
     A file whose last line was cut off mid-write (the process was killed) loads with
     ``truncated_tail`` set and without an ``end`` record; unknown record types from a
-    newer minor change are skipped and counted, never fatal.
+    newer minor change, lines that are not JSON and lines with bytes that are not UTF-8
+    are skipped and counted in ``skipped_lines``, never fatal. Lines are parsed one at a
+    time on purpose: parsing a batch as one JSON array can merge two damaged lines into
+    one valid value and so hide them from the count.
     """
     p = str(path)
     if os.path.isdir(p):
         raise RunFileError(f"{p}: is a directory, not a run file")
     try:
-        f = open(p, encoding="utf-8", errors="strict")
+        # surrogateescape: a byte that is not UTF-8 damages only its own line (that line is
+        # skipped like any unreadable one); only a header that is not UTF-8 refuses the file.
+        f = open(p, encoding="utf-8", errors="surrogateescape")
     except FileNotFoundError:
         raise RunFileError(f"{p}: no such file")
     except PermissionError:
@@ -209,30 +269,49 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     except OSError as exc:
         raise RunFileError(f"{p}: cannot open ({exc.strerror or exc})")
     with f:
-        try:
-            first = f.readline()
-            if not first.strip():
-                raise RunFileError(f"{p}: empty file, not an xprof run file")
-            header = _parse_header(p, first)
-            run = Run(path=p, header=header)
-            pending: str | None = None
-            for line in f:
-                if pending is not None:
-                    # A bad line followed by more lines is corruption in the middle.
-                    run.skipped_lines += 1
-                    pending = None
-                if not line.strip():
-                    continue
+        first = f.readline()
+        if not first.strip():
+            raise RunFileError(f"{p}: empty file, not an xprof run file")
+        if _UNDECODABLE.search(first):
+            raise RunFileError(f"{p}: not an xprof run file (not UTF-8 text)")
+        header = _parse_header(p, first)
+        run = Run(path=p, header=header)
+        pending: str | None = None
+        # json.loads(line) is decode() -> raw_decode() -> scan_once(); calling the scanner
+        # directly saves two regex matches and three calls per line (a million lines in a
+        # long run).
+        scan = _SCANNER
+        adders = _ADDERS
+        for line in f:
+            if pending is not None:
+                # A bad line followed by more lines is corruption in the middle.
+                run.skipped_lines += 1
+                pending = None
+            if not line.strip():
+                continue
+            if not line.isascii() and _UNDECODABLE.search(line):
+                # A byte that is not UTF-8: this line is unreadable, like one cut JSON.
+                pending = line
+                continue
+            try:
+                rec, end = scan(line, 0)
+                if end != len(line) and (end != len(line) - 1 or line[end] != "\n"):
+                    raise ValueError  # more than the newline after the value: let loads() judge
+            except (StopIteration, ValueError):
+                # Not a JSON value starting at the first character, or text after it: the
+                # full parser accepts or rejects it exactly as json.loads always did.
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError:
                     pending = line
                     continue
-                if not isinstance(rec, dict) or not _add_record(run, rec):
-                    run.skipped_lines += 1
-            if pending is not None:
-                run.truncated_tail = True
-        except UnicodeDecodeError:
-            raise RunFileError(f"{p}: not an xprof run file (not UTF-8 text)")
+            if type(rec) is dict:
+                kind = rec.get("type")
+                add = adders.get(kind) if type(kind) is str else None
+                if add is not None and add(run, rec):
+                    continue
+            run.skipped_lines += 1
+        if pending is not None:
+            run.truncated_tail = True
     run.steps.sort(key=lambda s: s["i"])
     return run
