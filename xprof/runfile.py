@@ -12,11 +12,13 @@ and on a laptop without torch (reading).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -245,6 +247,24 @@ _UNDECODABLE = re.compile("[\udc80-\udcff]")
 """Bytes that are not UTF-8 come back from ``surrogateescape`` decoding as these."""
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Hold off the cyclic garbage collector while building many small objects.
+
+    Every few hundred new dicts the collector runs, and its full passes walk every record
+    loaded so far: on a 100k-step run that was a third of the load time. Records are
+    plain acyclic JSON values, so nothing is left for the collector to find; any cycles
+    made meanwhile are collected once it is back on.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def load_run(path: str | os.PathLike[str]) -> Run:
     """Read and validate a run file; raise :class:`RunFileError` with one line on bad input.
 
@@ -268,7 +288,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         raise RunFileError(f"{p}: permission denied")
     except OSError as exc:
         raise RunFileError(f"{p}: cannot open ({exc.strerror or exc})")
-    with f:
+    with f, gc_paused():
         first = f.readline()
         if not first.strip():
             raise RunFileError(f"{p}: empty file, not an xprof run file")

@@ -12,7 +12,7 @@ from xprof.analysis import causes as _causes
 from xprof.analysis import findings as _findings
 from xprof.analysis import tables
 from xprof.analysis.model import CAUSES, WARMUP_STEPS, Analysis, Finding, Totals
-from xprof.runfile import Run, load_run
+from xprof.runfile import Run, gc_paused, load_run
 
 __all__ = ["CAUSES", "WARMUP_STEPS", "Analysis", "Finding", "Totals", "analyze", "analyze_path"]
 
@@ -22,6 +22,12 @@ def analyze_path(path: str) -> Analysis:
 
 
 def analyze(run: Run) -> Analysis:
+    """Tables, causes, findings and totals of ``run`` (the collector paused: see gc_paused)."""
+    with gc_paused():
+        return _analyze(run)
+
+
+def _analyze(run: Run) -> Analysis:
     steps = tables.step_table(run)
     syncs = tables.sync_table(run)
     compiles = tables.compile_table(run, steps, syncs)

@@ -8,7 +8,6 @@ run still loads in seconds.
 
 from __future__ import annotations
 
-from operator import methodcaller
 from typing import Any
 
 import numpy as np
@@ -28,7 +27,7 @@ def is_fallback(name: str) -> bool:
 
 
 def _col(steps: list[dict[str, Any]], key: str, default: Any = 0) -> list[Any]:
-    return list(map(methodcaller("get", key, default), steps))
+    return [s.get(key, default) for s in steps]
 
 
 def _int_column(values: list[Any]) -> np.ndarray:
@@ -49,7 +48,7 @@ def step_table(run: Run) -> pd.DataFrame:
     counters = [s.get("c") or {} for s in steps]
 
     def counter(name: str) -> np.ndarray:
-        return _int_column(list(map(methodcaller("get", name, 0), counters)))
+        return _int_column([c.get(name, 0) for c in counters])
 
     df = pd.DataFrame({
         "i": np.asarray(_col(steps, "i"), dtype=np.int64),
