@@ -155,3 +155,17 @@ def test_bucketing_rows() -> None:
     assert by["pad_to_multiple_of=16"]["graphs"] == 2  # 16, 32
     assert by["pad_to_multiple_of=64"]["graphs"] == 1
     assert by["pad_to_multiple_of=64"]["padding_waste"] == pytest.approx(192 / 60 - 1, abs=1e-3)
+
+
+def test_orphan_compile_and_repeated_step_do_not_break_analysis(tmp_path: Path) -> None:
+    b = Builder(tmp_path / "r.json")
+    b.step({"x": [8, 4]}, compile_ms=500)
+    b.step({"x": [8, 4]})
+    # a repeated step index, and a compile whose step record never came (killed mid-write)
+    b.w.write({"type": "step", "i": 1, "t0": b.t, "tb": b.t, "t1": b.t, "barrier": "sync"})
+    b.w.write({"type": "compile", "i": 2, "t": b.t + 0.5, "ns": 5e8, "at": "barrier"})
+    b.w.close()
+    a = analyze(load_run(b.path))
+    assert a.totals.barriers == 2 and a.totals.steps == 2
+    assert len(a.compiles) == 1
+    assert any("1 repeated step record(s) and 1 compile record(s) without their step" in n for n in a.notes)

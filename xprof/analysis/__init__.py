@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -28,6 +30,7 @@ def analyze(run: Run) -> Analysis:
 
 
 def _analyze(run: Run) -> Analysis:
+    run, dropped = _consistent(run)
     steps = tables.step_table(run)
     syncs = tables.sync_table(run)
     compiles = tables.compile_table(run, steps, syncs)
@@ -71,8 +74,36 @@ def _analyze(run: Run) -> Analysis:
         syncs["exec_ms"] = pd.Series(dtype=float)
     findings = _findings.build(steps, compiles, found, syncs, sigs)
     totals = _totals(run, steps, compiles, syncs, execute_s, found)
+    notes = _notes(run, steps, syncs, totals)
+    if dropped:
+        notes.append(dropped)
     return Analysis(run=run, steps=steps, compiles=compiles, syncs=syncs, inputs=inputs,
-                    findings=findings, totals=totals, notes=_notes(run, steps, syncs, totals))
+                    findings=findings, totals=totals, notes=notes)
+
+
+def _consistent(run: Run) -> tuple[Run, str]:
+    """The run with one record per step index and no compile without its step.
+
+    A process killed between writing a compile and its step record leaves such a
+    compile; a corrupted or concatenated file can repeat a step index. Both are dropped
+    (and said in the notes) rather than failing the whole analysis.
+    """
+    seen: set[int] = set()
+    steps = []
+    for s in run.steps:
+        if s["i"] not in seen:
+            seen.add(s["i"])
+            steps.append(s)
+    compiles = [c for c in run.compiles if isinstance(c.get("i"), int) and c["i"] in seen]
+    if len(steps) == len(run.steps) and len(compiles) == len(run.compiles):
+        return run, ""
+    parts = []
+    if len(steps) != len(run.steps):
+        parts.append(f"{len(run.steps) - len(steps)} repeated step record(s)")
+    if len(compiles) != len(run.compiles):
+        parts.append(f"{len(run.compiles) - len(compiles)} compile record(s) without their step")
+    note = f"Ignored {' and '.join(parts)} (a file cut off mid-step, or damaged)."
+    return dataclasses.replace(run, steps=steps, compiles=compiles), note
 
 
 def _debug_hashes(run: Run, n: int) -> list[str | None]:
