@@ -38,6 +38,10 @@ and writes them every 0.25 s; a step that compiled, an error and the end are wri
 once. A process killed with SIGKILL loses at most the last quarter second."""
 
 
+QUEUE_LIMIT = 1024
+"""Records queued at most before the training thread writes them itself."""
+
+
 class _Local(threading.local):
     depth = 0
     """Inside a hooked host read: nested reads (``__format__`` calling ``item``) are one."""
@@ -177,9 +181,12 @@ class Recorder:
         """Queue a record; ``flush`` writes it and everything queued before it now."""
         if self.writer.failed is not None:
             return
-        self._queue.append(record)
+        queue = self._queue
+        queue.append(record)
         if flush:
             self._drain(flush=True)
+        elif len(queue) >= QUEUE_LIMIT:
+            self._drain(flush=False)  # steps faster than the flush thread: bound the memory
 
     # -- barriers --------------------------------------------------------------------
 

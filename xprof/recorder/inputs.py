@@ -24,8 +24,22 @@ def dtype_name(dtype: Any) -> str:
     return text[6:] if text.startswith("torch.") else text
 
 
+_POSITION_NAMES = [f"batch[{i}]" for i in range(MAX_LEAVES)]
+
+
 def flatten_batch(batch: Any, tensor_type: type) -> list[tuple[str, Any]]:
     """Named tensor leaves of a batch: ``[("input_ids", t), ("labels", t)]``."""
+    # Fast paths for the usual batches (a flat dict, list or tuple of tensors): this runs
+    # for every batch a loader yields.
+    kind = type(batch)
+    if kind is dict and len(batch) <= MAX_LEAVES:
+        if all(isinstance(v, tensor_type) for v in batch.values()):
+            return [(str(k), v) for k, v in batch.items()]
+    elif (kind is list or kind is tuple) and len(batch) <= MAX_LEAVES:
+        if all(isinstance(v, tensor_type) for v in batch):
+            return list(zip(_POSITION_NAMES, batch))
+    elif isinstance(batch, tensor_type):
+        return [("batch", batch)]
     out: list[tuple[str, Any]] = []
 
     def walk(obj: Any, name: str, depth: int) -> None:
