@@ -22,6 +22,7 @@ import jinja2
 from xprof._version import __version__
 from xprof.comparison.model import CompareResult, Violation
 from xprof.comparison.text import change, sections, value, verdict_line
+from xprof.report.files import write_atomic
 
 COLORS = ("#495057", "#1c7ed6", "#e8590c", "#2b8a3e", "#ae3ec9", "#f08c00", "#0c8599")
 VERDICT_COLORS = {"worse": "#c92a2a", "better": "#2b8a3e", "changed": "#f08c00"}
@@ -167,14 +168,4 @@ def render_compare(result: CompareResult, violations: list[Violation] | None = N
 def write_compare(result: CompareResult, path: str | os.PathLike[str],
                   violations: list[Violation] | None = None, gated: bool = False) -> Path:
     """Render and write to ``path`` (folders created) through a temporary file and a rename."""
-    out = Path(path)
-    text = render_compare(result, violations, gated)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return out
+    return write_atomic(path, render_compare(result, violations, gated))

@@ -24,6 +24,7 @@ import pandas as pd
 from xprof._version import __version__
 from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding
 from xprof.report import fmt, plots, prose
+from xprof.report.files import write_atomic
 
 MAX_TABLE_ROWS = 500
 """Rows shown in the compile and host-read tables; the rest are counted, not listed."""
@@ -232,15 +233,4 @@ def write_report(analysis: Analysis, path: str | os.PathLike[str], ranks: dict[s
     Writes to a temporary file beside ``path`` and renames it, so a failed write never
     leaves half a report where the last good one was.
     """
-    out = Path(path)
-    text = render_report(analysis, ranks)
-    if out.parent and not out.parent.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return out
+    return write_atomic(path, render_report(analysis, ranks))
