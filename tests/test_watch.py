@@ -79,3 +79,32 @@ def test_step_records_hold_counter_deltas(device: Any, tmp_path: Path) -> None:
     site = run.sites[run.syncs[0]["site"]]
     assert site["kind"] == "item" and site["code"] == "out.append(loss.item())"
     assert Path(site["file"]).name == "test_watch.py"
+
+
+def test_every_barrier_api_is_a_step(device: Any, tmp_path: Path) -> None:
+    import torch
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(5, 3).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def fwd_bwd() -> None:
+        model(torch.randn(4, 5).to(device)).pow(2).mean().backward()
+
+    with xprof.watch(tmp_path / "r.json"):
+        fwd_bwd()
+        xm.optimizer_step(opt, barrier=True)
+        fwd_bwd()
+        opt.step()
+        xm.mark_step()
+        with torch_xla.step():
+            fwd_bwd()
+            opt.step()
+        fwd_bwd()
+        opt.step()
+        torch_xla.sync()
+    kinds = [s["barrier"] for s in load_run(tmp_path / "r.json").steps]
+    # torch_xla.step() syncs once on entry (nothing pending) and once on exit.
+    assert kinds == ["optimizer_step", "mark_step", "compile", "compile", "sync"]

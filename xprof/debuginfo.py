@@ -105,7 +105,8 @@ _ROOTS = _library_roots()
 def is_xprof_file(path: str) -> bool:
     """A frame in xprof's own package (here, or on the machine that wrote the file)."""
     norm = path.replace("\\", "/")
-    return os.path.realpath(path).startswith(_XPROF_DIR) or "/xprof/recorder/" in norm
+    return (os.path.realpath(path).startswith(_XPROF_DIR) or "/xprof/recorder/" in norm
+            or norm.endswith("/xprof/runner.py"))
 
 
 def is_user_file(path: str) -> bool:
@@ -116,7 +117,7 @@ def is_user_file(path: str) -> bool:
     """
     if path.startswith("<"):
         return False
-    if "site-packages" in path or "dist-packages" in path:
+    if "site-packages" in path or "dist-packages" in path or is_xprof_file(path):
         return False
     return not os.path.realpath(path).startswith(_ROOTS)
 
