@@ -76,7 +76,7 @@ class Recorder:
         self._inputs: list[InputEntry] = []
         self._input_names: dict[str, int] = {}
         self._dtypes: dict[Any, str] = {}
-        self._batch_ids: dict[int, str] = {}
+        self._batch_ids: set[int] = set()
         self._sigs: dict[tuple[InputEntry, ...], int] = {}
         self._sites: dict[tuple[str, str, int, str, str | None], int] = {}
         self._prev: dict[str, int] = {}
@@ -84,6 +84,8 @@ class Recorder:
         self._stopped = threading.Event()
         self._flusher: threading.Thread | None = None
         self._queue: deque[dict[str, Any]] = deque()
+        self._drain_lock = threading.Lock()
+        """Held from popping a batch to writing it, so batches reach the file in queue order."""
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -101,19 +103,18 @@ class Recorder:
             self._drain(flush=True)
 
     def _drain(self, flush: bool) -> None:
-        """Write every queued record (in order) in one call; never raises."""
-        batch = []
-        queue = self._queue
-        while queue:
-            batch.append(queue.popleft())
-        if not batch and not flush:
-            return
-        if self.writer.failed is not None:
-            return
-        try:
-            self.writer.write_many(batch, flush=flush)
-        except Exception as exc:
-            self.error("write", exc)
+        """Write every queued record, in order, in one call; never raises."""
+        with self._drain_lock:
+            batch = []
+            queue = self._queue
+            while queue:
+                batch.append(queue.popleft())
+            if (not batch and not flush) or self.writer.failed is not None:
+                return
+            try:
+                self.writer.write_many(batch, flush=flush)
+            except Exception as exc:
+                self.error("write", exc)
 
     def stop(self, status: str, exception: str | None) -> None:
         """Write what is pending and the ``end`` record; never raises."""
@@ -137,7 +138,7 @@ class Recorder:
             if tail:
                 end["tail"] = tail
             if self._inputs:
-                end["tail_inputs"] = [list(e[:1]) + [list(e[1]), e[2], e[3]] for e in self._inputs]
+                end["tail_inputs"] = [[name, list(shape), dt, src] for name, shape, dt, src in self._inputs]
             dropped = [c.name for c in (self._exec_cursor, self._size_cursor, self._xfer_cursor) if c.dropped]
             if dropped:
                 end["samples_dropped"] = dropped
@@ -246,7 +247,7 @@ class Recorder:
                 self._batch_ids.clear()
             for name, t in leaves:
                 self._add_input(name, t, source)
-                self._batch_ids[id(t)] = name
+                self._batch_ids.add(id(t))
 
     def is_batch_leaf(self, tensor: Any) -> bool:
         """Already recorded as a leaf of this step's loader batch (so ``.to`` adds nothing)."""
