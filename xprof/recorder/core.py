@@ -1,9 +1,18 @@
 """The recorder: turns barriers, host reads and inputs into run-file records.
 
-Everything here runs inside the user's training process, on the hot path of their
-loop. It must stay cheap (a few counter reads and one short JSON line a step), must
-never raise into the user's code (its own errors are caught, logged once and written
-to the run as ``error`` records), and must not change what torch_xla compiles or runs.
+Everything here runs inside the user's training process. It is split in two:
+
+- the **hooks' side** (the training thread, and any thread that reads a tensor) only
+  takes what cannot wait: the clock, the counters, the input shapes, the user's line of
+  a host read. It appends that as one tuple to a queue (``deque.append`` is atomic, so no
+  lock is taken) and returns;
+- the **writer thread** turns the queued tuples into records a few times a second:
+  counter deltas, signature and site interning, compile and sample reads, naming, JSON,
+  the write itself, and the live notices (:mod:`xprof.recorder.live`).
+
+It must never raise into the user's code (its own errors are caught, logged once and
+written to the run as ``error`` records), and must not change what torch_xla compiles or
+runs. The records are the same as when they were built on the training thread.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from typing import Any
+from typing import Any, Protocol
 
 from xprof.recorder import metrics as m
 from xprof.recorder.frames import FrameClassifier, Site
@@ -26,20 +35,18 @@ SAMPLE_BATCH = 256
 """Executions between two reads of the ExecuteTime / TensorsGraphSize sample lists.
 
 Their ring buffers keep 1024 samples (XLA_METRICS_SAMPLES), so reading every 256
-executions loses nothing in a loop with up to four syncs a step, and costs about
-0.2 µs a step instead of 25-40 µs."""
+executions loses nothing in a loop with up to four syncs a step. The writer thread reads
+them (copying a full ring costs 25-40 µs)."""
 
 
 FLUSH_INTERVAL = 0.25
-"""Seconds between two writes of the run file. Encoding and writing every step's record
-on the training thread cost about 0.1-0.2 ms of a 2 ms CPU step here (a write syscall,
-and the kernel work it starts), so records are queued and a background thread encodes
-and writes them every 0.25 s; a step that compiled, an error and the end are written at
-once. A process killed with SIGKILL loses at most the last quarter second."""
+"""Seconds between two passes of the writer thread. A step that compiled wakes it at
+once; a process killed with SIGKILL loses at most the last quarter second."""
 
 
-QUEUE_LIMIT = 1024
-"""Records queued at most before the training thread writes them itself."""
+QUEUE_LIMIT = 16384
+"""Events queued at most before the thread that queues one converts them itself (the
+writer thread is stuck: bound the memory)."""
 
 
 class _Local(threading.local):
@@ -50,42 +57,62 @@ class _Local(threading.local):
 
 
 InputEntry = tuple[str, tuple[int, ...], str, str]
+RawInput = tuple[str, Any, Any, str]
+"""``(name, shape, dtype, source)`` as the hook saw it: ``torch.Size`` and ``torch.dtype``
+objects, named and deduplicated on the writer thread."""
+
+_STEP = 0
+_SYNC = 1
+
+
+class Observer(Protocol):
+    """Sees every record the writer thread writes, in file order (the live notices)."""
+
+    def feed(self, records: list[dict[str, Any]]) -> None: ...
 
 
 class Recorder:
-    """Keeps the state of one ``watch()``: the step in progress and what is interned."""
+    """Keeps the state of one ``watch()``: the step in progress, what is queued and interned."""
 
-    def __init__(self, writer: RunWriter, source: m.MetricsSource) -> None:
+    def __init__(self, writer: RunWriter, source: m.MetricsSource,
+                 observer: Observer | None = None) -> None:
         self.writer = writer
         self.counters = m.CounterReader(source)
         self.tls = _Local()
-        self.lock = threading.RLock()
         self.owner = threading.get_ident()
         self.frames = FrameClassifier()
+        self.observer = observer
         self.active = False
         self.step = 0
+        """Barriers seen so far (the index of the step in progress)."""
         self.syncs = 0
         self.errors = 0
+        self._error_lock = threading.Lock()
         self._error_keys: set[str] = set()
+        # -- the hooks' side (the training thread) --
+        self._events: deque[tuple[Any, ...]] = deque()
+        self._inputs: list[RawInput] = []
+        self._batch_ids: set[int] = set()
+        self._extra: dict[str, Any] | None = None
+        self._t0 = 0.0
+        self._last_uncached = 0
+        # -- the writer thread's side --
         self._compile_cursor = m.SampleCursor(source, m.COMPILE_TIME)
         self._exec_cursor = m.SampleCursor(source, m.EXECUTE_TIME)
         self._size_cursor = m.SampleCursor(source, m.GRAPH_SIZE)
         self._xfer_cursor = m.SampleCursor(source, m.TRANSFER_FROM)
+        self._compile_buf: list[m.Sample] = []
         self._exec_pending = 0
         self._xfer_pending = 0
-        self._inputs: list[InputEntry] = []
-        self._input_names: dict[str, int] = {}
         self._dtypes: dict[Any, str] = {}
-        self._batch_ids: set[int] = set()
         self._sigs: dict[tuple[InputEntry, ...], int] = {}
         self._sites: dict[tuple[str, str, int, str, str | None], int] = {}
         self._prev: dict[str, int] = {}
-        self._t0 = 0.0
         self._stopped = threading.Event()
+        self._wake = threading.Event()
         self._flusher: threading.Thread | None = None
-        self._queue: deque[dict[str, Any]] = deque()
         self._drain_lock = threading.Lock()
-        """Held from popping a batch to writing it, so batches reach the file in queue order."""
+        """Held from popping events to writing their records, so the file keeps queue order."""
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -93,38 +120,64 @@ class Recorder:
         for cursor in (self._compile_cursor, self._exec_cursor, self._size_cursor, self._xfer_cursor):
             self.guard("start", cursor.start)
         self._prev = self.guard("start", lambda: self.counters.snapshot(refresh=True)) or {}
+        self._last_uncached = self._prev.get(m.UNCACHED, 0)
         self._t0 = time.time()
         self.active = True
-        self._flusher = threading.Thread(target=self._flush_loop, name="xprof-flush", daemon=True)
+        self._flusher = threading.Thread(target=self._flush_loop, name="xprof-writer", daemon=True)
         self._flusher.start()
 
     def _flush_loop(self) -> None:
-        while not self._stopped.wait(FLUSH_INTERVAL):
+        wake, stopped = self._wake, self._stopped
+        while not stopped.is_set():
+            wake.wait(FLUSH_INTERVAL)
+            wake.clear()
+            if stopped.is_set():
+                break
+            self.guard("counters", self.counters.refresh)  # new fallback counters, off the hot path
             self._drain(flush=True)
 
     def _drain(self, flush: bool) -> None:
-        """Write every queued record, in order, in one call; never raises."""
+        """Turn every queued event into records and write them, in order; never raises."""
         with self._drain_lock:
-            batch = []
-            queue = self._queue
-            while queue:
-                batch.append(queue.popleft())
-            if (not batch and not flush) or self.writer.failed is not None:
+            events = self._events
+            records: list[dict[str, Any]] = []
+            while events:
+                ev = events.popleft()
+                try:
+                    if ev[0] == _STEP:
+                        self._step_records(ev, records)
+                    else:
+                        self._sync_records(ev, records)
+                except Exception as exc:
+                    self.error("barrier" if ev[0] == _STEP else "sync hook", exc)
+            if (not records and not flush) or self.writer.failed is not None:
                 return
             try:
-                self.writer.write_many(batch, flush=flush)
+                self.writer.write_many(records, flush=flush)
             except Exception as exc:
                 self.error("write", exc)
+            if self.observer is not None and records:
+                try:
+                    self.observer.feed(records)
+                except Exception as exc:
+                    self.error("live notices", exc)
 
     def stop(self, status: str, exception: str | None) -> None:
         """Write what is pending and the ``end`` record; never raises."""
         self.active = False
         self._stopped.set()
+        self._wake.set()
         if self._flusher is not None:
             self._flusher.join(timeout=5)
-        with self.lock:
-            self.guard("stop", self._flush_samples)
-            self._drain(flush=False)
+        self._drain(flush=False)
+        with self._drain_lock:
+            records: list[dict[str, Any]] = []
+            self.guard("stop", lambda: self._flush_samples(records))
+            if records and self.writer.failed is None:
+                try:
+                    self.writer.write_many(records, flush=False)
+                except Exception as exc:
+                    self.error("write", exc)
             tail = self.guard("stop", lambda: m.delta(self.counters.snapshot(refresh=True), self._prev))
             end: dict[str, Any] = {
                 "type": "end",
@@ -138,7 +191,7 @@ class Recorder:
             if tail:
                 end["tail"] = tail
             if self._inputs:
-                end["tail_inputs"] = [[name, list(shape), dt, src] for name, shape, dt, src in self._inputs]
+                end["tail_inputs"] = [[n, list(s), dt, src] for n, s, dt, src in self._name_inputs(self._inputs)]
             dropped = [c.name for c in (self._exec_cursor, self._size_cursor, self._xfer_cursor) if c.dropped]
             if dropped:
                 end["samples_dropped"] = dropped
@@ -152,14 +205,16 @@ class Recorder:
 
     def error(self, where: str, exc: BaseException) -> None:
         """Record one of the profiler's own failures; log the first of each kind."""
-        self.errors += 1
         key = f"{where}:{type(exc).__name__}"
-        first = key not in self._error_keys
-        self._error_keys.add(key)
+        with self._error_lock:
+            self.errors += 1
+            first = key not in self._error_keys
+            self._error_keys.add(key)
+            count = self.errors
         if first:
             log.warning("xprof: %s failed (%s: %s); training continues, recording what it can",
                         where, type(exc).__name__, exc)
-        if self.writer.failed is None and (first or self.errors <= 100):
+        if self.writer.failed is None and (first or count <= 100):
             try:
                 self.writer.write({
                     "type": "error",
@@ -178,142 +233,182 @@ class Recorder:
             self.error(where, exc)
             return None
 
-    def _write(self, record: dict[str, Any], flush: bool) -> None:
-        """Queue a record; ``flush`` writes it and everything queued before it now."""
-        if self.writer.failed is not None:
-            return
-        queue = self._queue
-        queue.append(record)
-        if flush:
-            self._drain(flush=True)
-        elif len(queue) >= QUEUE_LIMIT:
-            self._drain(flush=False)  # steps faster than the flush thread: bound the memory
-
-    # -- barriers --------------------------------------------------------------------
+    # -- the hooks' side: barriers ---------------------------------------------------
 
     def on_barrier(self, tb: float, before: tuple[int, int], kind: str) -> None:
-        """A step barrier just finished: close the step in progress and start the next."""
+        """A step barrier just finished: queue the step in progress and start the next.
+
+        Training thread only. Reads the clock and the counters; everything else waits.
+        """
         t1 = time.time()
-        with self.lock:
-            snap = self.counters.snapshot()
-            if snap.get(m.UNCACHED, 0) != self._prev.get(m.UNCACHED, 0):
-                snap = self.counters.snapshot(refresh=True)  # a new fallback op compiles too
-            d = m.delta(snap, self._prev)
-            self._prev = snap
-            rec: dict[str, Any] = {"type": "step", "i": self.step, "t0": self._t0, "tb": tb,
-                                   "t1": t1, "barrier": kind}
-            if d:
-                rec["c"] = d
-            bu = snap.get(m.UNCACHED, 0) - before[0]
-            bc = snap.get(m.CACHED, 0) - before[1]
-            if bu:
-                rec["bu"] = bu
-            if bc:
-                rec["bc"] = bc
-            if self._inputs:
-                rec["sig"] = self._intern_sig()
-            if d.get(m.UNCACHED):
-                for ts, ns in self._compile_cursor.new():
-                    self._write({"type": "compile", "i": self.step, "t": ts, "ns": ns,
-                                 "at": "barrier" if ts >= tb else "step"}, flush=False)
-            self._exec_pending += d.get(m.EXECUTE, 0)
-            self._xfer_pending += d.get(m.TO_CPU, 0) + d.get(m.LOCAL_SCALAR, 0)
-            if bu or self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
-                self._flush_samples()
-            # Steps that compiled are flushed at once; others by the flush thread.
-            self._write(rec, flush=bool(bu))
-            self.step += 1
-            self._t0 = t1
+        counters = self.counters
+        names = counters.names
+        vals = counters.read(names)
+        uncached = vals[0] or 0
+        if uncached != self._last_uncached:
+            # This step compiled: a new fallback op compiles too, so look for its counter
+            # now, to put its first calls in this step (the cause of the compile).
+            self._last_uncached = uncached
+            if counters.refresh():
+                names = counters.names
+                vals = counters.read(names)
+        inputs = self._inputs
+        if inputs:
+            self._inputs = []
+            self._batch_ids.clear()
+        extra, self._extra = self._extra, None
+        self._events.append((_STEP, self.step, self._t0, tb, t1, kind, before, names, vals,
+                             inputs or None, extra))
+        self.step += 1
+        self._t0 = t1
+        if uncached != before[0]:
+            self._wake.set()  # a step that compiled reaches the file at once
+        elif len(self._events) >= QUEUE_LIMIT:
+            self._drain(flush=False)
 
-    def _flush_samples(self) -> None:
-        self._exec_pending = 0
-        execs = self._exec_cursor.new()
-        if execs:
-            self._write({"type": "exec", "samples": [list(s) for s in execs]}, flush=False)
-        if self._xfer_pending:
-            self._xfer_pending = 0
-            xfer = self._xfer_cursor.new()
-            if xfer:
-                self._write({"type": "xfer", "samples": [list(s) for s in xfer]}, flush=False)
-        sizes = self._size_cursor.new()
-        if sizes:
-            self._write({"type": "graph_sizes", "samples": [list(s) for s in sizes]}, flush=False)
+    def note_step(self, key: str, value: Any) -> None:
+        """Attach a field to the step in progress (written into its ``step`` record)."""
+        extra = self._extra
+        if extra is None:
+            extra = self._extra = {}
+        extra[key] = value
 
-    # -- inputs ----------------------------------------------------------------------
+    # -- the hooks' side: inputs -----------------------------------------------------
 
     def on_batch(self, leaves: list[tuple[str, Any]], source: str) -> None:
-        with self.lock:
-            if not self._inputs:
-                self._batch_ids.clear()
-            for name, t in leaves:
-                self._add_input(name, t, source)
-                self._batch_ids.add(id(t))
+        """Training thread only: the named tensor leaves of a loader batch."""
+        inputs = self._inputs
+        if not inputs:
+            self._batch_ids.clear()
+        ids = self._batch_ids
+        room = 256 - len(inputs)
+        for name, t in leaves[:room] if room < len(leaves) else leaves:
+            inputs.append((name, t.shape, t.dtype, source))
+            ids.add(id(t))
 
     def is_batch_leaf(self, tensor: Any) -> bool:
         """Already recorded as a leaf of this step's loader batch (so ``.to`` adds nothing)."""
         return id(tensor) in self._batch_ids
 
     def on_to_device(self, tensor: Any, name: str) -> None:
-        with self.lock:
-            if id(tensor) not in self._batch_ids:
-                self._add_input(name, tensor, "to")
+        """Training thread only: a CPU tensor moved to the device outside a batch."""
+        if len(self._inputs) < 256 and id(tensor) not in self._batch_ids:
+            self._inputs.append((name, tensor.shape, tensor.dtype, "to"))
 
-    def _add_input(self, name: str, t: Any, source: str) -> None:
-        if len(self._inputs) >= 256:
-            return
-        taken = self._input_names.get(name, 0)
-        self._input_names[name] = taken + 1
-        if taken:
-            name = f"{name}#{taken + 1}"
-        dtype = t.dtype
-        dt = self._dtypes.get(dtype)
-        if dt is None:
-            dt = self._dtypes[dtype] = dtype_name(dtype)
-        self._inputs.append((name, tuple(t.shape), dt, source))
-
-    def _intern_sig(self) -> int:
-        key = tuple(self._inputs)
-        self._inputs = []
-        self._input_names.clear()
-        self._batch_ids.clear()
-        sid = self._sigs.get(key)
-        if sid is None:
-            sid = len(self._sigs)
-            self._sigs[key] = sid
-            self._write({"type": "sig", "id": sid, "inputs": [
-                {"name": n, "shape": list(s), "dtype": dt, "src": src} for n, s, dt, src in key
-            ]}, flush=False)
-        return sid
-
-    # -- host reads ------------------------------------------------------------------
+    # -- the hooks' side: host reads -------------------------------------------------
 
     def on_host_read(self, kind: str, site: Site | None, t0: float, t1: float,
                      before: tuple[int, int, int], after: tuple[int, int, int],
                      deferred: bool) -> None:
-        with self.lock:
-            self.syncs += 1
-            rec: dict[str, Any] = {"type": "sync", "i": self.step - 1 if deferred else self.step,
-                                   "site": self._intern_site(kind, site), "t0": t0, "t1": t1}
-            du, dc, dx = (a - b for a, b in zip(after, before))
-            if du:
-                rec["u"] = du
-            if dc:
-                rec["c"] = dc
-            if dx:
-                rec["x"] = dx
-            if deferred:
-                rec["deferred"] = True
-            if threading.get_ident() != self.owner:
-                rec["thread"] = threading.current_thread().name
-            self._write(rec, flush=False)
+        """Any thread: one host read of an XLA tensor, with the counters around it."""
+        thread = None if threading.get_ident() == self.owner else threading.current_thread().name
+        self._events.append((_SYNC, self.step - 1 if deferred else self.step, kind, site, t0, t1,
+                             before, after, deferred, thread))
+        if len(self._events) >= QUEUE_LIMIT:
+            self._drain(flush=False)
 
-    def _intern_site(self, kind: str, site: Site | None) -> int:
-        file, line, func, via = (site.file, site.line, site.func, site.via) if site else ("?", 0, "?", None)
+    # -- the writer thread's side ----------------------------------------------------
+
+    def _step_records(self, ev: tuple[Any, ...], out: list[dict[str, Any]]) -> None:
+        _, i, t0, tb, t1, kind, before, names, vals, inputs, extra = ev
+        snap = {n: v for n, v in zip(names, vals) if v}
+        d = m.delta(snap, self._prev)
+        self._prev = snap
+        rec: dict[str, Any] = {"type": "step", "i": i, "t0": t0, "tb": tb, "t1": t1, "barrier": kind}
+        if d:
+            rec["c"] = d
+        bu = snap.get(m.UNCACHED, 0) - before[0]
+        bc = snap.get(m.CACHED, 0) - before[1]
+        if bu:
+            rec["bu"] = bu
+        if bc:
+            rec["bc"] = bc
+        if inputs:
+            rec["sig"] = self._intern_sig(inputs, out)
+        if extra:
+            rec.update(extra)
+        if d.get(m.UNCACHED):
+            self._compile_buf.extend(self._compile_cursor.new())
+            kept = []
+            for ts, ns in self._compile_buf:
+                if ts <= t1:
+                    out.append({"type": "compile", "i": i, "t": ts, "ns": ns,
+                                "at": "barrier" if ts >= tb else "step"})
+                else:
+                    kept.append((ts, ns))  # a later step's (the writer runs behind)
+            self._compile_buf = kept
+        self._exec_pending += d.get(m.EXECUTE, 0)
+        self._xfer_pending += d.get(m.TO_CPU, 0) + d.get(m.LOCAL_SCALAR, 0)
+        if bu or self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
+            self._flush_samples(out)
+        out.append(rec)
+
+    def _flush_samples(self, out: list[dict[str, Any]]) -> None:
+        self._exec_pending = 0
+        execs = self._exec_cursor.new()
+        if execs:
+            out.append({"type": "exec", "samples": [list(s) for s in execs]})
+        if self._xfer_pending:
+            self._xfer_pending = 0
+            xfer = self._xfer_cursor.new()
+            if xfer:
+                out.append({"type": "xfer", "samples": [list(s) for s in xfer]})
+        sizes = self._size_cursor.new()
+        if sizes:
+            out.append({"type": "graph_sizes", "samples": [list(s) for s in sizes]})
+
+    def _name_inputs(self, inputs: list[RawInput]) -> list[InputEntry]:
+        """The step's inputs as recorded: a name taken twice gets ``#2``, dtypes as text."""
+        taken: dict[str, int] = {}
+        dtypes = self._dtypes
+        out = []
+        for name, shape, dtype, src in inputs:
+            n = taken.get(name, 0)
+            taken[name] = n + 1
+            if n:
+                name = f"{name}#{n + 1}"
+            dt = dtypes.get(dtype)
+            if dt is None:
+                dt = dtypes[dtype] = dtype_name(dtype)
+            out.append((name, tuple(shape), dt, src))
+        return out
+
+    def _intern_sig(self, inputs: list[RawInput], out: list[dict[str, Any]]) -> int:
+        key = tuple(self._name_inputs(inputs))
+        sid = self._sigs.get(key)
+        if sid is None:
+            sid = len(self._sigs)
+            self._sigs[key] = sid
+            out.append({"type": "sig", "id": sid, "inputs": [
+                {"name": n, "shape": list(s), "dtype": dt, "src": src} for n, s, dt, src in key
+            ]})
+        return sid
+
+    def _sync_records(self, ev: tuple[Any, ...], out: list[dict[str, Any]]) -> None:
+        _, i, kind, site, t0, t1, before, after, deferred, thread = ev
+        self.syncs += 1
+        rec: dict[str, Any] = {"type": "sync", "i": i, "site": self._intern_site(kind, site, out),
+                               "t0": t0, "t1": t1}
+        du, dc, dx = after[0] - before[0], after[1] - before[1], after[2] - before[2]
+        if du:
+            rec["u"] = du
+        if dc:
+            rec["c"] = dc
+        if dx:
+            rec["x"] = dx
+        if deferred:
+            rec["deferred"] = True
+        if thread is not None:
+            rec["thread"] = thread
+        out.append(rec)
+
+    def _intern_site(self, kind: str, site: Site | None, out: list[dict[str, Any]]) -> int:
+        file, line, func, via = site if site is not None else ("?", 0, "?", None)
         key = (kind, file, line, func, via)
         sid = self._sites.get(key)
         if sid is None:
             sid = len(self._sites)
             self._sites[key] = sid
-            self._write({"type": "site", "id": sid, "kind": kind, "file": file, "line": line,
-                         "func": func, "via": via, "code": site.code() if site else ""}, flush=False)
+            out.append({"type": "site", "id": sid, "kind": kind, "file": file, "line": line,
+                        "func": func, "via": via, "code": site.code() if site else ""})
         return sid

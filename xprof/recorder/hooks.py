@@ -174,7 +174,8 @@ def _make_reader(rec: Recorder, kind: str, original: Callable[..., Any]) -> Call
     site_of = rec.frames.user_site
 
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if tls.depth or not rec.active or not self.is_xla:
+        # CPU tensors first: this is every bool(cpu_tensor) in the process, torch's own too.
+        if not self.is_xla or tls.depth or not rec.active:
             return original(self, *args, **kwargs)
         try:
             before = counts()
@@ -209,16 +210,17 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
     frames = rec.frames
 
     def to(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if tls.depth or not rec.active:
-            return original(self, *args, **kwargs)
         if self.is_xla:
-            if reads and _to_target_kind(args, kwargs) == "cpu":
+            if reads and not tls.depth and rec.active and _to_target_kind(args, kwargs) == "cpu":
                 return reader(self, *args, **kwargs)
             return original(self, *args, **kwargs)
         result = original(self, *args, **kwargs)
-        if inputs and threading.get_ident() == rec.owner:
+        # A CPU tensor: a step input only when the result is on the device. Checked in the
+        # order that returns soonest for the many CPU-to-CPU calls (dtype casts).
+        if (inputs and getattr(result, "is_xla", False) and rec.active and not tls.depth
+                and threading.get_ident() == rec.owner):
             try:
-                if getattr(result, "is_xla", False) and not rec.is_batch_leaf(self):
+                if not rec.is_batch_leaf(self):
                     caller = sys._getframe(1)
                     kind = frames.kind(caller.f_code.co_filename)
                     if kind != 2:  # torch's own .to calls (Module.to) are not step inputs

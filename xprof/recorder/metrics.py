@@ -75,50 +75,58 @@ def is_fallback_counter(name: str) -> bool:
     return name.startswith("aten::") and name != LOCAL_SCALAR
 
 
-REFRESH_EVERY = 32
-"""Snapshots between two looks for new ``aten::`` fallback counters. Listing the counter
-names costs several times a counter read, and a new fallback op shows up at most this many
-steps late (its whole count still lands in one step's delta)."""
-
-
 class CounterReader:
-    """Snapshots the counters that matter, tracking fallback counters as they appear."""
+    """Reads the counters that matter, tracking fallback counters as they appear.
+
+    ``names`` is the tuple of counters a barrier reads (``UncachedCompile`` first). The
+    training thread reads it at every barrier; :meth:`refresh` (called by the recorder's
+    writer thread a few times a second, and at a barrier whose step compiled, since a new
+    fallback op compiles too) replaces it when new ``aten::`` counters exist. Listing the
+    counter names costs several times a counter read, so the barrier never does it for
+    a step that did not compile.
+    """
 
     def __init__(self, source: MetricsSource) -> None:
         self.source = source
-        self._names: list[str] = list(BASE_COUNTERS)
+        self.names: tuple[str, ...] = BASE_COUNTERS
+        self.value = source.counter_value
+        """The counter read itself (the C function, for the real source)."""
         self._seen_count = -1
-        self._until_refresh = 0
 
-    def _refresh_names(self) -> None:
+    def refresh(self) -> bool:
+        """Look for new fallback counters; True when ``names`` changed."""
         names = self.source.counter_names()
-        if len(names) != self._seen_count:
-            self._seen_count = len(names)
-            extra = sorted(n for n in names if is_fallback_counter(n))
-            self._names = list(BASE_COUNTERS) + [n for n in extra if n not in BASE_COUNTERS]
+        if len(names) == self._seen_count:
+            return False
+        self._seen_count = len(names)
+        extra = sorted(n for n in names if is_fallback_counter(n))
+        new = BASE_COUNTERS + tuple(n for n in extra if n not in BASE_COUNTERS)
+        if new == self.names:
+            return False
+        self.names = new
+        return True
+
+    def read(self, names: tuple[str, ...]) -> list[int | None]:
+        """The values of ``names`` now, in order (None for a counter not created yet)."""
+        value = self.value
+        return [value(n) for n in names]
 
     def snapshot(self, refresh: bool = False) -> dict[str, int]:
-        """Current values of the tracked counters; ``refresh`` looks for new fallback counters now."""
-        self._until_refresh -= 1
-        if refresh or self._until_refresh <= 0:
-            self._until_refresh = REFRESH_EVERY
-            self._refresh_names()
-        value = self.source.counter_value
-        out: dict[str, int] = {}
-        for name in self._names:
-            v = value(name)
-            if v:
-                out[name] = v
-        return out
+        """Current values of the tracked counters that are not zero; ``refresh`` looks
+        for new fallback counters first."""
+        if refresh:
+            self.refresh()
+        names = self.names
+        return {n: v for n, v in zip(names, self.read(names)) if v}
 
     def compile_counts(self) -> tuple[int, int]:
         """(uncached, cached) compiles so far: two counter reads, for a barrier's start."""
-        value = self.source.counter_value
+        value = self.value
         return value(UNCACHED) or 0, value(CACHED) or 0
 
     def sync_counts(self) -> tuple[int, int, int]:
         """(uncached, cached, executions) so far, read around a host read."""
-        value = self.source.counter_value
+        value = self.value
         return value(UNCACHED) or 0, value(CACHED) or 0, value(EXECUTE) or 0
 
 
