@@ -131,11 +131,12 @@ class RunResult:
 
 
 def run_script(script: str, args: list[str], out: str = "run.json", *, name: str | None = None,
-               debug: bool = True) -> RunResult:
+               debug: bool = True, live: bool | None = None) -> RunResult:
     """Run ``script`` as ``__main__`` with ``args`` under ``xprof.watch(out)``.
 
     The caller checks that ``script`` exists. Restores ``sys.argv``, ``sys.path`` and the
     ``PT_XLA_DEBUG_*`` variables afterwards, so it can be called more than once in a process.
+    ``live=False`` turns off the live notices and the exit summary (``xprof run --quiet``).
     """
     from xprof.recorder.watch import watch
 
@@ -145,7 +146,7 @@ def run_script(script: str, args: list[str], out: str = "run.json", *, name: str
     capture = _start_capture() if debug else None
     sys.argv = [script, *args]
     sys.path[0:1] = [os.path.dirname(script)]
-    w = watch(out, name=name or os.path.splitext(os.path.basename(script))[0])
+    w = watch(out, name=name or os.path.splitext(os.path.basename(script))[0], live=live)
     code, status = 0, "ok"
     try:
         with w:

@@ -38,6 +38,8 @@ def run_command(
                                              "(default: the script's name).")] = None,
     no_debug: Annotated[bool, typer.Option("--no-debug", help="Do not capture torch_xla's "
                                            "PT_XLA_DEBUG_LEVEL=2 compile/execute analysis.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live notices while the script "
+                                        "runs and no summary at the end (same as XPROF_LIVE=0).")] = False,
 ) -> None:
     if not os.path.isfile(script):
         fail(f"{script}: no such script" if not os.path.exists(script) else f"{script}: not a file")
@@ -46,7 +48,8 @@ def run_command(
         fail(f"cannot write {output}: no such directory {out_dir}")
     from xprof.runner import run_script
 
-    result = run_script(script, list(ctx.args), output, name=name, debug=not no_debug)
+    result = run_script(script, list(ctx.args), output, name=name, debug=not no_debug,
+                        live=False if quiet else None)
     extra = f", {result.debug_records} torch_xla debug record(s)" if result.debug_records else ""
     err_console.print(f"xprof: wrote {result.path} ({result.status}{extra})", markup=False)
     raise typer.Exit(result.exit_code)

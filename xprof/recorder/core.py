@@ -87,6 +87,8 @@ class Recorder:
         """Barriers seen so far (the index of the step in progress)."""
         self.syncs = 0
         self.errors = 0
+        self.ended: float | None = None
+        """When the ``end`` record was written."""
         self._error_lock = threading.Lock()
         self._error_keys: set[str] = set()
         # -- the hooks' side (the training thread) --
@@ -195,6 +197,7 @@ class Recorder:
             dropped = [c.name for c in (self._exec_cursor, self._size_cursor, self._xfer_cursor) if c.dropped]
             if dropped:
                 end["samples_dropped"] = dropped
+            self.ended = end["t"]
             try:
                 self.writer.write(end)
             except Exception as exc:  # disk full at the very end: say so, do not raise

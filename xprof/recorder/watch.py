@@ -18,12 +18,14 @@ import platform
 import socket
 import sys
 import threading
+import time
 from types import TracebackType
 from typing import Any
 
 from xprof._version import __version__
 from xprof.recorder import hooks
 from xprof.recorder.core import Recorder
+from xprof.recorder.live import LiveNotices, stderr_line
 from xprof.recorder.metrics import MetricsSource, XlaMetrics
 from xprof.runfile import RunWriter
 
@@ -56,6 +58,19 @@ def _versions() -> dict[str, Any]:
         mod = sys.modules.get(name)
         out[name] = getattr(mod, "__version__", None) if mod else None
     return out
+
+
+def live_wanted(live: bool | None, rank: int | None) -> bool:
+    """Whether this process prints live notices: ``live`` when given, else ``XPROF_LIVE``
+    (``0``/``off`` for never, ``all`` for every rank), else rank 0 only."""
+    if live is not None:
+        return live
+    env = os.environ.get("XPROF_LIVE", "").strip().lower()
+    if env in ("0", "false", "no", "off"):
+        return False
+    if env == "all":
+        return True
+    return not rank
 
 
 def _process_identity() -> tuple[int | None, int | None, str | None]:
@@ -91,19 +106,26 @@ class watch:
     ...         xm.mark_step()
 
     ``inputs=False`` turns off input-shape recording, ``syncs=False`` the host-read
-    hooks. In a multi-process run each process writes its own file
+    hooks. While it records, xprof prints one line on stderr the first time each new
+    cause of lost time appears after warm-up (a recompile and what changed, a host read
+    that ran the device, an op that fell back to the CPU), and a short summary at the
+    end; ``live=False`` or ``XPROF_LIVE=0`` turns both off. Only rank 0 speaks unless
+    ``live=True`` (or ``XPROF_LIVE=all``). In a multi-process run each process writes its own file
     (``run.rank0.json``, ``run.rank1.json``...). The user's exceptions propagate
     unchanged; the file is completed with the error recorded.
     """
 
     def __init__(self, path: str | os.PathLike[str] = "run.json", *, name: str | None = None,
-                 inputs: bool = True, syncs: bool = True,
+                 inputs: bool = True, syncs: bool = True, live: bool | None = None,
                  source: MetricsSource | None = None) -> None:
         self.requested_path = os.fspath(path)
         self.path = self.requested_path
         self.name = name
         self.inputs = inputs
         self.syncs = syncs
+        self.live = live
+        self.notices: LiveNotices | None = None
+        """What the live notices said (None when they are off)."""
         self._source = source
         self._patches = hooks.Patches()
         self.recorder: Recorder | None = None
@@ -168,7 +190,9 @@ class watch:
         }
         writer = RunWriter(self.path, header)
         source = self._source or XlaMetrics()
-        rec = Recorder(writer, source)
+        if live_wanted(self.live, rank):
+            self.notices = LiveNotices(now.timestamp(), stderr_line)
+        rec = Recorder(writer, source, self.notices)
         self.recorder = rec
         try:
             hooks.install_barrier(rec, self._patches, torch_xla._XLAC)
@@ -200,6 +224,12 @@ class watch:
                 else:
                     status, text = "error", f"{exc_type.__name__}: {exc}"
                 rec.stop(status, text)
+                if self.notices is not None:
+                    try:
+                        for line in self.notices.summary(rec.ended or time.time(), self.path):
+                            stderr_line(line)
+                    except Exception as exc:
+                        log.warning("xprof: the exit summary failed (%s: %s)", type(exc).__name__, exc)
         finally:
             skipped = self._patches.restore()
             if skipped:

@@ -1,0 +1,375 @@
+"""Live notices and the exit summary: what xprof says on stderr while it records.
+
+The writer thread hands every batch of records it wrote to :class:`LiveNotices` (in file
+order), so nothing here runs on the training thread. It applies a simplified, online
+version of the analysis' causes (docs/diagnosis.md) and prints one line the first time
+each cause appears at each place after warm-up:
+
+- a steady-state barrier compile in a step whose ops include a CPU-fallback op never seen
+  before (``cpu_fallback``), else whose input signature no earlier steady step had
+  (``input_shape``: the input that changed against the closest earlier signature), else,
+  with no new host read in the step, ``graph_change``;
+- a host read at a new site that ran the device (executions or compiles inside the read:
+  ``implicit_sync``); reads inside ``xm.add_step_closure`` callbacks never count;
+- a CPU-fallback op running in a steady step for the first time.
+
+A cause the analysis gives to a compile is never contradicted: when the online rules are
+not sure (a host read that changed the graph, an eval pass), they stay quiet. At the end
+:meth:`LiveNotices.summary` gives three lines (steps, compile share, the first thing to
+change) from the same records, without pandas.
+
+Every string that comes from the run (input names, code lines, file names, op names)
+goes through :func:`clean` before it is printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+WARMUP_STEPS = 2
+"""Steps that ran a graph before the steady state (the analysis' ``WARMUP_STEPS``)."""
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: object, limit: int = 120) -> str:
+    """Run-file text made safe for one terminal line: control characters (escape
+    sequences, newlines, bidi overrides) removed, long text cut."""
+    s = _CONTROL.sub("", str(text)).replace("\n", " ").replace("\t", " ")
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+_READ_LABEL = {
+    "item": ".item()", "tolist": ".tolist()", "numpy": ".numpy()", "cpu": ".cpu()",
+    "to_cpu": ".to('cpu')", "bool": "a tensor used as a condition", "int": "int() of a tensor",
+    "float": "float() of a tensor", "index": "a tensor used as an index",
+    "repr": "printing a tensor", "format": "formatting a tensor",
+}
+_CALL_OF = {"item": "item", "tolist": "tolist", "numpy": "numpy", "cpu": "cpu", "to_cpu": "to"}
+_RECEIVER = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\])?$")
+
+
+def read_label(kind: str, code: str) -> str:
+    """``loss.item()`` when the line shows the call, else what the access was."""
+    method = _CALL_OF.get(kind)
+    if method and code:
+        at = code.find(f".{method}(")
+        if at > 0:
+            m = _RECEIVER.search(code[:at])
+            if m:
+                close = code.find(")", at)
+                call = code[m.start(): close + 1] if 0 < close - at < 30 else f"{code[m.start():at]}.{method}()"
+                return call
+    return _READ_LABEL.get(kind, kind)
+
+
+def _where(file: str, line: int) -> str:
+    if not file or file == "?":
+        return "?"
+    try:
+        rel = os.path.relpath(file)
+    except ValueError:
+        rel = file
+    return f"{rel if not rel.startswith('..') else os.path.basename(file)}:{line}"
+
+
+def _shape(shape: Any) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.1f} s" if s >= 0.95 else f"{s:.2f} s"
+
+
+class LiveNotices:
+    """Follows the run's records as they are written; says what is new, once."""
+
+    def __init__(self, started: float, emit: Callable[[str], None] | None = None) -> None:
+        self.started = started
+        self.emit = emit
+        """Prints one line; None keeps quiet (the summary is still computed)."""
+        self.lines: list[str] = []
+        self._said: set[tuple[str, str]] = set()
+        self._sigs: dict[int, list[tuple[str, tuple[int, ...], str, str]]] = {}
+        self._sites: dict[int, dict[str, Any]] = {}
+        self._work = 0
+        """Steps that ran a graph so far (the next such step has this ordinal)."""
+        self._barriers = 0
+        self._steady_sigs: set[int] = set()
+        self._seen_fallback: set[str] = set()
+        self._compiles = 0
+        self._compile_s = 0.0
+        self._recompiles = 0
+        self._recompile_s = 0.0
+        self._pending_compiles: list[dict[str, Any]] = []
+        self._step_syncs: list[dict[str, Any]] = []
+        self._site_steps: dict[int, set[int]] = {}
+        self._forced: set[int] = set()
+        """Sites whose reads ran the device at least once."""
+        self._sites_read: set[int] = set()
+        """Sites read (not deferred) in an earlier step."""
+        self._cost: dict[tuple[str, str], list[Any]] = {}
+        """cause key -> [seconds, compiles, what to say]."""
+        self._last_t = started
+        self._sizes: list[tuple[float, int]] = []
+        """The latest TensorsGraphSize samples: the node count of a graph just compiled."""
+        self._train_nodes: int | None = None
+        self._first_sig: int | None = None
+        self._second: tuple[int, float, int] | None = None
+        """(sig, barrier compile seconds, compiles) of the second step that ran a graph, when
+        it compiled with other inputs than the first (the analysis may blame the shape)."""
+        self._first_sig_back: bool | None = None
+
+    # -- feeding ---------------------------------------------------------------------
+
+    def feed(self, records: list[dict[str, Any]]) -> None:
+        for rec in records:
+            kind = rec.get("type")
+            if kind == "step":
+                self._step(rec)
+            elif kind == "sync":
+                self._sync(rec)
+            elif kind == "compile":
+                self._pending_compiles.append(rec)
+            elif kind == "graph_sizes":
+                samples = rec.get("samples") or []
+                self._sizes = (self._sizes + [(float(t), int(n)) for t, n in samples])[-64:]
+            elif kind == "sig":
+                self._sigs[int(rec["id"])] = [(str(x["name"]), tuple(x["shape"]), str(x["dtype"]), str(x["src"]))
+                                              for x in rec["inputs"]]
+            elif kind == "site":
+                self._sites[int(rec["id"])] = rec
+
+    def _say(self, key: tuple[str, str], text: str) -> None:
+        if key in self._said:
+            return
+        self._said.add(key)
+        line = f"xprof: {text}"
+        self.lines.append(line)
+        if self.emit is not None:
+            self.emit(line)
+
+    def _add_cost(self, key: tuple[str, str], seconds: float, compiles: int, advice: str) -> None:
+        entry = self._cost.setdefault(key, [0.0, 0, advice])
+        entry[0] += seconds
+        entry[1] += compiles
+        entry[2] = advice
+
+    # -- host reads ------------------------------------------------------------------
+
+    def _sync(self, rec: dict[str, Any]) -> None:
+        if rec.get("deferred"):
+            return
+        sid = int(rec["site"])
+        i = int(rec["i"])
+        self._step_syncs.append(rec)
+        steps = self._site_steps.setdefault(sid, set())
+        steps.add(i)
+        site = self._sites.get(sid, {})
+        label = clean(read_label(str(site.get("kind", "")), str(site.get("code", ""))), 60)
+        where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
+        via = f" (via {clean(site['via'], 60)})" if site.get("via") else ""
+        wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
+        self._add_cost(("sync", str(sid)), wait, 0,
+                       f"{label} at {where}{via} forces a host sync: read it less often, or in "
+                       "xm.add_step_closure")
+        if not (rec.get("x") or rec.get("u")):
+            return  # the value was on the host already: nothing ran
+        self._forced.add(sid)
+        if self._work < WARMUP_STEPS:
+            return  # warm-up: not a notice yet (it is one if the site reads again later)
+        total = self._work + 1
+        seen = len([s for s in steps if s <= i])
+        how = "every step so far" if seen >= total else f"{seen} of {total} steps so far"
+        also = " and a compile" if rec.get("u") else ""
+        self._say(("sync", str(sid)), f"step {i}: {label} at {where}{via} forces a host sync{also} ({how})")
+
+    # -- steps -----------------------------------------------------------------------
+
+    def _step(self, rec: dict[str, Any]) -> None:
+        i = int(rec["i"])
+        self._barriers += 1
+        c = rec.get("c") or {}
+        work = bool(rec.get("bu") or rec.get("bc"))
+        ordinal = self._work if work else -1
+        steady = self._work >= WARMUP_STEPS
+        compiles = self._pending_compiles
+        self._pending_compiles = []
+        at_barrier = [x for x in compiles if x.get("at") != "step"]
+        barrier_s = sum(float(x.get("ns") or 0) / 1e9 for x in at_barrier)
+        n_barrier = len(at_barrier) or (1 if rec.get("bu") else 0)
+        fallback = [k for k in c if k.startswith("aten::") and k != "aten::_local_scalar_dense"]
+        new_ops = [k for k in fallback if k not in self._seen_fallback]
+        for comp in compiles:
+            self._compiles += 1
+            ns = float(comp.get("ns") or 0) / 1e9
+            if comp.get("at") == "step" and not self._charge_read(comp) and new_ops:
+                # compiled mid-step around ops that ran on the CPU
+                self._fallback_cost(new_ops, ns, 1)
+            if comp.get("at") == "step" or steady:  # what the analysis counts as recompiles
+                self._recompiles += 1
+                self._recompile_s += ns
+            self._compile_s += ns
+        sig = rec.get("sig")
+        sig = int(sig) if sig is not None else None
+        nodes = self._graph_nodes(float(rec.get("tb") or 0), float(rec.get("t1") or 0)) if n_barrier else None
+        if work and ordinal == 0:
+            self._first_sig = sig
+        if work and ordinal <= 1 and nodes is not None:
+            self._train_nodes = nodes  # the graph the steady state runs
+        if work and ordinal == 1:
+            if rec.get("bu") and sig is not None and self._first_sig is not None and sig != self._first_sig:
+                self._second = (sig, barrier_s, n_barrier)
+        elif work and ordinal > 1 and sig is not None and sig == self._first_sig and self._first_sig_back is None:
+            self._first_sig_back = not rec.get("bu")
+        so_far = (f"{self._recompiles} recompile{'s' if self._recompiles != 1 else ''} so far, "
+                  f"{_seconds(self._recompile_s)}")
+        if steady and rec.get("bu"):
+            read_sites = {int(s["site"]) for s in self._step_syncs}
+            train = self._train_nodes
+            if nodes is not None and train and nodes < 0.75 * train:
+                pass  # a much smaller graph: an eval pass (the analysis' info finding)
+            elif new_ops:
+                ops = ", ".join(clean(op, 60) for op in new_ops)
+                key = self._fallback_cost(new_ops, barrier_s, n_barrier)
+                for op in new_ops:
+                    self._said.add(("fallback", op))
+                self._say(key, f"step {i} recompiled: {ops} has no XLA lowering and ran on the CPU; {so_far}")
+            elif sig is not None and sig not in self._steady_sigs:
+                name, _old, new = self._changed_input(sig)
+                self._shape_cost(name, barrier_s, n_barrier)
+                what = (f"{clean(name, 60)} took shape {_shape(new)} (first seen)" if name and new is not None
+                        else f"new input {clean(name, 60)}" if name else "the input shapes changed")
+                self._say(("input_shape", name or "?"), f"step {i} recompiled: {what}; {so_far}")
+            elif read_sites - self._sites_read:
+                first_new = min(read_sites - self._sites_read)
+                key = ("sync", str(first_new))
+                if key in self._cost:
+                    self._cost[key][0] += barrier_s
+                    self._cost[key][1] += n_barrier
+            elif sig is not None:
+                key = ("graph_change", "")
+                self._add_cost(key, barrier_s, n_barrier,
+                               "the graph changes with the same inputs: look for a Python value that "
+                               "changes between steps")
+                self._say(key, f"step {i} recompiled: same input shapes, different graph; {so_far}")
+        elif steady:
+            for op in fallback:
+                self._say(("fallback", op), f"step {i}: {clean(op, 60)} has no XLA lowering and runs on the CPU "
+                          f"({c[op]} call{'s' if c[op] != 1 else ''} this step)")
+        if work:
+            self._work += 1
+            if ordinal >= 1 and sig is not None:
+                self._steady_sigs.add(sig)
+        self._seen_fallback.update(fallback)
+        self._sites_read.update(int(s["site"]) for s in self._step_syncs)
+        self._step_syncs = []
+
+    def _fallback_cost(self, ops: list[str], seconds: float, compiles: int) -> tuple[str, str]:
+        key = ("cpu_fallback", ",".join(sorted(ops)))
+        names = ", ".join(clean(op, 60) for op in sorted(ops))
+        self._add_cost(key, seconds, compiles, f"{names} has no XLA lowering and runs on the CPU: "
+                       "use an op XLA lowers")
+        return key
+
+    def _shape_cost(self, name: str | None, seconds: float, compiles: int) -> None:
+        shapes = len({s for v in self._sigs.values() for n, s, _, _ in v if n == name})
+        self._add_cost(("input_shape", name or "?"), seconds, compiles,
+                       f"{clean(name or 'the inputs', 60)} took {shapes} shape{'s' if shapes != 1 else ''}: "
+                       "pad it to a few fixed sizes")
+
+    def _graph_nodes(self, tb: float, t1: float) -> int | None:
+        """Nodes of the graph the barrier compiled (its TensorsGraphSize sample)."""
+        for t, n in reversed(self._sizes):
+            if tb <= t <= t1:
+                return n
+        return None
+
+    def _charge_read(self, comp: dict[str, Any]) -> bool:
+        """A compile inside a host read is that read's (its time is in the read's wait)."""
+        t = float(comp.get("t") or 0)
+        for s in self._step_syncs:
+            if float(s["t0"]) <= t <= float(s["t1"]):
+                key = ("sync", str(s["site"]))
+                if key in self._cost:
+                    self._cost[key][1] += 1
+                return True
+        return False
+
+    def _changed_input(self, sig: int) -> tuple[str | None, tuple[int, ...] | None, tuple[int, ...] | None]:
+        """The input that changed against the closest earlier steady signature."""
+        mine = self._sigs.get(sig, [])
+        best: tuple[int, list[tuple[str, tuple[int, ...], str, str]]] | None = None
+        for other in self._steady_sigs:
+            prev = self._sigs.get(other)
+            if prev is None:
+                continue
+            pmap = {n: s for n, s, _, _ in prev}
+            d = sum(0 if pmap.get(n) == s else 1 for n, s, _, _ in mine) + abs(len(mine) - len(prev))
+            if best is None or d < best[0]:
+                best = (d, prev)
+        if best is None:
+            return (mine[0][0], None, mine[0][1]) if mine else (None, None, None)
+        pmap = {n: s for n, s, _, _ in best[1]}
+        changed = [(0 if src in ("batch", "loader") else 1, n, pmap.get(n), s)
+                   for n, s, _, src in mine if pmap.get(n) != s]
+        if not changed:
+            return None, None, None
+        changed.sort(key=lambda c: c[0])
+        _, name, old, new = changed[0]
+        return name, old, new
+
+    # -- the end ---------------------------------------------------------------------
+
+    def summary(self, ended: float, run_path: str) -> list[str]:
+        """Three lines (steps, compile share, the first thing to change) and the command
+        that opens the report."""
+        wall = max(ended - self.started, 0.0)
+        warm = min(self._work, WARMUP_STEPS)
+        share = self._compile_s / wall if wall > 0 else 0.0
+        lines = [
+            f"xprof: {self._work} step{'s' if self._work != 1 else ''} ({warm} warm-up) in {_seconds(wall)}; "
+            f"{self._compiles} compile{'s' if self._compiles != 1 else ''}, {self._recompiles} after warm-up",
+            f"xprof: compiling took {_seconds(self._compile_s)}, {share:.0%} of the run",
+        ]
+        if self._second is not None and self._first_sig_back:
+            # The first graph served later steps: the second step's compile was its new shape's.
+            sig, seconds, n = self._second
+            self._second = None
+            saved, self._steady_sigs = self._steady_sigs, {self._first_sig} if self._first_sig is not None else set()
+            name, _, _ = self._changed_input(sig)
+            self._steady_sigs = saved
+            self._shape_cost(name, seconds, n)
+            self._recompiles += n
+        ranked = sorted(self._cost.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        ranked = [kv for kv in ranked if kv[0][0] != "sync" or int(kv[0][1]) in self._forced]
+        if ranked:
+            (_, _), (seconds, n, advice) = ranked[0]
+            cost = f"{n} compile{'s' if n != 1 else ''}, " if n else ""
+            lines.append(f"xprof: first thing to change: {advice} ({cost}{_seconds(seconds)})")
+        else:
+            lines.append("xprof: first thing to change: nothing stands out (no recompile or host sync "
+                         "with a known cause after warm-up)")
+        lines.append(f"xprof: open the report: xprof report {_quote(run_path)} --open")
+        return lines
+
+
+def _quote(path: str) -> str:
+    import shlex
+
+    return shlex.quote(clean(path, 400))
+
+
+def stderr_line(line: str) -> None:
+    """Write one line to the process's stderr now; a closed stderr is not an error."""
+    try:
+        err = sys.stderr
+        if err is not None:
+            err.write(line + "\n")
+            err.flush()
+    except Exception:
+        pass
