@@ -19,6 +19,11 @@ from xprof.runfile import load_run
 pytestmark = pytest.mark.xla
 
 _CACHE: dict[str, tuple[Analysis, dict[str, int]]] = {}
+_NOTICES: dict[str, Any] = {}
+"""The live notices each scenario's watch() printed (``LiveNotices``)."""
+SCENARIOS = ("checkpoint", "clean_closure", "cpu_fallback", "eval_pass", "every_n_steps",
+             "item_every_step", "padding_collate_loader", "padding_dict", "partial_batch",
+             "stray_print", "tensor_condition", "two_causes")
 COUNTERS = ("UncachedCompile", "CachedCompile", "ExecuteComputation", "MarkStep")
 
 
@@ -33,8 +38,9 @@ def record(name: str, device: Any, tmp_path_factory: pytest.TempPathFactory) -> 
         mod = importlib.import_module(f"tests.scenarios.{name}")
         path = tmp_path_factory.mktemp("scenarios") / f"{name}.json"
         before = {c: met.counter_value(c) or 0 for c in COUNTERS}
-        with xprof.watch(path):
+        with xprof.watch(path, live=True) as w:
             mod.train(device)
+        _NOTICES[name] = w.notices
         after = {c: met.counter_value(c) or 0 for c in COUNTERS}
         _CACHE[name] = (analyze(load_run(path)), {c: after[c] - before[c] for c in COUNTERS})
     return _CACHE[name]
@@ -174,3 +180,39 @@ def test_infrequent_checkpoint_is_info(scenario: Any) -> None:
     assert f.via == "torch.serialization.save"
     assert f.pattern == "every 5 steps"
     assert "expected" in f.title
+
+
+# -- the live notices say what the report says --------------------------------------------
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_live_notices_agree_with_the_analysis(scenario: Any, name: str) -> None:
+    """Every notice printed while the loop ran names a cause (and input, line, op) that the
+    analysis of the finished run also finds; the summary's first thing to change is the
+    analysis' first finding."""
+    a, _ = scenario(name)
+    notices = _NOTICES[name]
+    keys = [key for key, _ in notices.said]
+    assert len(keys) == len(set(keys)), f"a cause was noticed twice: {notices.said}"
+    problems = [f for f in a.findings if f.severity != "info"]
+    for (cause, what), line in notices.said:
+        if cause == "sync":
+            site = notices.site(int(what))
+            assert any(f.cause == "implicit_sync" and f.line == site["line"] for f in problems), line
+        elif cause == "input_shape":
+            assert any(f.cause == "input_shape" and f.input == what for f in problems), line
+        elif cause in ("cpu_fallback", "fallback"):
+            assert any(f.cause == "cpu_fallback" for f in problems), line
+            assert set(what.split(",")) <= set(a.totals.fallback_ops), line
+        else:
+            assert cause == "graph_change", line
+            assert any(f.cause == "graph_change" for f in problems), line
+    if notices.first is not None:
+        top = problems[0]
+        cause = {"sync": "implicit_sync", "fallback": "cpu_fallback"}.get(notices.first[0], notices.first[0])
+        assert cause == top.cause, (notices.first, top.title)
+    else:
+        assert not [f for f in problems if f.compiles], "the summary missed a finding that compiled"
+    # a loop with a problem after warm-up says so while it runs
+    if any(f.cause in ("input_shape", "cpu_fallback") or f.kind in ("item", "tensor_condition")
+           for f in problems):
+        assert notices.said, f"{name}: no live notice for {[f.title for f in problems]}"

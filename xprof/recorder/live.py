@@ -67,6 +67,14 @@ def read_label(kind: str, code: str) -> str:
     return _READ_LABEL.get(kind, kind)
 
 
+def _is_checkpoint(via: object) -> bool:
+    """A read inside a checkpoint save (the analysis' ``checkpoint`` kind, info when rare)."""
+    if not isinstance(via, str):
+        return False
+    low = via.lower()
+    return "serialization" in low or ".save" in low or "checkpoint" in low or "state_dict" in low
+
+
 def _where(file: str, line: int) -> str:
     if not file or file == "?":
         return "?"
@@ -93,6 +101,12 @@ class LiveNotices:
         self.emit = emit
         """Prints one line; None keeps quiet (the summary is still computed)."""
         self.lines: list[str] = []
+        self.said: list[tuple[tuple[str, str], str]] = []
+        """(cause key, line) of every notice, in order: ``("sync", site id)``,
+        ``("input_shape", name)``, ``("cpu_fallback", ops)``, ``("fallback", op)``,
+        ``("graph_change", "")``."""
+        self.first: tuple[str, str] | None = None
+        """The cause key the summary named as the first thing to change."""
         self._said: set[tuple[str, str]] = set()
         self._sigs: dict[int, list[tuple[str, tuple[int, ...], str, str]]] = {}
         self._sites: dict[int, dict[str, Any]] = {}
@@ -150,6 +164,7 @@ class LiveNotices:
         self._said.add(key)
         line = f"xprof: {text}"
         self.lines.append(line)
+        self.said.append((key, line))
         if self.emit is not None:
             self.emit(line)
 
@@ -170,6 +185,8 @@ class LiveNotices:
         steps = self._site_steps.setdefault(sid, set())
         steps.add(i)
         site = self._sites.get(sid, {})
+        if _is_checkpoint(site.get("via")):
+            return  # a checkpoint save reads every tensor; the report says whether it is often
         label = clean(read_label(str(site.get("kind", "")), str(site.get("code", ""))), 60)
         where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
         via = f" (via {clean(site['via'], 60)})" if site.get("via") else ""
@@ -325,6 +342,10 @@ class LiveNotices:
 
     # -- the end ---------------------------------------------------------------------
 
+    def site(self, sid: int) -> dict[str, Any]:
+        """The ``site`` record of a host-read site id (empty when not seen)."""
+        return self._sites.get(sid, {})
+
     def summary(self, ended: float, run_path: str) -> list[str]:
         """Three lines (steps, compile share, the first thing to change) and the command
         that opens the report."""
@@ -348,7 +369,7 @@ class LiveNotices:
         ranked = sorted(self._cost.items(), key=lambda kv: (-kv[1][0], kv[0]))
         ranked = [kv for kv in ranked if kv[0][0] != "sync" or int(kv[0][1]) in self._forced]
         if ranked:
-            (_, _), (seconds, n, advice) = ranked[0]
+            self.first, (seconds, n, advice) = ranked[0]
             cost = f"{n} compile{'s' if n != 1 else ''}, " if n else ""
             lines.append(f"xprof: first thing to change: {advice} ({cost}{_seconds(seconds)})")
         else:

@@ -1,0 +1,218 @@
+"""Live notices and the exit summary.
+
+Real torch_xla loops on the CPU: the notices appear once each, in order, with the right
+cause; ``live=False``, ``XPROF_LIVE=0`` and ``xprof run --quiet`` silence them; a process
+that is not rank 0 prints nothing. Then fast unit tests on exact records.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import xprof
+from xprof.recorder.live import LiveNotices, clean, read_label
+from xprof.runfile import load_run
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "tests" / "scripts" / "tiny_loop.py"
+HERE = Path(__file__).resolve()
+
+
+def _loop(device: Any, lengths: list[int], hidden: int, read: bool = True) -> list[float]:
+    """A tiny loop whose input length follows ``lengths`` and that reads the loss each step.
+
+    ``hidden`` is new to this test process, so its graphs compile (torch_xla caches graphs
+    in memory for the life of the process)."""
+    import torch
+    import torch_xla
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(1, hidden).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    losses = []
+    for n in lengths:
+        x = torch.randn(4, n).to(device)
+        loss = model(x.mean(dim=1, keepdim=True)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if read:
+            losses.append(loss.item())  # the host read
+        torch_xla.sync()
+    return losses
+
+
+def _line_of(marker: str) -> int:
+    return next(i for i, text in enumerate(HERE.read_text().splitlines(), 1)
+                if marker in text and "_line_of" not in text)
+
+
+def _xprof_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("xprof:")]
+
+
+@pytest.mark.xla
+def test_notices_appear_once_in_order_with_their_cause(device: Any, tmp_path: Path,
+                                                       capfd: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "live.json"
+    with xprof.watch(path):
+        _loop(device, [5, 5, 5, 5, 9, 5, 9, 12, 5], hidden=29)
+    lines = _xprof_lines(capfd.readouterr().err)
+    notices = [line for line in lines if line.startswith("xprof: step ")]
+    read_line = _line_of("# the host read")
+    assert len(notices) == 2, lines
+    # warm-up is steps 0-1; the read runs the device every step, so step 2 says so
+    assert notices[0] == (f"xprof: step 2: loss.item() at {os.path.relpath(HERE)}:{read_line} "
+                          "forces a host sync (every step so far)")
+    # the first new length after warm-up, once: length 12 at step 7 is the same cause and input
+    assert notices[1].startswith("xprof: step 4 recompiled: x took shape [4, 9] (first seen); ")
+    assert "recompiles so far" in notices[1]
+    summary = lines[len(notices):]
+    assert len(summary) == 4, lines
+    assert summary[0].startswith("xprof: 9 steps (2 warm-up) in ")
+    assert "compiling took" in summary[1] and "% of the run" in summary[1]
+    assert summary[2].startswith("xprof: first thing to change: ")
+    assert summary[3] == f"xprof: open the report: xprof report {path} --open"
+    # the summary's figures are the run file's
+    run = load_run(path)
+    compiles = len(run.compiles)
+    assert f"; {compiles} compiles, " in summary[0]
+    # and its first thing to change is the analysis' first finding
+    from xprof.analysis import analyze
+
+    top = analyze(run).findings[0]
+    assert ("x took" in summary[2]) == (top.cause == "input_shape"), (summary[2], top.title)
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("how", ["argument", "environment"])
+def test_live_off_prints_nothing(device: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+                                 monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    if how == "environment":
+        monkeypatch.setenv("XPROF_LIVE", "0")
+        w = xprof.watch(tmp_path / "quiet.json")
+    else:
+        w = xprof.watch(tmp_path / "quiet.json", live=False)
+    with w:
+        _loop(device, [3, 3, 3, 6], hidden=31 if how == "argument" else 37)
+    assert _xprof_lines(capfd.readouterr().err) == []
+    assert w.notices is None
+    run = load_run(tmp_path / "quiet.json")
+    assert len(run.steps) == 4 and run.syncs  # recording is unchanged
+
+
+@pytest.mark.xla
+def test_ranks_other_than_0_print_nothing(device: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    watch_module = importlib.import_module("xprof.recorder.watch")
+    monkeypatch.setattr(watch_module, "_process_identity", lambda: (1, 2, "CPU"))
+    with xprof.watch(tmp_path / "run.json") as w:
+        _loop(device, [3, 3, 3, 7], hidden=41)
+    assert _xprof_lines(capfd.readouterr().err) == []
+    assert w.path.endswith("run.rank1.json") and load_run(w.path).complete
+    # asked for: every rank speaks
+    monkeypatch.setenv("XPROF_LIVE", "all")
+    with xprof.watch(tmp_path / "run2.json"):
+        _loop(device, [3, 3, 3, 7], hidden=43)
+    assert any(line.startswith("xprof: step 2: loss.item()") for line in _xprof_lines(capfd.readouterr().err))
+
+
+@pytest.mark.xla
+@pytest.mark.slow
+def test_xprof_run_summary_and_quiet(tmp_path: Path) -> None:
+    pytest.importorskip("torch_xla")
+    env = {**os.environ, "PJRT_DEVICE": "CPU"}
+    env.pop("XPROF_LIVE", None)
+    out = tmp_path / "run.json"
+    cmd = [sys.executable, "-m", "xprof", "run", "--no-debug", "-o", str(out)]
+    loud = subprocess.run([*cmd, str(TINY), "--steps", "5", "--grow-at", "3"], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=tmp_path)
+    assert loud.returncode == 0, loud.stderr[-2000:]
+    lines = _xprof_lines(loud.stderr)
+    assert lines[0].startswith("xprof: step 3 recompiled: x took shape [8, 8] (first seen); 1 recompile so far")
+    assert lines[1].startswith("xprof: 5 steps (2 warm-up) in ")
+    assert lines[3].startswith("xprof: first thing to change: x took 2 shapes")
+    assert lines[4] == f"xprof: open the report: xprof report {out} --open"
+    assert lines[5].startswith(f"xprof: wrote {out}")
+    quiet = subprocess.run([*cmd, "--quiet", str(TINY), "--steps", "5", "--grow-at", "3"],
+                           capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert [line for line in _xprof_lines(quiet.stderr) if not line.startswith("xprof: wrote")] == []
+    assert len(load_run(out).compiles) == 2
+
+
+# -- unit tests on exact records ------------------------------------------------------------
+
+def test_clean_strips_control_characters() -> None:
+    assert clean("loss\x1b[31m.item()\x07\n") == "loss[31m.item() "
+    assert clean("a\u202eb") == "ab"
+    assert clean("x" * 200, limit=10) == "x" * 9 + "…"
+
+
+def test_read_label() -> None:
+    assert read_label("item", "losses.append(loss.item())") == "loss.item()"
+    assert read_label("item", "total += out['loss'].item()") == "out['loss'].item()"
+    assert read_label("to_cpu", "y = pred.to('cpu')") == "pred.to('cpu')"
+    assert read_label("bool", "if (loss > 3).any():") == "a tensor used as a condition"
+    assert read_label("item", "") == ".item()"
+
+
+def _steps(n: int, start: int = 0) -> list[dict[str, Any]]:
+    """Cached steps with the same input signature 0."""
+    return [{"type": "step", "i": i, "t0": i, "tb": i + 0.5, "t1": i + 1.0, "barrier": "mark_step",
+             "bc": 1, "sig": 0} for i in range(start, start + n)]
+
+
+def test_shape_notice_from_exact_records() -> None:
+    said: list[str] = []
+    live = LiveNotices(0.0, said.append)
+    sig = [{"name": "input_ids", "shape": [8, 32], "dtype": "int64", "src": "batch"},
+           {"name": "labels", "shape": [8], "dtype": "int64", "src": "batch"}]
+    live.feed([{"type": "sig", "id": 0, "inputs": sig},
+               {"type": "compile", "i": 0, "t": 0.9, "ns": 2e9, "at": "barrier"},
+               {"type": "step", "i": 0, "t0": 0, "tb": 0.5, "t1": 1.0, "barrier": "mark_step", "bu": 1, "sig": 0},
+               *_steps(3, 1)])
+    assert said == []  # warm-up and steady cached steps: nothing to say
+    new = [dict(sig[0], shape=[8, 47]), sig[1]]
+    for i, sid in ((4, 1), (5, 2)):
+        live.feed([{"type": "sig", "id": sid, "inputs": new if sid == 1 else [dict(sig[0], shape=[8, 50]), sig[1]]},
+                   {"type": "compile", "i": i, "t": i + 0.9, "ns": 1.5e9, "at": "barrier"},
+                   {"type": "step", "i": i, "t0": i, "tb": i + 0.5, "t1": i + 1.0, "barrier": "mark_step",
+                    "bu": 1, "sig": sid}])
+    assert said == ["xprof: step 4 recompiled: input_ids took shape [8, 47] (first seen); "
+                    "1 recompile so far, 1.5 s"]
+    lines = live.summary(10.0, "run dir/run.json")
+    assert lines == [
+        "xprof: 6 steps (2 warm-up) in 10.0 s; 3 compiles, 2 after warm-up",
+        "xprof: compiling took 5.0 s, 50% of the run",
+        "xprof: first thing to change: input_ids took 3 shapes: pad it to a few fixed sizes (2 compiles, 3.0 s)",
+        "xprof: open the report: xprof report 'run dir/run.json' --open",
+    ]
+
+
+def test_sync_notice_needs_a_read_that_ran_the_device() -> None:
+    said: list[str] = []
+    live = LiveNotices(0.0, said.append)
+    site = {"type": "site", "id": 0, "kind": "item", "file": "/x/train.py", "line": 88, "func": "main",
+            "via": None, "code": "print(f'{loss.item():.3f}\x1b[2J')"}
+    recs: list[dict[str, Any]] = [site]
+    for i in range(4):
+        # the value was already on the host in steps 0-2 (no execution inside the read)
+        recs.append({"type": "sync", "i": i, "site": 0, "t0": i + 0.1, "t1": i + 0.2, **({"x": 1} if i == 3 else {})})
+        recs.extend(_steps(1, i))
+    live.feed(recs)
+    assert said == ["xprof: step 3: loss.item() at train.py:88 forces a host sync (every step so far)"]
+    # a deferred read (inside xm.add_step_closure) never counts
+    live2: list[str] = []
+    other = LiveNotices(0.0, live2.append)
+    other.feed([site, *_steps(3), {"type": "sync", "i": 3, "site": 0, "t0": 3.1, "t1": 3.2, "x": 1, "deferred": True},
+                *_steps(1, 3)])
+    assert live2 == []
