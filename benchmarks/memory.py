@@ -117,7 +117,7 @@ def simulate(path: str, steps: int, trace: bool) -> dict[str, Any]:
         source.step(first=i == 0)
         rec.on_barrier(tb, before2, "mark_step")
         if i + 1 in checkpoints:
-            writer.flush()
+            rec.flush()  # what is queued reaches the file: its size is the run's
             gc.collect()  # new tuples stay gc-tracked until a collection: count after one
             current = _xprof_bytes() if trace else float("nan")
             rows.append({"steps": i + 1, "recorder_kib": current / 1024, "rss_delta_kib": _rss_kib() - rss0,
@@ -160,7 +160,7 @@ def real(path: str, steps: int) -> dict[str, Any]:
     r0 = _rss_kib()
     loop.timed_steps(steps)
     r1 = _rss_kib()
-    with xprof.watch(path):
+    with xprof.watch(path, live=False):
         loop.timed_steps(steps)
     r2 = _rss_kib()
     size = os.path.getsize(path)

@@ -1,16 +1,19 @@
 """What does leaving ``xprof.watch()`` on cost a training loop?
 
-Two parts, one process (torch_xla is imported once):
+Three parts, one process (torch_xla is imported once):
 
 1. A realistic tiny training loop (DataLoader -> ``.to(device)`` -> MLP -> backward ->
    SGD -> ``xm.mark_step()``) run plain and under ``watch()`` in alternating blocks
    (A B, B A, A B, ...), so drift and neighbours' noise hit both sides. The figure is the
-   ratio of median step times (goal: <= 1.02).
+   ratio of median step times (goal: <= 1.02). A third arm runs watched with the live
+   notices on, to show what they cost.
 2. The per-call cost of each hook measured alone, plain vs watched, in alternating
    rounds: the barrier hook (``mark_step`` with nothing pending), the host-read hook
    (``.item()`` of a materialized tensor), the pass-through on CPU tensors
    (``cpu.to(torch.float32)``, ``bool(cpu)``), and input recording (``DataLoader``
    ``next`` and ``cpu.to(device)``).
+3. Each hook's own work per call: the real wrapper around a no-op in place of the torch
+   function (on a shared machine the torch call's own time swings by more than the hook).
 
     PJRT_DEVICE=CPU .venv/bin/python benchmarks/overhead.py [--blocks 6] [--steps 400]
 """
@@ -31,10 +34,25 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import TinyLoop, emit_json, median, per_call_us, quiet_deprecations, table
 
 
-def _watched(tmp: str, tag: str) -> AbstractContextManager[Any]:
+def _watched(tmp: str, tag: str, live: bool = False) -> AbstractContextManager[Any]:
+    """A watch() of its own file; the live notices are off unless asked for (their exit
+    summary would print once per block)."""
     import xprof
 
-    return xprof.watch(os.path.join(tmp, f"{tag}.json"))
+    return xprof.watch(os.path.join(tmp, f"{tag}.json"), live=live)
+
+
+class _Muted:
+    """stderr swallowed (the live arm's exit summaries), restored after."""
+
+    def __enter__(self) -> None:
+        import io
+
+        self._saved = sys.stderr
+        sys.stderr = io.StringIO()
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stderr = self._saved
 
 
 def loop_overhead(loop: TinyLoop, tmp: str, blocks: int, steps: int) -> dict[str, Any]:
@@ -47,20 +65,28 @@ def loop_overhead(loop: TinyLoop, tmp: str, blocks: int, steps: int) -> dict[str
     loop.timed_steps(30)  # compiles: the first two steps are warm-up
     with _watched(tmp, "warm"):
         loop.timed_steps(30)
-    wall: dict[str, list[float]] = {"plain": [], "watched": []}
-    cpu: dict[str, float] = {"plain": 0.0, "watched": 0.0}
+    modes = ("plain", "watched", "live")
+    wall: dict[str, list[float]] = {m: [] for m in modes}
+    cpu: dict[str, float] = dict.fromkeys(modes, 0.0)
     pair_ratios = []
+    live_ratios = []
     for b in range(blocks):
-        order = ("plain", "watched") if b % 2 == 0 else ("watched", "plain")
+        # rotate the three arms: each one runs first, second and third equally often
+        order = modes[b % 3:] + modes[:b % 3]
+        if b % 2:
+            order = order[::-1]
         got: dict[str, list[float]] = {}
         for mode in order:
-            ctx = _watched(tmp, f"loop{b}") if mode == "watched" else nullcontext()
-            with ctx:
+            ctx: AbstractContextManager[Any] = nullcontext()
+            if mode != "plain":
+                ctx = _watched(tmp, f"loop{b}{mode}", live=mode == "live")
+            with _Muted() if mode == "live" else nullcontext(), ctx:
                 c0 = time.process_time()
                 got[mode] = loop.timed_steps(steps)
                 cpu[mode] += time.process_time() - c0
             wall[mode] += got[mode]
         pair_ratios.append(median(got["watched"]) / median(got["plain"]))
+        live_ratios.append(median(got["live"]) / median(got["watched"]))
     plain, watched = wall["plain"], wall["watched"]
     mp, mw = median(plain), median(watched)
     n = len(plain)
@@ -73,10 +99,15 @@ def loop_overhead(loop: TinyLoop, tmp: str, blocks: int, steps: int) -> dict[str
         "p10_step_ms_plain": _pct(plain, 10) * 1e3,
         "p10_step_ms_watched": _pct(watched, 10) * 1e3,
         "p10_ratio": _pct(watched, 10) / _pct(plain, 10),
+        "p10_step_ms_live": _pct(wall["live"], 10) * 1e3,
         "cpu_ms_per_step_plain": cpu["plain"] / n * 1e3,
         "cpu_ms_per_step_watched": cpu["watched"] / n * 1e3,
         "cpu_ratio": cpu["watched"] / cpu["plain"],
         "pair_ratios": pair_ratios,
+        "median_step_ms_live": median(wall["live"]) * 1e3,
+        "cpu_ms_per_step_live": cpu["live"] / n * 1e3,
+        "live_pair_ratio": median(live_ratios),
+        "live_cpu_ratio": cpu["live"] / cpu["watched"],
     }
 
 
@@ -169,6 +200,55 @@ def hook_costs(loop: TinyLoop, tmp: str, rounds: int) -> list[dict[str, Any]]:
     return rows
 
 
+def own_costs(loop: TinyLoop, tmp: str, rounds: int) -> list[dict[str, Any]]:
+    """Each hook's own work per call: the real wrapper around a no-op in place of the torch
+    function it wraps, so the figure does not swing with what that function costs on a busy
+    machine. Hooks that record a step input are timed with a barrier after each call (the
+    recorder keeps at most 256 inputs a step) and the barrier's own cost taken off."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from xprof.recorder import hooks
+
+    dev = loop.device
+    on_device = torch.ones(4, device=dev)
+    cpu = torch.ones(4)
+
+    def noop(*args: Any, **kwargs: Any) -> Any:
+        return None
+
+    def best(fn: Callable[[], Any], n: int) -> float:
+        return min(per_call_us(fn, n) for _ in range(rounds))
+
+    class _Xlac:
+        _xla_step_marker = staticmethod(noop)
+
+    batch = next(iter(DataLoader(TensorDataset(torch.randn(16, 32), torch.randn(16, 1)), batch_size=16)))
+    with _watched(tmp, "own") as w:
+        rec = w.recorder
+        assert rec is not None
+        patches = hooks.Patches()
+        xlac = _Xlac()
+        hooks.install_barrier(rec, patches, xlac)
+        barrier = xlac._xla_step_marker
+        item = hooks._make_reader(rec, "item", noop)
+        to_cast = hooks._make_to(rec, lambda self, *a, **k: self, True, True)
+        to_device = hooks._make_to(rec, lambda self, *a, **k: on_device, True, True)
+        nxt = hooks._make_next(rec, lambda self: batch, torch.Tensor, "batch")
+        base = best(lambda: noop(cpu), 20000)
+        b = best(barrier, 5000)
+        rows = [
+            ("barrier: _xla_step_marker", b - base, 10),
+            ("host read: .item() of an XLA tensor", best(lambda: item(on_device), 5000) - base, 15),
+            ("pass-through: bool(cpu tensor)", best(lambda: item(cpu), 20000) - base, 0.3),
+            ("pass-through: cpu.to(torch.float32)", best(lambda: to_cast(cpu, torch.float32), 20000) - base, 0.3),
+            ("input: cpu.to(device)", best(lambda: (to_device(cpu, dev), barrier()), 5000) - b - base, 5),
+            ("input: DataLoader next() of a 2-tensor batch", best(lambda: (nxt(None), barrier()), 5000) - b - base,
+             None),
+        ]
+    return [{"hook": name, "own_us": us, "goal_us": goal} for name, us, goal in rows]
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--blocks", type=int, default=40, help="alternating plain/watched block pairs")
@@ -182,23 +262,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="xprof-bench-") as tmp:
         lo = loop_overhead(loop, tmp, args.blocks, args.steps)
         hooks = hook_costs(loop, tmp, args.rounds)
+        own = own_costs(loop, tmp, args.rounds)
     print(f"training loop: {lo['steps_each']} steps plain and {lo['steps_each']} watched, "
           f"{args.blocks} interleaved block pairs")
     print(table([["plain", lo["median_step_ms_plain"], lo["p10_step_ms_plain"], lo["cpu_ms_per_step_plain"]],
                  ["watched", lo["median_step_ms_watched"], lo["p10_step_ms_watched"],
-                  lo["cpu_ms_per_step_watched"]]],
+                  lo["cpu_ms_per_step_watched"]],
+                 ["watched, live notices on", lo["median_step_ms_live"], lo["p10_step_ms_live"],
+                  lo["cpu_ms_per_step_live"]]],
                 ["", "median wall ms/step", "p10 wall ms/step", "CPU ms/step (process)"]))
     print(f"ratio of median step times (watched / plain): {lo['ratio']:.4f}   (goal <= 1.02)")
     print(f"median of per-pair ratios: {lo['median_pair_ratio']:.4f}; p10 ratio: {lo['p10_ratio']:.4f}; "
           f"CPU time ratio: {lo['cpu_ratio']:.4f}")
+    print(f"live notices on / off (both watched): median of per-block ratios {lo['live_pair_ratio']:.4f}, "
+          f"CPU time ratio {lo['live_cpu_ratio']:.4f}")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
           "(wall-time ratios are only meaningful on an idle machine)")
     print()
     print("per-call cost of each hook (best of alternating rounds):")
     print(table([[h["hook"], h["plain_us"], h["watched_us"], h["added_us"]] for h in hooks],
                 ["call", "plain µs", "watched µs", "added µs"]))
+    print()
+    print("each hook's own work per call (the wrapped torch function replaced by a no-op; best of rounds):")
+    print(table([[h["hook"], h["own_us"], "-" if h["goal_us"] is None else f"<= {h['goal_us']}"] for h in own],
+                ["call", "own µs", "goal µs"]))
     print(f"\n(total {time.perf_counter() - t_start:.0f} s)")
-    figures = {"loop": lo, "hooks": hooks}
+    figures = {"loop": lo, "hooks": hooks, "own": own}
     emit_json(args.json, figures)
     return figures
 
