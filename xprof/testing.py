@@ -136,7 +136,7 @@ def max_compiles(n: int = 0, *, warmup: int = 2, max_syncs: int | None = None,
     if path is None:
         tmpdir = tempfile.mkdtemp(prefix="xprof-guard-")
         path = os.path.join(tmpdir, "guard.json")
-    w = watch(path, name=name or "xprof guard")
+    w = watch(path, name=name or "xprof guard", live=False)  # the guard's verdict is its output
     result = GuardResult(path=path)
     failed = True
     try:

@@ -40,8 +40,9 @@ class XprofCallback(TrainerCallback):  # type: ignore[misc]
     """Watch a ``Trainer`` run into ``path`` (``run.rankN.json`` per process when distributed)."""
 
     def __init__(self, path: str | os.PathLike[str] = "run.json", *, name: str | None = None,
-                 inputs: bool = True, syncs: bool = True) -> None:
+                 inputs: bool = True, syncs: bool = True, live: bool | None = None) -> None:
         self.requested_path = os.fspath(path)
+        self.live = live
         self.name = name
         self.inputs = inputs
         self.syncs = syncs
@@ -59,7 +60,7 @@ class XprofCallback(TrainerCallback):  # type: ignore[misc]
         from xprof.recorder.watch import watch
 
         w = watch(self.requested_path, name=self.name or _run_name(args),
-                  inputs=self.inputs, syncs=self.syncs)
+                  inputs=self.inputs, syncs=self.syncs, live=self.live)
         w.__enter__()
         self._watch = w
         self.path = w.path
