@@ -207,11 +207,18 @@ def hook_costs(loop: TinyLoop, tmp: str, rounds: int) -> list[dict[str, Any]]:
     return rows
 
 
+def _then(n: int, fn: Callable[[], Any], barrier: Callable[[], Any]) -> None:
+    """``n`` calls of ``fn`` in one step, then the barrier that closes it."""
+    for _ in range(n):
+        fn()
+    barrier()
+
+
 def own_costs(loop: TinyLoop, tmp: str, rounds: int) -> list[dict[str, Any]]:
     """Each hook's own work per call: the real wrapper around a no-op in place of the torch
     function it wraps, so the figure does not swing with what that function costs on a busy
-    machine. Hooks that record a step input are timed with a barrier after each call (the
-    recorder keeps at most 256 inputs a step) and the barrier's own cost taken off."""
+    machine. Hooks that record a step input are timed in steps of up to 200 calls (the
+    recorder keeps at most 256 inputs a step): many calls, one barrier, its cost taken off."""
     import torch
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -249,9 +256,10 @@ def own_costs(loop: TinyLoop, tmp: str, rounds: int) -> list[dict[str, Any]]:
             ("host read: .item() of an XLA tensor", best(lambda: item(on_device), 5000) - base, 15),
             ("pass-through: bool(cpu tensor)", best(lambda: item(cpu), 20000) - base, 0.3),
             ("pass-through: cpu.to(torch.float32)", best(lambda: to_cast(cpu, torch.float32), 20000) - base, 0.3),
-            ("input: cpu.to(device)", best(lambda: (to_device(cpu, dev), barrier()), 5000) - b - base, 5),
-            ("input: DataLoader next() of a 2-tensor batch", best(lambda: (nxt(None), barrier()), 5000) - b - base,
-             None),
+            ("input: cpu.to(device)", (best(lambda: _then(200, lambda: to_device(cpu, dev), barrier), 50) - b)
+             / 200 - base, 5),
+            ("input: DataLoader next() of a 2-tensor batch",
+             (best(lambda: _then(100, lambda: nxt(None), barrier), 50) - b) / 100 - base, None),
         ]
     return [{"hook": name, "own_us": us, "goal_us": goal} for name, us, goal in rows]
 
