@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from xprof.cli.app import app
-from xprof.export import TRACKS, chrome_trace
+from xprof.report.trace import TRACKS, chrome_trace
 from xprof.runfile import RunWriter, load_run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from xprof.cli.app import app
-from xprof.ranks import expand_run_paths, rank_table, stragglers
+from xprof.analysis.ranks import expand_run_paths, rank_table, stragglers
 from xprof.runfile import RunWriter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +73,7 @@ def test_expand_run_paths(tmp_path: Path) -> None:
 
 
 def test_table_and_stragglers_on_exact_runs(tmp_path: Path) -> None:
-    from xprof.ranks import analyze_ranks
+    from xprof.analysis.ranks import analyze_ranks
     from xprof.runfile import load_run
 
     _write_rank(tmp_path, 0, 2, 0.01)

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from xprof.cli.app import app
-from xprof.debuginfo import debug_records, parse_debug_text
+from xprof.recorder.debuginfo import debug_records, parse_debug_text
 from xprof.runfile import load_run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -91,11 +91,11 @@ def compare(
         text = json.dumps(result.to_json(violations, gate.describe() if gated else None), indent=2)
         sys.stdout.write(text + "\n")
     elif markdown:
-        from xprof.comparison.text import render_markdown
+        from xprof.report.compare_text import render_markdown
 
         sys.stdout.write(render_markdown(result, violations, gated) + "\n")
     else:
-        from xprof.comparison.text import print_terminal
+        from xprof.report.compare_text import print_terminal
 
         print_terminal(console, result, violations, gated)
 
@@ -112,7 +112,7 @@ def _rank_pairs(runs: list[str]) -> list[tuple[int, str, str]] | None:
     """(rank, base file, new file) when BASE and NEW are two multi-rank folders, else None."""
     if len(runs) != 2 or not all(os.path.isdir(p) for p in runs):
         return None
-    from xprof.ranks import expand_run_paths, rank_of_path
+    from xprof.analysis.ranks import expand_run_paths, rank_of_path
 
     try:
         base, new = expand_run_paths([runs[0]]), expand_run_paths([runs[1]])
@@ -133,7 +133,7 @@ def _compare_ranks(pairs: list[tuple[int, str, str]], gate: object, as_json: boo
     """Rank N of the base folder against rank N of the new one; the gate holds for every rank."""
     from xprof.comparison import Gate
     from xprof.comparison import compare as run_compare
-    from xprof.comparison.text import print_terminal, render_markdown
+    from xprof.report.compare_text import print_terminal, render_markdown
 
     assert isinstance(gate, Gate)
     docs: list[dict[str, object]] = []
@@ -173,7 +173,7 @@ def _write(path: str, result: object, violations: list, gated: bool,
 
             write_compare(result, path, violations, gated)
         else:
-            from xprof.comparison.text import render_markdown
+            from xprof.report.compare_text import render_markdown
 
             text = (json.dumps(result.to_json(violations, thresholds), indent=2) if suffix == ".json"
                     else render_markdown(result, violations, gated))

@@ -27,7 +27,7 @@ RunsArg = Annotated[list[str], typer.Argument(
 
 def _load_many(paths: list[str]) -> list[Any]:
     """Load every run named (a folder stands for its run files); bad input exits 2."""
-    from xprof.ranks import expand_run_paths
+    from xprof.analysis.ranks import expand_run_paths
 
     try:
         expanded = expand_run_paths(paths)
@@ -61,7 +61,7 @@ def report(
     ranks = None
     analysis = analyses[0]
     if len(analyses) > 1:
-        from xprof.ranks import ranks_view
+        from xprof.analysis.ranks import ranks_view
 
         ranks = ranks_view(analyses)
         analysis = analyses[ranks["focus_index"]]
@@ -112,13 +112,13 @@ def summary(
         sys.stdout.write(json.dumps(_finite(analysis.summary()), indent=2, default=str) + "\n")
         sys.stdout.flush()
         return
-    from xprof.terminal import render_summary
+    from xprof.report.terminal import render_summary
 
     render_summary(analysis, console)
 
 
 def _summary_ranks(analyses: list[Any], as_json: bool) -> None:
-    from xprof.ranks import ranks_view
+    from xprof.analysis.ranks import ranks_view
 
     view = ranks_view(analyses)
     if as_json:
@@ -127,7 +127,7 @@ def _summary_ranks(analyses: list[Any], as_json: bool) -> None:
                "per_rank": [a.summary() for a in analyses]}
         sys.stdout.write(json.dumps(_finite(doc), indent=2, default=str) + "\n")
         return
-    from xprof.terminal import render_ranks, render_summary
+    from xprof.report.terminal import render_ranks, render_summary
 
     render_ranks(view, console)
     console.print()

@@ -1,7 +1,7 @@
 """``xprof run`` (record an unmodified script), ``xprof export`` and ``xprof ranks``.
 
-Thin: each command checks its arguments, calls :mod:`xprof.runner`, :mod:`xprof.export`
-or :mod:`xprof.ranks`, and maps failures to an exit code with one line on stderr.
+Thin: each command checks its arguments, calls :mod:`xprof.recorder.runner`, :mod:`xprof.report.trace`
+or :mod:`xprof.analysis.ranks`, and maps failures to an exit code with one line on stderr.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def run_command(
     out_dir = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(out_dir):
         fail(f"cannot write {output}: no such directory {out_dir}")
-    from xprof.runner import run_script
+    from xprof.recorder.runner import run_script
 
     result = run_script(script, list(ctx.args), output, name=name, debug=not no_debug)
     extra = f", {result.debug_records} torch_xla debug record(s)" if result.debug_records else ""
@@ -66,7 +66,7 @@ def export_command(
     if fmt != "chrome-trace":
         fail(f"unknown format {fmt!r} (known: chrome-trace)")
     run = load_or_fail(run_path)
-    from xprof.export import chrome_trace
+    from xprof.report.trace import chrome_trace
 
     out = output or os.path.splitext(run_path)[0] + ".trace.json"
     trace = chrome_trace(run)
@@ -86,7 +86,7 @@ def ranks_command(
 
     Example: [bold]xprof ranks runs/[/bold]  or  [bold]xprof ranks run.rank0.json run.rank1.json[/bold]
     """
-    from xprof.ranks import analyze_ranks, expand_run_paths, rank_table, stragglers
+    from xprof.analysis.ranks import analyze_ranks, expand_run_paths, rank_table, stragglers
 
     try:
         files = expand_run_paths(paths)

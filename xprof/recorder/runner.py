@@ -69,7 +69,7 @@ def _append_debug(run_path: str, capture: _Capture) -> int:
     Returns how many records were written. Never raises: a debug file that cannot be
     read costs the debug records, not the run.
     """
-    from xprof.debuginfo import debug_records, parse_debug_file
+    from xprof.recorder.debuginfo import debug_records, parse_debug_file
 
     records: list[dict[str, Any]] = []
     meta: dict[str, Any] = {"type": "debug", "kind": "capture", "level": capture.level,

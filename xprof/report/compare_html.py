@@ -21,7 +21,7 @@ import jinja2
 
 from xprof._version import __version__
 from xprof.comparison.model import CompareResult, Violation
-from xprof.comparison.text import change, sections, value, verdict_line
+from xprof.report.compare_text import change, sections, value, verdict_line
 from xprof.report.files import write_atomic
 
 COLORS = ("#495057", "#1c7ed6", "#e8590c", "#2b8a3e", "#ae3ec9", "#f08c00", "#0c8599")

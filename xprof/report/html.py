@@ -164,7 +164,7 @@ def _meta_rows(analysis: Analysis) -> list[tuple[str, str]]:
 def report_context(analysis: Analysis, ranks: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything the template shows, already worded and formatted.
 
-    ``ranks`` (from :func:`xprof.ranks.ranks_view`) adds a section that lines up every
+    ``ranks`` (from :func:`xprof.analysis.ranks.ranks_view`) adds a section that lines up every
     rank of a multi-process run; the rest of the report is then about one rank.
     """
     t = analysis.totals
