@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from xprof.cli.app import app
 from xprof.analysis.ranks import expand_run_paths, rank_table, stragglers
+from xprof.cli.app import app
 from xprof.runfile import RunWriter
 
 ROOT = Path(__file__).resolve().parent.parent
