@@ -57,15 +57,15 @@ def test_callback_records_a_trainer_run(device: Any, tmp_path: Path) -> None:
     finally:
         cb.close()
     run = load_run(cb.path or "")
-    assert run.complete and run.end is not None and run.end["status"] == "ok"
+    assert run.complete and run.end is not None and run.end.status == "ok"
     a = analyze(run)
     assert a.totals.steps >= 6
     # The Trainer's own logging reads: sites whose via is a transformers function.
-    vias = [s.get("via") or "" for s in run.sites.values()]
-    print(sorted(set(vias)), [(s["kind"], s["file"], s["line"], s["via"]) for s in run.sites.values()])
+    vias = [s.via or "" for s in run.sites.values()]
+    print(sorted(set(vias)), [(s.access, s.file, s.line, s.via) for s in run.sites.values()])
     assert any(v.startswith("transformers.") for v in vias)
-    marks = [d for d in run.debug if d.get("kind") == "hf_log"]
-    assert [d["global_step"] for d in marks][:3] == [2, 4, 6]
+    marks = [d for d in run.debug if d.kind == "hf_log"]
+    assert [d.fields["global_step"] for d in marks][:3] == [2, 4, 6]
     assert cb.logging_steps[:3] == [2, 4, 6]
 
 
@@ -91,8 +91,8 @@ def test_close_after_a_failed_train_marks_the_error(device: Any, tmp_path: Path)
             cb.close(exc)
             raise
     run = load_run(cb.path or "")
-    assert run.end is not None and run.end["status"] == "error"
-    assert "boom" in (run.end.get("exception") or "")
+    assert run.end is not None and run.end.status == "error"
+    assert "boom" in (run.end.exception or "")
 
 
 def test_run_left_open_is_closed_at_exit_as_an_error(device: Any, tmp_path: Path) -> None:
@@ -107,5 +107,5 @@ def test_run_left_open_is_closed_at_exit_as_an_error(device: Any, tmp_path: Path
     cb._close_at_exit()  # what atexit runs when train() raised and nobody called close()
     cb.close()  # idempotent
     run = load_run(cb.path or "")
-    assert run.name == "open" and run.end is not None and run.end["status"] == "error"
-    assert "did not reach on_train_end" in (run.end.get("exception") or "")
+    assert run.name == "open" and run.end is not None and run.end.status == "error"
+    assert "did not reach on_train_end" in (run.end.exception or "")

@@ -88,12 +88,8 @@ def check(analysis: Analysis, n: int, *, warmup: int = 2, max_syncs: int | None 
         return result
     comp = analysis.compiles
     late = comp[comp["step"] > cutoff] if len(comp) else comp
-    syncs = analysis.syncs
-    if len(syncs):
-        live = syncs[~syncs["deferred"].astype(bool)]
-        late_syncs = live[live["step"] > cutoff]
-    else:
-        late_syncs = syncs
+    live = analysis.live_syncs
+    late_syncs = live[live["step"] > cutoff] if len(live) else live
     result.compiles_after_warmup = len(late)
     result.syncs_after_warmup = len(late_syncs)
     problems: list[str] = []

@@ -31,6 +31,7 @@ import pandas as pd
 
 from xprof.analysis.model import WARMUP_STEPS
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
+from xprof.analysis.tables import live_reads
 
 EVAL_GRAPH_RATIO = 0.75
 """A barrier graph with fewer nodes than this share of the training graph is an eval pass."""
@@ -101,7 +102,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     causes: list[Cause] = []
     if not len(compiles):
         return causes
-    live = syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
+    live = live_reads(syncs)
     sites_by_step: dict[int, frozenset[int]] = {}
     if len(live):
         read_sites: dict[int, set[int]] = {}

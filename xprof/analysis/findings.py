@@ -13,6 +13,7 @@ from xprof.analysis.advice import ADVICE
 from xprof.analysis.causes import Cause, Signature
 from xprof.analysis.model import Finding
 from xprof.analysis.patterns import bucketing_what_if, describe_period
+from xprof.analysis.tables import live_reads
 
 _CONDITION = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.*\belse\b")
 
@@ -72,7 +73,7 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
             groups.setdefault(c.key, []).append(k)
 
     # -- host reads (and the compiles they forced) ---------------------------------------
-    live = syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
+    live = live_reads(syncs)
     if len(live):
         live = live[live["step"] <= last_barrier]
         for site, g in live.groupby("site", sort=False):

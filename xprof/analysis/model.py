@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from xprof.analysis.tables import live_reads
 from xprof.runfile import Run
 
 CAUSES = ("warmup", "input_shape", "implicit_sync", "graph_change", "cpu_fallback", "unknown")
@@ -145,6 +146,11 @@ class Analysis:
     totals: Totals
     notes: list[str] = field(default_factory=list)
     """Caveats worth telling the reader (incomplete run, dropped samples, profiler errors)."""
+
+    @property
+    def live_syncs(self) -> pd.DataFrame:
+        """The host reads that made the host wait: ``syncs`` without deferred step-closure reads."""
+        return live_reads(self.syncs)
 
     def summary(self) -> dict[str, Any]:
         """The documented, versioned object of ``xprof summary --json`` (docs/summary.md)."""

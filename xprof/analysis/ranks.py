@@ -89,19 +89,15 @@ def analyze_ranks(runs: Sequence[Run]) -> list[Analysis]:
 
 
 def _rank_of(run: Run, position: int) -> int:
-    rank = run.meta.get("rank")
-    if isinstance(rank, int) and not isinstance(rank, bool) and (run.meta.get("world_size") or 0) > 1:
-        return rank
+    if run.rank is not None:
+        return run.rank
     m = _RANK_IN_NAME.search(run.path)
     return int(m.group(1)) if m else position
 
 
 def _sync_wait_s(a: Analysis) -> float:
-    s = a.syncs
-    if not len(s) or "ms" not in s.columns:
-        return 0.0
-    live = s[~s["deferred"].astype(bool)] if "deferred" in s.columns else s
-    return float(live["ms"].sum()) / 1e3
+    live = a.live_syncs
+    return float(live["ms"].sum()) / 1e3 if len(live) else 0.0
 
 
 def rank_table(analyses: Sequence[Analysis]) -> pd.DataFrame:

@@ -141,7 +141,7 @@ def _meta_rows(analysis: Analysis) -> list[tuple[str, str]]:
         ("run", run.name),
         ("file", run.path),
         ("status", analysis.totals.status + ("" if run.complete else " (no end record)")),
-        ("started", run.header.get("started_at")),
+        ("started", run.started_at),
         ("command", argv_text),
         ("working dir", meta.get("cwd")),
         ("device", meta.get("device")),
@@ -151,7 +151,7 @@ def _meta_rows(analysis: Analysis) -> list[tuple[str, str]]:
         ("python", meta.get("python")),
         ("torch", meta.get("torch")),
         ("torch_xla", meta.get("torch_xla")),
-        ("recorded by", f"xprof {run.header.get('xprof_version') or meta.get('xprof') or '?'}"),
+        ("recorded by", f"xprof {run.xprof_version or '?'}"),
         ("recorded", ", ".join(k for k in ("inputs", "syncs") if meta.get(k)) or None),
         ("PT_XLA_DEBUG_LEVEL", meta.get("debug_level")),
         ("XLA_METRICS_SAMPLES", meta.get("metrics_samples")),
@@ -179,8 +179,7 @@ def report_context(analysis: Analysis, ranks: dict[str, Any] | None = None) -> d
     for view in findings:
         if view["chart"] is not None:
             charts[f"{view['anchor']}-chart"] = view["chart"]
-    errors = [{"where": str(e.get("where", "?")), "error": str(e.get("error", "")),
-               "trace": str(e.get("trace") or "")} for e in analysis.run.errors[:20]]
+    errors = [{"where": e.where, "error": e.error, "trace": e.trace or ""} for e in analysis.run.errors[:20]]
     kpis = [
         ("Steps", str(t.steps), f"{t.barriers} barriers" if t.barriers != t.steps else ""),
         ("Wall time", fmt.seconds(t.wall_seconds),
