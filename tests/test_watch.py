@@ -105,6 +105,6 @@ def test_every_barrier_api_is_a_step(device: Any, tmp_path: Path) -> None:
         fwd_bwd()
         opt.step()
         torch_xla.sync()
-    kinds = [s["barrier"] for s in load_run(tmp_path / "r.json").steps]
+    kinds = [s.barrier for s in load_run(tmp_path / "r.json").steps]
     # torch_xla.step() syncs once on entry (nothing pending) and once on exit.
     assert kinds == ["optimizer_step", "mark_step", "compile", "compile", "sync"]

@@ -315,6 +315,13 @@ class RunWriter:
             f.close()
 
 
+def append_records(path: str | os.PathLike[str], records: list[dict[str, Any]]) -> None:
+    """Append records to a finished run file (``xprof run`` adds torch_xla's debug entries
+    after the ``end`` record), encoded like the writer's. Raises ``OSError``."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join([_ENCODE(r) + "\n" for r in records]))
+
+
 def _parse_header(path: str, first: str) -> dict[str, Any]:
     try:
         header = json.loads(first)

@@ -90,7 +90,7 @@ def _compile_rows(analysis: Analysis, sigs: dict[int, str]) -> tuple[list[dict[s
         ats = sorted({str(a) for a in group.get("at", pd.Series(dtype=str)).fillna("") if a})
         sig = group["sig"].dropna().iloc[0] if "sig" in group and group["sig"].notna().any() \
             else steps_sig.get(int(step))
-        sid = plots._sig_id(sig)
+        sid = plots.sig_id(sig)
         rows.append({
             "step": int(step),
             "n": len(group),
