@@ -55,7 +55,7 @@ def _analyze(run: Run) -> Analysis:
     sigs = _causes.signatures(inputs)
     found = _causes.attribute(steps, compiles, syncs, sigs)
     compiles["cause"] = [c.cause for c in found]
-    compiles["finding"] = [c.key for c in found]
+    compiles["finding"] = [str(c.key) for c in found]
     compiles["input"] = [c.input for c in found]
     compiles["sig"] = steps.set_index("i")["sig"].reindex(compiles["step"]).to_numpy() if len(
         compiles) else pd.array([], dtype="Int64")

@@ -6,8 +6,9 @@ and nothing else; they never look at run-file records directly.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -25,6 +26,56 @@ second, so even a perfect loop compiles twice. Uncached compiles after these ste
 
 SUMMARY_SCHEMA = "xprof-summary"
 SUMMARY_VERSION = 1
+
+
+class FindingKey(NamedTuple):
+    """What groups compiles and host reads into one finding; ``str(key)`` is the finding's id.
+
+    ``group`` is ``sync`` (a host-read site), ``input`` (an input that changed shape),
+    ``fallback`` (CPU-fallback ops), ``graph`` (a graph of that many nodes), ``eval``,
+    ``unknown`` or ``warmup``; ``detail`` the site id, input name, ops, node count or reason.
+    """
+
+    group: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.group}:{self.detail}" if self.detail else self.group
+
+    @classmethod
+    def parse(cls, text: str) -> FindingKey:
+        group, _, detail = text.partition(":")
+        return cls(group, detail)
+
+    @classmethod
+    def sync(cls, site: int) -> FindingKey:
+        return cls("sync", str(site))
+
+    @classmethod
+    def input(cls, name: str | None) -> FindingKey:
+        return cls("input", name or "?")
+
+    @classmethod
+    def fallback(cls, ops: Iterable[str]) -> FindingKey:
+        return cls("fallback", ",".join(sorted(ops)))
+
+    @classmethod
+    def graph(cls, nodes: int | None) -> FindingKey:
+        return cls("graph", str(nodes))
+
+    @property
+    def site(self) -> int | None:
+        """The host-read site of a ``sync`` key."""
+        return int(self.detail) if self.group == "sync" and self.detail.lstrip("-").isdigit() else None
+
+    @property
+    def ops(self) -> list[str]:
+        """The CPU-fallback ops of a ``fallback`` key."""
+        return self.detail.split(",") if self.group == "fallback" and self.detail else []
+
+
+WARMUP_KEY = FindingKey("warmup")
+EVAL_KEY = FindingKey("eval")
 
 
 @dataclass
@@ -73,6 +124,10 @@ class Finding:
     as recorded."""
     severity: str = "warning"
     """``warning`` (costs time every run), ``info`` (expected, e.g. an occasional checkpoint)."""
+
+    @property
+    def key(self) -> FindingKey:
+        return FindingKey.parse(self.id)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
