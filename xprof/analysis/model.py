@@ -208,7 +208,7 @@ class Analysis:
         return live_reads(self.syncs)
 
     def summary(self) -> dict[str, Any]:
-        """The documented, versioned object of ``xprof summary --json`` (docs/summary.md)."""
+        """The documented, versioned object of ``xprof summary --json`` (docs/json.md)."""
         t = self.totals
         return {
             "schema": SUMMARY_SCHEMA,

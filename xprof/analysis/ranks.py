@@ -1,4 +1,6 @@
-"""Several ranks of one multi-process run, side by side.
+"""Several ranks of one multi-process run, side by side: the rank table, the stragglers and
+the findings across ranks (:class:`RanksView`, and its JSON schemas ``xprof-ranks`` and
+``xprof-ranks-summary``, docs/json.md).
 
 Each process of a multi-process run records its own file (``run.rank0.json``,
 ``run.rank1.json``...). In data-parallel training every rank waits for the slowest one
@@ -9,17 +11,18 @@ the one that stands out. pandas only: no torch.
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
 
-from xprof.analysis.model import Analysis
-from xprof.runfile import FORMAT, Run
+from xprof.analysis.model import Analysis, Finding
+from xprof.runfile import RANK_IN_NAME, Run
 
-_RANK_IN_NAME = re.compile(r"\.rank(\d+)\.[^.]+$")
+RANKS_SCHEMA = "xprof-ranks"
+RANKS_SUMMARY_SCHEMA = "xprof-ranks-summary"
+RANKS_VERSION = 1
 
 COLUMNS = ["rank", "name", "steps", "compiles", "recompiles", "compile_s", "syncs",
            "sync_wait_s", "step_ms_median", "path"]
@@ -28,58 +31,6 @@ SYNC_WAIT_FLOOR_S = 0.05
 """Sync-wait differences below this are noise, not a straggler."""
 RATIO = 1.5
 """A rank stands out when its sync wait or median step is this many times the others'."""
-
-
-def _looks_like_run(path: str) -> bool:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            first = f.readline(4096)
-    except OSError:
-        return False
-    return f'"{FORMAT}"' in first
-
-
-def rank_of_path(path: str, position: int) -> int:
-    """The N of ``*.rankN.json``, else ``position``."""
-    m = _RANK_IN_NAME.search(path)
-    return int(m.group(1)) if m else position
-
-
-def _rank_key(path: str) -> tuple[int, str]:
-    m = _RANK_IN_NAME.search(path)
-    return (int(m.group(1)) if m else 1 << 30, path)
-
-
-def expand_run_paths(paths: Sequence[str]) -> list[str]:
-    """Run files named by ``paths``: a folder stands for the run files in it.
-
-    In a folder, ``*.rankN.json`` files are taken when there are any (sorted by rank),
-    otherwise every ``*.json`` file that starts with an xprof run header. Files named
-    directly are kept as given (the loader reports bad ones). Raises ``ValueError`` with
-    one line when a path does not exist or a folder holds no run file.
-    """
-    out: list[str] = []
-    for p in paths:
-        if os.path.isdir(p):
-            names = sorted(n for n in os.listdir(p) if n.endswith(".json"))
-            ranked = [os.path.join(p, n) for n in names if _RANK_IN_NAME.search(n)]
-            found = ranked or [os.path.join(p, n) for n in names
-                               if not n.endswith(".trace.json") and _looks_like_run(os.path.join(p, n))]
-            if not found:
-                raise ValueError(f"{p}: no xprof run files in this folder")
-            out.extend(sorted(found, key=_rank_key))
-        elif os.path.exists(p):
-            out.append(p)
-        else:
-            raise ValueError(f"{p}: no such file or folder")
-    seen: set[str] = set()
-    unique = []
-    for p in out:
-        key = os.path.realpath(p)
-        if key not in seen:
-            seen.add(key)
-            unique.append(p)
-    return unique
 
 
 def analyze_ranks(runs: Sequence[Run]) -> list[Analysis]:
@@ -91,7 +42,7 @@ def analyze_ranks(runs: Sequence[Run]) -> list[Analysis]:
 def _rank_of(run: Run, position: int) -> int:
     if run.rank is not None:
         return run.rank
-    m = _RANK_IN_NAME.search(run.path)
+    m = RANK_IN_NAME.search(run.path)
     return int(m.group(1)) if m else position
 
 
@@ -121,8 +72,49 @@ def rank_table(analyses: Sequence[Analysis]) -> pd.DataFrame:
     return df.sort_values("rank", kind="stable").reset_index(drop=True)
 
 
-def stragglers(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """The ranks that stand out, each with ``rank``, ``kind`` and a sentence.
+@dataclass
+class Straggler:
+    """A rank that stands out: which number (``metric``), its value and the others' baseline."""
+
+    rank: int
+    metric: str
+    """``recompiles``, ``compiles``, ``sync_wait`` or ``step_time``."""
+    value: float
+    baseline: float
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RankFinding:
+    """One finding across ranks: as found on the rank where it cost most, and where it appeared."""
+
+    finding: Finding
+    ranks: list[int]
+    seconds: dict[int, float]
+    """Seconds it cost on each rank it appeared on."""
+    missing_on: list[int]
+    """Ranks where it did not appear (a per-rank difference worth a look)."""
+
+    @property
+    def title(self) -> str:
+        return self.finding.title
+
+    @property
+    def worst_seconds(self) -> float:
+        return max(self.seconds.values(), default=0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        f = self.finding
+        return {"id": f.id, "cause": f.cause, "kind": f.kind, "title": f.title, "advice": f.advice,
+                "ranks": self.ranks, "seconds": {str(r): round(v, 6) for r, v in self.seconds.items()},
+                "worst_seconds": round(self.worst_seconds, 6), "missing_on": self.missing_on}
+
+
+def stragglers(table: pd.DataFrame) -> list[Straggler]:
+    """The ranks that stand out, each with the number that stands out and a sentence.
 
     ``recompiles`` (or ``compiles`` when recompiles are equal): a rank compiled more
     than the rank that compiled least (another input shape or code path reached it).
@@ -130,7 +122,7 @@ def stragglers(table: pd.DataFrame) -> list[dict[str, Any]]:
     :data:`SYNC_WAIT_FLOOR_S` more). ``step_time``: its median step is :data:`RATIO`
     times the median rank's.
     """
-    out: list[dict[str, Any]] = []
+    out: list[Straggler] = []
     if len(table) < 2:
         return out
     # Recompiles first: the graph cache can be shared (CPU ranks are threads of one
@@ -143,82 +135,99 @@ def stragglers(table: pd.DataFrame) -> list[dict[str, Any]]:
             value = int(getattr(row, col))
             if value > fewest:
                 extra_s = float(row.compile_s) - float(table["compile_s"].min())
-                out.append({"rank": int(row.rank), "kind": col, "value": value, "baseline": fewest,
-                            "message": f"rank {row.rank} {what} {value} time(s) where the fewest was "
-                                       f"{fewest} ({max(extra_s, 0.0):.2f} s more compiling); the "
-                                       "other ranks wait for it at the next collective"})
+                out.append(Straggler(int(row.rank), col, value, fewest,
+                                     f"rank {row.rank} {what} {value} time(s) where the fewest was "
+                                     f"{fewest} ({max(extra_s, 0.0):.2f} s more compiling); the "
+                                     "other ranks wait for it at the next collective"))
         break
     wait = table["sync_wait_s"].astype(float)
     median_wait = float(wait.median())
     for row in table.itertuples(index=False):
         w = float(row.sync_wait_s)
         if w >= RATIO * median_wait and w - median_wait >= SYNC_WAIT_FLOOR_S:
-            out.append({"rank": int(row.rank), "kind": "sync_wait", "value": w,
-                        "baseline": median_wait,
-                        "message": f"rank {row.rank} waited {w:.2f} s on host syncs, the median rank "
-                                   f"{median_wait:.2f} s"})
+            out.append(Straggler(int(row.rank), "sync_wait", w, median_wait,
+                                 f"rank {row.rank} waited {w:.2f} s on host syncs, the median rank "
+                                 f"{median_wait:.2f} s"))
     step = table["step_ms_median"].astype(float)
     if step.notna().sum() >= 2:
         median_step = float(step.median())
         for row, value in zip(table.itertuples(index=False), step):
             if value == value and median_step > 0 and value >= RATIO * median_step:
-                out.append({"rank": int(row.rank), "kind": "step_time", "value": float(value),
-                            "baseline": median_step,
-                            "message": f"rank {row.rank}'s median step took {value:.1f} ms, the median "
-                                       f"rank's {median_step:.1f} ms"})
+                out.append(Straggler(int(row.rank), "step_time", float(value), median_step,
+                                     f"rank {row.rank}'s median step took {value:.1f} ms, the median "
+                                     f"rank's {median_step:.1f} ms"))
     return out
 
 
-def merged_findings(analyses: Sequence[Analysis]) -> list[dict[str, Any]]:
-    """Findings across ranks: one entry per finding id, with the ranks it appeared on.
+def merged_findings(analyses: Sequence[Analysis]) -> list[RankFinding]:
+    """Findings across ranks: one per finding id, with the ranks it appeared on.
 
-    Sorted by the seconds lost on the worst rank. ``ranks`` lists where it appeared,
-    ``missing_on`` the ranks where it did not (a per-rank difference worth a look).
+    Sorted by the seconds lost on the worst rank; each holds the finding as found there.
     """
-    table = rank_table(analyses)
-    all_ranks = [int(r) for r in table["rank"]]
-    by_id: dict[str, dict[str, Any]] = {}
+    all_ranks = sorted(_rank_of(a.run, pos) for pos, a in enumerate(analyses))
+    by_id: dict[str, RankFinding] = {}
     for pos, a in enumerate(analyses):
         rank = _rank_of(a.run, pos)
         for f in a.findings:
-            entry = by_id.setdefault(f.id, {"id": f.id, "cause": f.cause, "kind": f.kind, "title": f.title,
-                                            "advice": f.advice, "ranks": [], "seconds": {}, "worst_seconds": 0.0})
-            entry["ranks"].append(rank)
-            entry["seconds"][str(rank)] = round(f.seconds, 6)
-            if f.seconds >= entry["worst_seconds"]:
-                entry["worst_seconds"] = round(f.seconds, 6)
-                entry["title"] = f.title
-    out = []
-    for entry in by_id.values():
-        entry["ranks"] = sorted(entry["ranks"])
-        entry["missing_on"] = [r for r in all_ranks if r not in entry["ranks"]]
-        out.append(entry)
-    out.sort(key=lambda e: (-e["worst_seconds"], e["id"]))
+            entry = by_id.get(f.id)
+            if entry is None:
+                entry = by_id[f.id] = RankFinding(f, [], {}, [])
+            elif f.seconds >= entry.worst_seconds:
+                entry.finding = f
+            entry.ranks.append(rank)
+            entry.seconds[rank] = f.seconds
+    out = list(by_id.values())
+    for entry in out:
+        entry.ranks.sort()
+        entry.missing_on = [r for r in all_ranks if r not in entry.ranks]
+    out.sort(key=lambda e: (-round(e.worst_seconds, 6), e.finding.id))
     return out
 
 
 def focus_rank(analyses: Sequence[Analysis]) -> int:
     """Index of the analysis to show in full: the first straggler, else the first rank."""
-    table = rank_table(analyses)
-    notes = stragglers(table)
+    notes = stragglers(rank_table(analyses))
     if notes:
-        rank = notes[0]["rank"]
         for pos, a in enumerate(analyses):
-            if _rank_of(a.run, pos) == rank:
+            if _rank_of(a.run, pos) == notes[0].rank:
                 return pos
     order = sorted(range(len(analyses)), key=lambda p: _rank_of(analyses[p].run, p))
     return order[0] if order else 0
 
 
-def ranks_view(analyses: Sequence[Analysis]) -> dict[str, Any]:
-    """What the report and the summary show about a multi-rank run."""
+@dataclass
+class RanksView:
+    """What the report, the summary and ``xprof ranks`` show about a multi-rank run."""
+
+    table: pd.DataFrame
+    """:func:`rank_table`: one row per rank, sorted by rank."""
+    stragglers: list[Straggler]
+    findings: list[RankFinding]
+    focus: int | None
+    """The rank shown in full (the first straggler, else the first rank)."""
+    focus_index: int
+    """Its position in the analyses."""
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The table's rows as plain dicts (with ``path``)."""
+        return list(self.table.to_dict(orient="records"))
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``xprof ranks --json`` object (schema ``xprof-ranks``, docs/json.md)."""
+        return {"schema": RANKS_SCHEMA, "version": RANKS_VERSION, "ranks": self.rows,
+                "stragglers": [s.to_json() for s in self.stragglers],
+                "findings": [f.to_json() for f in self.findings], "focus": self.focus}
+
+
+def ranks_view(analyses: Sequence[Analysis]) -> RanksView:
     table = rank_table(analyses)
     focus = focus_rank(analyses)
-    return {
-        "rows": table.drop(columns=["path"]).to_dict(orient="records"),
-        "paths": list(table["path"]),
-        "stragglers": stragglers(table),
-        "findings": merged_findings(analyses),
-        "focus": _rank_of(analyses[focus].run, focus) if analyses else None,
-        "focus_index": focus,
-    }
+    return RanksView(table=table, stragglers=stragglers(table), findings=merged_findings(analyses),
+                     focus=_rank_of(analyses[focus].run, focus) if analyses else None, focus_index=focus)
+
+
+def ranks_summary_json(view: RanksView, analyses: Sequence[Analysis]) -> dict[str, Any]:
+    """The ``xprof summary --json`` object of several ranks (schema ``xprof-ranks-summary``)."""
+    return {**view.to_json(), "schema": RANKS_SUMMARY_SCHEMA, "version": RANKS_VERSION,
+            "per_rank": [a.summary() for a in analyses]}

@@ -8,11 +8,21 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Annotated
 
 import typer
 
-from xprof.cli.app import EXIT_BAD_INPUT, app, console, err_console, fail, load_or_fail, output_errors
+from xprof.cli.app import (
+    EXIT_BAD_INPUT,
+    app,
+    console,
+    err_console,
+    fail,
+    finite_json,
+    load_or_fail,
+    output_errors,
+)
 
 _RUN_HELP = """Run SCRIPT unmodified under xprof.watch(), like python -m cProfile.
 
@@ -86,41 +96,20 @@ def ranks_command(
 
     Example: [bold]xprof ranks runs/[/bold]  or  [bold]xprof ranks run.rank0.json run.rank1.json[/bold]
     """
-    from xprof.analysis.ranks import analyze_ranks, expand_run_paths, rank_table, stragglers
+    from xprof.analysis.ranks import analyze_ranks, ranks_view
+    from xprof.runfile import expand_run_paths
 
     try:
         files = expand_run_paths(paths)
     except ValueError as exc:
         fail(str(exc))
-    runs = [load_or_fail(p) for p in files]
-    analyses = analyze_ranks(runs)
-    table = rank_table(analyses)
-    notes = stragglers(table)
+    view = ranks_view(analyze_ranks([load_or_fail(p) for p in files]))
     if as_json:
-        rows = json.loads(table.to_json(orient="records"))
-        console.print_json(json.dumps({"ranks": rows, "stragglers": notes}))
+        sys.stdout.write(json.dumps(finite_json(view.to_json()), indent=2) + "\n")
         return
-    from rich.table import Table
+    from xprof.report.terminal import render_ranks
 
-    shown = table.drop(columns=["path"])
-    t = Table(title="Ranks")
-    for col in shown.columns:
-        t.add_column(str(col).replace("_", " "), justify="left" if col == "name" else "right")
-    for row in shown.itertuples(index=False):
-        t.add_row(*(_cell(v) for v in row))
-    console.print(t)
-    for line in notes:
-        console.print(f"- {line['message']}", markup=False)
-    if not notes:
-        console.print("No straggler: the ranks compile and wait alike.")
-
-
-def _cell(value: object) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
+    render_ranks(view, console, details_below=False)
 
 
 __all__ = ["EXIT_BAD_INPUT", "export_command", "ranks_command", "run_command"]
