@@ -15,6 +15,18 @@ import pandas as pd
 from xprof.analysis.tables import live_reads
 from xprof.runfile import Run
 
+
+def is_missing(value: Any) -> bool:
+    """None, NaN or pandas' NA: a table cell with no value (anything ``pd.isna`` cannot judge
+    counts as present)."""
+    if value is None:
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
 CAUSES = ("warmup", "input_shape", "implicit_sync", "graph_change", "cpu_fallback", "unknown")
 """Every uncached compile gets exactly one of these causes (docs/diagnosis.md)."""
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from xprof.analysis.model import Analysis, Finding
+from xprof.analysis.model import Analysis, Finding, is_missing
 from xprof.report import fmt
 from xprof.report.prose import CAUSE_COLORS, cause_label
 
@@ -44,12 +44,8 @@ def _num(value: Any) -> float:
 
 
 def sig_id(value: Any) -> int | None:
-    if value is None:
-        return None
-    try:
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
+    """A signature id from a nullable table cell (None where missing or not a number)."""
+    if is_missing(value):
         return None
     try:
         return int(value)
