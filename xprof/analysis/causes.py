@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xprof.analysis.model import WARMUP_STEPS
+from xprof.analysis.model import EVAL_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
+from xprof.analysis.tables import live_reads
 
 EVAL_GRAPH_RATIO = 0.75
 """A barrier graph with fewer nodes than this share of the training graph is an eval pass."""
@@ -41,7 +42,7 @@ Signature = tuple[tuple[str, Shape, str, str], ...]
 @dataclass
 class Cause:
     cause: str
-    key: str
+    key: FindingKey
     """Groups compiles into one finding."""
     input: str | None = None
     dim: int | None = None
@@ -101,7 +102,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     causes: list[Cause] = []
     if not len(compiles):
         return causes
-    live = syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
+    live = live_reads(syncs)
     sites_by_step: dict[int, frozenset[int]] = {}
     if len(live):
         read_sites: dict[int, set[int]] = {}
@@ -204,52 +205,52 @@ def _one(c: Any, ordinal: int, sig_id: int | None, sigs: dict[int, Signature], s
         if int(c["sync_row"]) >= 0:
             site = int(live.loc[int(c["sync_row"])]["site"]) if int(c["sync_row"]) in live.index else None
             if site is not None:
-                return Cause("implicit_sync", f"sync:{site}", site=site,
+                return Cause("implicit_sync", FindingKey.sync(site), site=site,
                              evidence="compiled inside a host read of a tensor value")
         if new_fallback:
             ops = ",".join(sorted(new_fallback))
-            return Cause("cpu_fallback", f"fallback:{ops}",
+            return Cause("cpu_fallback", FindingKey.fallback(new_fallback),
                          evidence=f"compiled mid-step around ops that ran on the CPU: {ops}")
-        return Cause("unknown", "unknown:step",
+        return Cause("unknown", FindingKey("unknown", "step"),
                      evidence="compiled mid-step outside any recorded host read")
     if ordinal < WARMUP_STEPS:
-        return Cause("warmup", "warmup")
+        return Cause("warmup", WARMUP_KEY)
     nodes = None if pd.isna(c["graph_nodes"]) else int(c["graph_nodes"])
     if nodes is not None and train_nodes and nodes < EVAL_GRAPH_RATIO * train_nodes:
-        return Cause("graph_change", "eval", evidence=(
+        return Cause("graph_change", EVAL_KEY, evidence=(
             f"a {nodes}-node graph against the {train_nodes}-node training graph "
             "(no backward pass or optimizer: an evaluation or inference pass)"))
     if new_fallback:
         ops = ",".join(sorted(new_fallback))
-        return Cause("cpu_fallback", f"fallback:{ops}",
+        return Cause("cpu_fallback", FindingKey.fallback(new_fallback),
                      evidence=f"ops without an XLA lowering ran on the CPU for the first time: {ops}")
     if sig_id is None:
         if nodes is not None and nodes not in seen_nodes:
-            return Cause("graph_change", f"graph:{nodes}",
+            return Cause("graph_change", FindingKey.graph(nodes),
                          evidence=f"a {nodes}-node graph not seen before (no input shapes recorded)")
-        return Cause("unknown", "unknown:noinputs", evidence=(
+        return Cause("unknown", FindingKey("unknown", "noinputs"), evidence=(
             "no step inputs were recorded, and the graph has the same size as one seen before: "
             "most likely input shapes changed"))
     if sig_id not in seen_sigs:
         sig = sigs.get(sig_id, ())
         prev, name, dim, old, new = _closest(sig, seen_sig_list)
         if name is not None:
-            return Cause("input_shape", f"input:{name}", input=name, dim=dim, old=old, new=new,
+            return Cause("input_shape", FindingKey.input(name), input=name, dim=dim, old=old, new=new,
                          evidence=f"{name} changed shape {_fmt(old)} -> {_fmt(new)}")
         if prev is None:
             # Only step 0 had inputs before: the shape is new to the steady-state graph.
             first = sig[0] if sig else None
-            return Cause("input_shape", f"input:{first[0] if first else '?'}",
+            return Cause("input_shape", FindingKey.input(first[0] if first else None),
                          input=first[0] if first else None, new=first[1] if first else None,
                          evidence="input shapes first seen at the one-off first step")
-        return Cause("input_shape", "input:?", evidence="a new input signature")
+        return Cause("input_shape", FindingKey.input(None), evidence="a new input signature")
     if sites and (sig_id, sites) not in seen_keys:
         earlier = set().union(*[s for (sg, s) in seen_keys if sg == sig_id]) if seen_keys else set()
         new_sites = sorted(sites - earlier) or sorted(sites)
-        return Cause("implicit_sync", f"sync:{new_sites[0]}", site=new_sites[0], evidence=(
+        return Cause("implicit_sync", FindingKey.sync(new_sites[0]), site=new_sites[0], evidence=(
             "same inputs as before, but a host read in this step materialized a tensor, "
             "so the graph at the barrier changed"))
-    return Cause("graph_change", f"graph:{nodes}", evidence=(
+    return Cause("graph_change", FindingKey.graph(nodes), evidence=(
         "same input shapes as an earlier step, different graph"
         + (f" ({nodes} nodes)" if nodes is not None else "")))
 

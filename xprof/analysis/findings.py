@@ -11,8 +11,9 @@ import pandas as pd
 
 from xprof.analysis.advice import ADVICE
 from xprof.analysis.causes import Cause, Signature
-from xprof.analysis.model import Finding
+from xprof.analysis.model import EVAL_KEY, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
+from xprof.analysis.tables import live_reads
 
 _CONDITION = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.*\belse\b")
 
@@ -66,22 +67,22 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
     steady = int(((steps["work"]) & (steps["ordinal"] >= 2)).sum())
     last_barrier = int(steps["i"].max()) if len(steps) else -1
 
-    groups: dict[str, list[int]] = {}
+    groups: dict[FindingKey, list[int]] = {}
     for k, c in enumerate(causes):
         if c.cause != "warmup":
             groups.setdefault(c.key, []).append(k)
 
     # -- host reads (and the compiles they forced) ---------------------------------------
-    live = syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
+    live = live_reads(syncs)
     if len(live):
         live = live[live["step"] <= last_barrier]
         for site, g in live.groupby("site", sort=False):
             site = int(site)
-            ks = groups.pop(f"sync:{site}", [])
+            ks = groups.pop(FindingKey.sync(site), [])
             findings.append(_sync_finding(site, g, compiles, ks, ordinal_of, steady))
-    for key in [k for k in groups if k.startswith("sync:")]:
+    for key in [k for k in groups if k.site is not None]:
         ks = groups.pop(key)
-        site = int(key.split(":", 1)[1])
+        site = int(key.detail)
         g = syncs[syncs["site"] == site]
         if len(g):
             findings.append(_sync_finding(site, g, compiles, ks, ordinal_of, steady))
@@ -102,7 +103,7 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
             findings.append(_fallback_finding(key, c0, rows, steps, ordinal_of, steady))
             continue
         findings.append(Finding(
-            id=key, cause="unknown", kind="unknown",
+            id=str(key), cause="unknown", kind="unknown",
             title=f"{len(ks)} compile{'s' if len(ks) != 1 else ''} xprof could not explain ({ms / 1e3:.2f} s)",
             count=len(ks), compiles=len(ks), seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
             advice=ADVICE["unknown"], evidence=[c0.evidence] if c0.evidence else [], steps=comp_steps,
@@ -113,9 +114,9 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
     return findings
 
 
-def _fallback_finding(key: str, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
+def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
                       ordinal_of: dict[int, int], steady: int) -> Finding:
-    ops = key.split(":", 1)[1].split(",")
+    ops = key.ops
     ms = float(rows["ms"].sum())
     ran = []
     for i, d in zip(steps["i"].tolist(), steps["fallback"].tolist()):
@@ -134,7 +135,7 @@ def _fallback_finding(key: str, c0: Cause, rows: pd.DataFrame, steps: pd.DataFra
     evidence = [c0.evidence] if c0.evidence else []
     evidence.append("each call copies its input to the host and cuts the graph around it")
     return Finding(
-        id=key, cause="cpu_fallback", kind="cpu_fallback", title=title, count=calls, compiles=n,
+        id=str(key), cause="cpu_fallback", kind="cpu_fallback", title=title, count=calls, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["cpu_fallback"],
         evidence=evidence, steps=ran_steps, pattern=pattern,
     )
@@ -183,7 +184,7 @@ def _sync_finding(site: int, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[i
     if len(rows):
         evidence.append(f"{len(rows)} compile(s) forced ({_dur(compile_ms)})")
     return Finding(
-        id=f"sync:{site}", cause="implicit_sync", kind=kind, title=title, count=n, compiles=len(ks),
+        id=str(FindingKey.sync(site)), cause="implicit_sync", kind=kind, title=title, count=n, compiles=len(ks),
         seconds=seconds, compile_seconds=compile_ms / 1e3, execute_seconds=exec_ms / 1e3,
         advice=advice, evidence=evidence, steps=read_steps, file=file, line=line,
         func=str(first["func"]), code=code, via=via if isinstance(via, str) else None,
@@ -268,19 +269,19 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         evidence.append(f"... and {len(ks) - 3} more")
     evidence.append(f"mean compile {ms / max(n, 1):.0f} ms")
     return Finding(
-        id=f"input:{name}", cause="input_shape", kind=kind, title=title, count=n, compiles=n,
+        id=str(FindingKey.input(name)), cause="input_shape", kind=kind, title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE[kind],
         evidence=evidence, steps=comp_steps, input=name, dim=dim,
         shapes=[list(s) for s in shapes], pattern=pattern, what_if=what_if,
     )
 
 
-def _graph_finding(key: str, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
+def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
                    ordinal_of: dict[int, int]) -> Finding:
     ms = float(rows["ms"].sum())
     n = len(rows)
     comp_steps = sorted({int(s) for s in rows["step"]})
-    if key == "eval":
+    if key == EVAL_KEY:
         kind = "eval_pass"
         nodes = {int(v) for v in rows["graph_nodes"].dropna()}
         ran = steps[steps["graph_nodes"].isin(list(nodes))] if nodes else steps.iloc[0:0]
@@ -309,7 +310,7 @@ def _graph_finding(key: str, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
     evidence.append(f"compiled at step{'s' if len(comp_steps) != 1 else ''} "
                     f"{', '.join(str(s) for s in comp_steps[:10])}")
     return Finding(
-        id=key, cause="graph_change", kind=kind, title=title, count=n, compiles=n,
+        id=str(key), cause="graph_change", kind=kind, title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE[kind],
         evidence=evidence, steps=comp_steps, pattern=pattern, severity="info" if kind == "eval_pass"
         else "warning",

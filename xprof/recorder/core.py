@@ -70,6 +70,7 @@ objects, named and deduplicated on the writer thread."""
 
 _STEP = 0
 _SYNC = 1
+_MARK = 2
 
 
 class Observer(Protocol):
@@ -111,6 +112,8 @@ class Recorder:
         self._size_cursor = m.SampleCursor(source, m.GRAPH_SIZE)
         self._xfer_cursor = m.SampleCursor(source, m.TRANSFER_FROM)
         self._compile_buf: list[m.Sample] = []
+        self._steps_written = 0
+        """Step events turned into records: the index of the step a read or mark belongs to."""
         self._exec_pending = 0
         self._xfer_pending = 0
         self._dtypes: dict[Any, str] = {}
@@ -146,23 +149,31 @@ class Recorder:
             self._drain(flush=True)
 
     def _drain(self, flush: bool) -> None:
-        """Turn every queued event into records and write them, in order; never raises."""
+        """Turn the events queued when it is called into records and write them, in order;
+        never raises. Events queued meanwhile wait for the next drain, so a thread that
+        keeps queueing cannot keep the caller here."""
         with self._drain_lock:
             events = self._events
+            left = len(events)
             while True:
                 records: list[dict[str, Any]] = []
                 n = 0
-                while events and n < DRAIN_CHUNK:
+                while left and n < DRAIN_CHUNK:
                     ev = events.popleft()
                     n += 1
+                    left -= 1
                     try:
                         if ev[0] == _STEP:
                             self._step_records(ev, records)
-                        else:
+                        elif ev[0] == _SYNC:
                             self._sync_records(ev, records)
+                        else:
+                            mark = ev[1]
+                            mark["i"] = self._steps_written
+                            records.append(mark)
                     except Exception as exc:
-                        self.error("barrier" if ev[0] == _STEP else "sync hook", exc)
-                last = not events
+                        self.error(("barrier", "sync hook", "mark")[ev[0]], exc)
+                last = not left
                 if self.writer.failed is not None:
                     return
                 if records or (flush and last):
@@ -254,6 +265,23 @@ class Recorder:
             self.error(where, exc)
             return None
 
+    # -- marks -----------------------------------------------------------------------
+
+    def mark(self, kind: str, **fields: Any) -> None:
+        """Add a ``debug`` record of ``kind`` to the step in progress (integrations' marks).
+
+        Safe from any thread: the mark goes through the same ordered queue as the steps,
+        and the writer thread stamps it with the index of the next step it writes, so it
+        lands in the file between the step before it and the step it belongs to (taken
+        from the queue order, not from a counter another thread may be moving). Never raises.
+        """
+        try:
+            self._events.append((_MARK, {"type": "debug", "kind": kind, "i": -1, "t": time.time(), **fields}))
+            if len(self._events) >= WAKE_AT:
+                self._queue_full()  # a thread marking faster than the writer waits for it
+        except Exception as exc:
+            self.error(f"mark {kind}", exc)
+
     # -- the hooks' side: barriers ---------------------------------------------------
 
     def on_barrier(self, tb: float, before: tuple[int, int], kind: str) -> None:
@@ -323,8 +351,7 @@ class Recorder:
                      deferred: bool) -> None:
         """Any thread: one host read of an XLA tensor, with the counters around it."""
         thread = None if threading.get_ident() == self.owner else threading.current_thread().name
-        self._events.append((_SYNC, self.step - 1 if deferred else self.step, kind, site, t0, t1,
-                             before, after, deferred, thread))
+        self._events.append((_SYNC, kind, site, t0, t1, before, after, deferred, thread))
         if len(self._events) >= WAKE_AT:
             self._queue_full()
 
@@ -338,6 +365,7 @@ class Recorder:
 
     def _step_records(self, ev: tuple[Any, ...], out: list[dict[str, Any]]) -> None:
         _, i, t0, tb, t1, kind, before, names, vals, inputs, extra = ev
+        self._steps_written = i + 1
         snap = {n: v for n, v in zip(names, vals) if v}
         d = m.delta(snap, self._prev)
         self._prev = snap
@@ -412,7 +440,11 @@ class Recorder:
         return sid
 
     def _sync_records(self, ev: tuple[Any, ...], out: list[dict[str, Any]]) -> None:
-        _, i, kind, site, t0, t1, before, after, deferred, thread = ev
+        _, kind, site, t0, t1, before, after, deferred, thread = ev
+        # The step a read belongs to is where it sits in the queue, after the barriers of
+        # the steps before it. A read in a step closure runs inside a barrier, before that
+        # barrier's step is queued, and belongs to the step before.
+        i = self._steps_written - 1 if deferred else self._steps_written
         self.syncs += 1
         rec: dict[str, Any] = {"type": "sync", "i": i, "site": self._intern_site(kind, site, out),
                                "t0": t0, "t1": t1}

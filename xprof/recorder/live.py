@@ -30,6 +30,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from xprof.runfile import is_fallback_counter
+
 WARMUP_STEPS = 2
 """Steps that ran a graph before the steady state (the analysis' ``WARMUP_STEPS``)."""
 
@@ -219,7 +221,7 @@ class LiveNotices:
         at_barrier = [x for x in compiles if x.get("at") != "step"]
         barrier_s = sum(float(x.get("ns") or 0) / 1e9 for x in at_barrier)
         n_barrier = len(at_barrier) or (1 if rec.get("bu") else 0)
-        fallback = [k for k in c if k.startswith("aten::") and k != "aten::_local_scalar_dense"]
+        fallback = [k for k in c if is_fallback_counter(k)]
         new_ops = [k for k in fallback if k not in self._seen_fallback]
         for comp in compiles:
             self._compiles += 1
