@@ -143,7 +143,10 @@ def test_interleaved_eval_pass(scenario: Any) -> None:
     f = a.findings[0]
     assert f.pattern == "every 4 training steps"
     assert f.severity == "info"
-    assert a.totals.steps == 12 + 3 * 2
+    # Eval barriers (grad disabled, no optimizer step) are counted apart from training steps.
+    assert a.totals.steps == 12
+    assert a.totals.eval_steps == 3 * 2
+    assert a.totals.barriers == 12 + 3 * 2
 
 
 def test_two_causes_are_two_findings(scenario: Any) -> None:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from xprof.analysis import causes as _causes
 from xprof.analysis import findings as _findings
+from xprof.analysis import steps as _steps
 from xprof.analysis import tables
 from xprof.analysis.model import CAUSES, WARMUP_STEPS, Analysis, Finding, Totals
 from xprof.runfile import Run, gc_paused, load_run
@@ -32,11 +33,12 @@ def analyze(run: Run) -> Analysis:
 def _analyze(run: Run) -> Analysis:
     run, dropped = _consistent(run)
     steps = tables.step_table(run)
+    _steps.assign(steps)
     syncs = tables.sync_table(run)
     compiles = tables.compile_table(run, steps, syncs)
     inputs = tables.input_table(run)
     steps["graph_nodes"] = tables.barrier_graph_nodes(run, steps)
-    steps["warmup"] = steps["work"] & (steps["ordinal"] < WARMUP_STEPS)
+    steps["warmup"] = (steps["phase"] == "train") & (steps["ordinal"] >= 0) & (steps["ordinal"] < WARMUP_STEPS)
     exec_ms, sync_exec, execute_s = tables.attribute_executions(run, steps, syncs)
     steps["execute_ms"] = exec_ms
     steps["sync_execute_ms"] = sync_exec
@@ -53,7 +55,7 @@ def _analyze(run: Run) -> Analysis:
 
     compiles["graph_hash"] = _debug_hashes(run, len(compiles))
     sigs = _causes.signatures(inputs)
-    found = _causes.attribute(steps, compiles, syncs, sigs)
+    found = _causes.attribute(steps, compiles, syncs, sigs, run.sites)
     compiles["cause"] = [c.cause for c in found]
     compiles["finding"] = [c.key for c in found]
     compiles["input"] = [c.input for c in found]
@@ -72,7 +74,7 @@ def _analyze(run: Run) -> Analysis:
     else:
         syncs["kind"] = pd.Series(dtype=object)
         syncs["exec_ms"] = pd.Series(dtype=float)
-    findings = _findings.build(steps, compiles, found, syncs, sigs)
+    findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites)
     totals = _totals(run, steps, compiles, syncs, execute_s, found)
     notes = _notes(run, steps, syncs, totals)
     if dropped:
@@ -130,8 +132,9 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     cached = int(steps["cached"].sum()) + int(tail.get(tables.CACHED, 0))
     executions = int(steps["executions"].sum()) + int(tail.get(tables.EXECUTE, 0))
     transfers = int(steps["transfers"].sum()) + int(tail.get(tables.TO_CPU, 0))
-    work = steps[steps["work"]]
-    n_work = len(work)
+    work = steps[steps["work"] & (steps["ordinal"] >= 0)]
+    n_work = _steps.training_steps(steps)
+    graph_barriers = int(steps["work"].sum())
     warm = sum(1 for c in found if c.cause == "warmup")
     # Compiles without a recorded event (the CompileTime ring dropped it) count as recompiles
     # only when they happened after warm-up.
@@ -166,7 +169,8 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
         distinct_graphs=(int(compiles["graph_hash"].nunique()) if len(compiles)
                          and compiles["graph_hash"].notna().all() else uncached),
         executions=executions, syncs=len(live),
-        deferred_reads=len(syncs) - len(live), extra_executions=max(executions - n_work, 0),
+        deferred_reads=len(syncs) - len(live), extra_executions=max(executions - graph_barriers, 0),
+        eval_steps=_steps.eval_steps(steps),
         transfers=transfers, fallback_ops=fallback, complete=run.complete, status=status,
         exception=(run.end or {}).get("exception"), profiler_errors=len(run.errors),
         step_ms_median=_pct(steady["step_ms"], 50), step_ms_p95=_pct(steady["step_ms"], 95),

@@ -13,7 +13,8 @@ import pandas as pd
 
 from xprof.runfile import Run
 
-CAUSES = ("warmup", "input_shape", "implicit_sync", "graph_change", "cpu_fallback", "unknown")
+CAUSES = ("warmup", "input_shape", "implicit_sync", "data_dependent", "step_closure", "library",
+          "dynamo", "graph_change", "cpu_fallback", "unknown")
 """Every uncached compile gets exactly one of these causes (docs/diagnosis.md)."""
 
 WARMUP_STEPS = 2
@@ -80,7 +81,8 @@ class Finding:
 @dataclass
 class Totals:
     steps: int
-    """Step barriers that ran a graph (training steps)."""
+    """Training steps (docs/diagnosis.md: an optimizer step and the barriers it spans; in a
+    loop without an optimizer, each barrier that ran a graph)."""
     barriers: int
     """All step barriers, including empty ones (MpDeviceLoader syncs at epoch edges)."""
     wall_seconds: float
@@ -97,7 +99,7 @@ class Totals:
     """Host reads that forced the device (deferred step-closure reads excluded)."""
     deferred_reads: int
     extra_executions: int
-    """Executions beyond one per training step (caused by syncs)."""
+    """Executions beyond one per barrier that ran a graph (caused by syncs)."""
     transfers: int
     """Device-to-host transfers (``xla::_to_cpu``)."""
     fallback_ops: dict[str, int]
@@ -113,6 +115,8 @@ class Totals:
     execute_ms_p95: float | None
     compile_share: float
     """compile_seconds / wall_seconds."""
+    eval_steps: int = 0
+    """Barriers that ran a graph with grad disabled and no optimizer step (eval passes)."""
 
 
 @dataclass
@@ -158,6 +162,7 @@ class Analysis:
             "status": t.status,
             "steps": t.steps,
             "barriers": t.barriers,
+            "eval_steps": t.eval_steps,
             "compiles": t.compiles,
             "recompiles": t.recompiles,
             "cached_compiles": t.cached_compiles,

@@ -57,17 +57,19 @@ def step_table(run: Run) -> pd.DataFrame:
         "t1": np.asarray(_col(steps, "t1", 0.0), dtype=float),
         "barrier": _col(steps, "barrier", "sync"),
         "sig": pd.array(_col(steps, "sig", None), dtype="Int64"),
+        "site": pd.array([v if isinstance(v, int) else None for v in _col(steps, "site", None)],
+                         dtype="Int64"),
         "uncached": counter(UNCACHED),
         "cached": counter(CACHED),
         "barrier_uncached": np.asarray(_col(steps, "bu"), dtype=np.int64),
         "barrier_cached": np.asarray(_col(steps, "bc"), dtype=np.int64),
         "executions": counter(EXECUTE),
         "transfers": counter(TO_CPU),
+        "opt": np.asarray(_col(steps, "o"), dtype=np.int64),
+        "nograd": np.asarray([bool(v) for v in _col(steps, "ng", 0)], dtype=bool),
     })
     df["work"] = (df["barrier_uncached"] + df["barrier_cached"]) > 0
     df["step_ms"] = (df["t1"] - df["t0"]) * 1e3
-    # Ordinal among steps that ran a graph: warm-up is counted in these, not in barriers.
-    df["ordinal"] = np.where(df["work"], df["work"].cumsum() - 1, -1)
     df["fallback"] = _fallback_counts(steps)
     return df
 
@@ -102,7 +104,7 @@ def _step_index_by_time(df: pd.DataFrame, times: np.ndarray) -> np.ndarray:
 
 def sync_table(run: Run) -> pd.DataFrame:
     cols = ["step", "t0", "t1", "ms", "site", "access", "file", "line", "func", "code", "via",
-            "deferred", "uncached", "cached", "executions", "thread"]
+            "deferred", "uncached", "cached", "executions", "thread", "inner"]
     if not run.syncs:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     sites = run.sites
@@ -115,7 +117,7 @@ def sync_table(run: Run) -> pd.DataFrame:
             int(s.get("site", -1)), str(site.get("kind", "?")), str(site.get("file", "?")),
             int(site.get("line", 0) or 0), str(site.get("func", "?")), str(site.get("code", "")),
             site.get("via"), bool(s.get("deferred", False)), int(s.get("u", 0)),
-            int(s.get("c", 0)), int(s.get("x", 0)), s.get("thread"),
+            int(s.get("c", 0)), int(s.get("x", 0)), s.get("thread"), site.get("inner"),
         ))
     return pd.DataFrame(rows, columns=cols)
 

@@ -78,8 +78,15 @@ class Recorder:
         self._dtypes: dict[Any, str] = {}
         self._batch_ids: set[int] = set()
         self._sigs: dict[tuple[InputEntry, ...], int] = {}
-        self._sites: dict[tuple[str, str, int, str, str | None], int] = {}
+        self._sites: dict[tuple[str, str, int, str, str | None, str | None], int] = {}
         self._prev: dict[str, int] = {}
+        self._opt_steps = 0
+        """Optimizer steps (``torch.optim`` post hook) since the last barrier."""
+        self.barrier_frame: Any = None
+        """The caller of the barrier in progress (set by the barrier hook): its site is
+        recorded only when the barrier compiled, so the stack is walked only then."""
+        self.grad_enabled: Any = None
+        """``torch.is_grad_enabled``, set by ``watch()``: read once per barrier."""
         self._t0 = 0.0
         self._stopped = threading.Event()
         self._flusher: threading.Thread | None = None
@@ -194,6 +201,7 @@ class Recorder:
     def on_barrier(self, tb: float, before: tuple[int, int], kind: str) -> None:
         """A step barrier just finished: close the step in progress and start the next."""
         t1 = time.time()
+        frame, self.barrier_frame = self.barrier_frame, None  # never keep the user's frame alive
         with self.lock:
             snap = self.counters.snapshot()
             if snap.get(m.UNCACHED, 0) != self._prev.get(m.UNCACHED, 0):
@@ -204,13 +212,18 @@ class Recorder:
                                    "t1": t1, "barrier": kind}
             if d:
                 rec["c"] = d
-            bu = snap.get(m.UNCACHED, 0) - before[0]
-            bc = snap.get(m.CACHED, 0) - before[1]
+            bu = m.increase(snap.get(m.UNCACHED, 0), before[0])
+            bc = m.increase(snap.get(m.CACHED, 0), before[1])
             if bu:
                 rec["bu"] = bu
+            if bu or d.get(m.UNCACHED):
+                self._barrier_site(rec, frame)
             if bc:
                 rec["bc"] = bc
-            if self._inputs:
+            self._step_evidence(rec, kind)
+            if self._inputs and (bu or bc) and kind != "dynamo":
+                # An empty barrier (torch_xla.compile's entry sync, a loader's first next())
+                # runs nothing: the inputs moved before it feed the next barrier's graph.
                 rec["sig"] = self._intern_sig()
             if d.get(m.UNCACHED):
                 for ts, ns in self._compile_cursor.new():
@@ -224,6 +237,25 @@ class Recorder:
             self._write(rec, flush=bool(bu))
             self.step += 1
             self._t0 = t1
+
+    def on_optimizer_step(self) -> None:
+        """An ``optimizer.step()`` finished (any optimizer, any caller): one counter bump."""
+        self._opt_steps += 1
+
+    def _barrier_site(self, rec: dict[str, Any], frame: Any) -> None:
+        """Where a barrier that compiled was asked for (a library's logging, the user's line)."""
+        if frame is not None:
+            rec["site"] = self._intern_site("barrier", self.frames.user_site(frame))
+
+    def _step_evidence(self, rec: dict[str, Any], kind: str) -> None:
+        """What tells a training step from the other barriers: optimizer steps since the
+        last barrier (``o``) and grad mode at the barrier (``ng`` when disabled)."""
+        if self._opt_steps:
+            rec["o"] = self._opt_steps
+            self._opt_steps = 0
+        grad = self.grad_enabled
+        if grad is not None and not grad():
+            rec["ng"] = 1
 
     def _flush_samples(self) -> None:
         self._exec_pending = 0
@@ -248,6 +280,17 @@ class Recorder:
             for name, t in leaves:
                 self._add_input(name, t, source)
                 self._batch_ids.add(id(t))
+
+    def on_call_args(self, leaves: list[tuple[str, Any]]) -> None:
+        """The tensor arguments of a ``torch_xla.compile`` call: inputs of the step it runs.
+
+        A tensor already recorded under the same name and shape (moved just before the
+        call) is not added twice."""
+        with self.lock:
+            have = {(name, shape) for name, shape, _, _ in self._inputs}
+            for name, t in leaves:
+                if (name, tuple(t.shape)) not in have:
+                    self._add_input(name, t, "arg")
 
     def is_batch_leaf(self, tensor: Any) -> bool:
         """Already recorded as a leaf of this step's loader batch (so ``.to`` adds nothing)."""
@@ -294,7 +337,7 @@ class Recorder:
             self.syncs += 1
             rec: dict[str, Any] = {"type": "sync", "i": self.step - 1 if deferred else self.step,
                                    "site": self._intern_site(kind, site), "t0": t0, "t1": t1}
-            du, dc, dx = (a - b for a, b in zip(after, before))
+            du, dc, dx = (m.increase(a, b) for a, b in zip(after, before))
             if du:
                 rec["u"] = du
             if dc:
@@ -308,12 +351,18 @@ class Recorder:
             self._write(rec, flush=False)
 
     def _intern_site(self, kind: str, site: Site | None) -> int:
-        file, line, func, via = (site.file, site.line, site.func, site.via) if site else ("?", 0, "?", None)
-        key = (kind, file, line, func, via)
+        file, line, func, via, inner = ((site.file, site.line, site.func, site.via, site.inner) if site
+                                        else ("?", 0, "?", None, None))
+        key = (kind, file, line, func, via, inner)
         sid = self._sites.get(key)
         if sid is None:
             sid = len(self._sites)
             self._sites[key] = sid
-            self._write({"type": "site", "id": sid, "kind": kind, "file": file, "line": line,
-                         "func": func, "via": via, "code": site.code() if site else ""}, flush=False)
+            rec = {"type": "site", "id": sid, "kind": kind, "file": file, "line": line,
+                   "func": func, "via": via, "code": site.code() if site else ""}
+            if inner:
+                rec["inner"] = inner
+            if site is not None and site.chain:
+                rec["chain"] = list(site.chain)
+            self._write(rec, flush=False)
         return sid

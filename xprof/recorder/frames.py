@@ -45,9 +45,18 @@ class Site:
     func: str
     via: str | None
     """The library function the user's line called that did the read, if any."""
+    inner: str | None = None
+    """The innermost installed-library function on the way (``transformers.trainer.Trainer.
+    _maybe_log_save_evaluate``), when it is not ``via`` itself."""
+    chain: tuple[str, ...] = ()
+    """Installed-library functions between the read and the user's line, innermost first
+    (at most :data:`CHAIN_LIMIT`): which library mechanism did the read."""
 
     def code(self) -> str:
         return linecache.getline(self.file, self.line).strip()
+
+
+CHAIN_LIMIT = 8
 
 
 class FrameClassifier:
@@ -90,14 +99,25 @@ class FrameClassifier:
         """
         first_outside: FrameType | None = None
         last_library: FrameType | None = None
+        innermost: FrameType | None = None
+        chain: list[FrameType] = []
         f = frame
         n = 0
         while f is not None and n < limit:
             k = self.kind(f.f_code.co_filename)
             if k == 0:
-                return Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name, _via(last_library))
+                via = _via(last_library)
+                inner = _via(innermost)
+                names = tuple(n for n in (_via(c) for c in chain) if n)
+                return Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name, via,
+                            inner if inner != via else None, names)
             if k == 1 and first_outside is None:
                 first_outside = f
+            if k == 1 and "-packages" in f.f_code.co_filename:
+                if innermost is None:
+                    innermost = f
+                if len(chain) < CHAIN_LIMIT:
+                    chain.append(f)
             last_library = f
             f = f.f_back
             n += 1

@@ -173,6 +173,9 @@ class watch:
         try:
             hooks.install_barrier(rec, self._patches, torch_xla._XLAC)
             hooks.install_closures(rec, self._patches, xm)
+            self._install_optional("optimizer hook", hooks.install_optimizer_steps, rec, torch)
+            if self.syncs:
+                self._install_optional("data-dependent hooks", hooks.install_data_dependent, rec, torch)
             if self.syncs or self.inputs:
                 hooks.install_host_reads(rec, self._patches, torch.Tensor, reads=self.syncs,
                                          inputs=self.inputs)
@@ -182,6 +185,13 @@ class watch:
             # A torch_xla whose internals moved: record less rather than break training.
             rec.error("install hooks", exc)
         rec.start()
+
+    def _install_optional(self, where: str, install: Any, rec: Recorder, torch: Any) -> None:
+        """Hooks that only add evidence: a failure records an error and nothing more."""
+        try:
+            install(rec, self._patches, torch)
+        except Exception as exc:
+            rec.error(where, exc)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

@@ -1,0 +1,77 @@
+"""Library mechanisms: one finding per mechanism, not one per user line or read method.
+
+A read or a compiling barrier that happened inside an installed library carries the
+library functions it went through (the site's ``chain``, innermost first, and ``via``, the
+outermost). A few mechanisms are known by the function that drives them, with what the
+library offers to avoid the cost; any other library function groups its own reads (the
+innermost library function at the same user line is one mechanism).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    key: str
+    kind: str
+    what: str
+    advice: str
+
+
+_HF_LOGGING = Mechanism(
+    key="lib:hf_trainer_logging", kind="hf_trainer_logging",
+    what="The Trainer's logging",
+    advice=(
+        "transformers.Trainer reads the running loss (and the grad norm) on the host at every "
+        "logging step, in Trainer._maybe_log_save_evaluate: on XLA it syncs, gathers the loss "
+        "with xm.mesh_reduce and compiles a small graph for it. Raise TrainingArguments."
+        "logging_steps (logging_strategy=\"steps\") so it happens rarely; keep "
+        "include_num_input_tokens_seen off and skip grad-norm logging (max_grad_norm=0 stops "
+        "clipping, and with it the norm read) if you do not need them."),
+)
+
+_KNOWN: tuple[tuple[str, Mechanism], ...] = (
+    ("transformers.trainer.Trainer._maybe_log_save_evaluate", _HF_LOGGING),
+    ("transformers.trainer.Trainer._finalize_training", Mechanism(
+        key="lib:hf_trainer_final", kind="hf_trainer_final", what="The Trainer's end of training",
+        advice="Once at the end of training (the final loss): nothing to change.")),
+)
+
+
+def mechanism(site: dict[str, Any] | None) -> Mechanism | None:
+    """The known library mechanism a site went through, if any."""
+    if not site:
+        return None
+    names = list(site.get("chain") or [])
+    for extra in (site.get("inner"), site.get("via")):
+        if isinstance(extra, str):
+            names.append(extra)
+    for name in names:
+        if not isinstance(name, str):
+            continue
+        for prefix, mech in _KNOWN:
+            if name.startswith(prefix):
+                return mech
+    return None
+
+
+def group_key(site_id: int, site: dict[str, Any] | None) -> str:
+    """The finding a site's reads and compiles belong to: a known mechanism, else the
+    innermost library function at that user line, else the site itself."""
+    mech = mechanism(site)
+    if mech is not None:
+        return mech.key
+    if site and site.get("via"):
+        inner = site.get("inner") or site.get("via")
+        return f"lib:{inner}@{site.get('file')}:{site.get('line')}"
+    return f"sync:{site_id}"
+
+
+def known(key: str) -> Mechanism | None:
+    for _, mech in _KNOWN:
+        if mech.key == key:
+            return mech
+    return None
