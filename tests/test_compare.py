@@ -154,7 +154,9 @@ def test_more_than_two_runs_gives_a_trend() -> None:
     assert [r["name"] for r in doc["runs"]] == ["padded_fixed", "padded_longest", "item_every_step"]
     assert len(doc["comparisons"]) == 2
     assert len(doc["trend"]["recompiles"]) == 3
-    assert {v["run"] for v in doc["gate"]["violations"]} == {"padded_longest", "item_every_step"}
+    # item_every_step recompiles nothing after warm-up (its .item() graph compiles in the
+    # first two steps): only the padded run breaks the gate.
+    assert {v["run"] for v in doc["gate"]["violations"]} == {"padded_longest"}
     code, out, _ = cli(sample("padded_fixed"), sample("padded_longest"), sample("item_every_step"))
     assert "Trend against padded_fixed" in out
 

@@ -54,6 +54,8 @@ class Run:
     """``(end_unix_s, duration_ns)`` TransferFromDeviceTime samples, from ``xfer`` records."""
     errors: list[dict[str, Any]] = field(default_factory=list)
     debug: list[dict[str, Any]] = field(default_factory=list)
+    dynamo: list[dict[str, Any]] = field(default_factory=list)
+    """``dynamo`` records: torch._dynamo's failed guards (why torch.compile recompiled)."""
     end: dict[str, Any] | None = None
     skipped_lines: int = 0
     truncated_tail: bool = False
@@ -221,6 +223,14 @@ def _add_error(run: Run, rec: dict[str, Any]) -> bool:
     return True
 
 
+def _add_dynamo(run: Run, rec: dict[str, Any]) -> bool:
+    failures = rec.get("guard_failures")
+    if not isinstance(failures, list):
+        return False
+    run.dynamo.extend(f for f in failures if isinstance(f, dict))
+    return True
+
+
 def _add_debug(run: Run, rec: dict[str, Any]) -> bool:
     run.debug.append(rec)
     return True
@@ -234,7 +244,7 @@ def _add_end(run: Run, rec: dict[str, Any]) -> bool:
 _ADDERS: dict[str, Callable[[Run, dict[str, Any]], bool]] = {
     "step": _add_step, "sync": _add_sync, "site": _add_site, "sig": _add_sig,
     "compile": _add_compile, "exec": _add_exec, "xfer": _add_xfer,
-    "graph_sizes": _add_graph_sizes, "error": _add_error, "debug": _add_debug, "end": _add_end,
+    "graph_sizes": _add_graph_sizes, "error": _add_error, "debug": _add_debug, "dynamo": _add_dynamo, "end": _add_end,
 }
 """Record type -> the function that files it (a dict lookup per line, not an if-chain)."""
 

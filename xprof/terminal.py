@@ -114,6 +114,9 @@ def render_summary(analysis: Analysis, console: Console) -> None:
         if len(findings) > MAX_FINDINGS:
             console.print(Text(f"… and {len(findings) - MAX_FINDINGS} more in the HTML report "
                                f"(xprof report {run.path})", style="dim"))
+    folded = prose.minor_line(analysis)
+    if folded:
+        console.print(Text(folded, style="dim"))
     for note in analysis.notes:
         console.print(Text(f"note: {note}", style="dim"))
 

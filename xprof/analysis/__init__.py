@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,7 @@ from xprof.analysis import causes as _causes
 from xprof.analysis import findings as _findings
 from xprof.analysis import steps as _steps
 from xprof.analysis import tables
-from xprof.analysis.model import CAUSES, WARMUP_STEPS, Analysis, Finding, Totals
+from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals
 from xprof.runfile import Run, gc_paused, load_run
 
 __all__ = ["CAUSES", "WARMUP_STEPS", "Analysis", "Finding", "Totals", "analyze", "analyze_path"]
@@ -54,6 +55,7 @@ def _analyze(run: Run) -> Analysis:
         steps["deferred_reads"] = 0
 
     compiles["graph_hash"] = _debug_hashes(run, len(compiles))
+    _debug_evidence(run, compiles)
     sigs = _causes.signatures(inputs)
     found = _causes.attribute(steps, compiles, syncs, sigs, run.sites)
     compiles["cause"] = [c.cause for c in found]
@@ -74,8 +76,10 @@ def _analyze(run: Run) -> Analysis:
     else:
         syncs["kind"] = pd.Series(dtype=object)
         syncs["exec_ms"] = pd.Series(dtype=float)
-    findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites)
+    findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo)
     totals = _totals(run, steps, compiles, syncs, execute_s, found)
+    for f in findings:
+        f.minor = f.seconds < MINOR_SHARE * totals.wall_seconds
     notes = _notes(run, steps, syncs, totals)
     if dropped:
         notes.append(dropped)
@@ -106,6 +110,33 @@ def _consistent(run: Run) -> tuple[Run, str]:
         parts.append(f"{len(run.compiles) - len(compiles)} compile record(s) without their step")
     note = f"Ignored {' and '.join(parts)} (a file cut off mid-step, or damaged)."
     return dataclasses.replace(run, steps=steps, compiles=compiles), note
+
+
+def _debug_evidence(run: Run, compiles: pd.DataFrame) -> None:
+    """torch_xla's own reason and frames for each compile (``debug_reason``, ``debug_where``,
+    ``debug_dynamo``), from ``xprof run``'s capture.
+
+    Matched by order, and only when the capture saw as many compiles as the run recorded
+    (as for the hashes), so a partial capture never lends one compile another's reason.
+    """
+    entries = [d for d in run.debug if d.get("kind") == "compile"]
+    n = len(compiles)
+    reasons: list[str | None] = [None] * n
+    wheres: list[str | None] = [None] * n
+    dyn = [False] * n
+    if n and len(entries) == n:
+        for k, d in enumerate(entries):
+            frames = [f for f in d.get("frames") or [] if isinstance(f, list) and len(f) == 3]
+            reasons[k] = str(d.get("cause") or "") or None
+            dyn[k] = d.get("cause_kind") == "dynamo" or any("/_dynamo/" in str(f[1]) for f in frames[:3])
+            user = [f for f in d.get("user_frames") or [] if isinstance(f, list) and len(f) == 3]
+            lib = [f for f in frames if "-packages" in str(f[1]) and "/torch" not in str(f[1])]
+            pick = user[0] if user else (lib[0] if lib else None)
+            if pick is not None:
+                wheres[k] = f"{pick[0]} ({os.path.basename(str(pick[1]))}:{pick[2]})"
+    compiles["debug_reason"] = reasons
+    compiles["debug_where"] = wheres
+    compiles["debug_dynamo"] = dyn
 
 
 def _debug_hashes(run: Run, n: int) -> list[str | None]:

@@ -107,6 +107,11 @@ ADVICE = {
         "(drop_last=True, pad to a fixed length), or mark the varying dim with "
         "torch._dynamo.mark_dynamic."
     ),
+    "unknown_debugged": (
+        "xprof could not tell why this compiled from what it recorded; torch_xla's own reason "
+        "and frames (captured by `xprof run`) are in the evidence. Look at that line for a "
+        "tensor read or a shape that changes."
+    ),
     "unknown": (
         "xprof could not tell why this compiled. Run under `xprof run` (torch_xla's own "
         "compile analysis is captured) or record inputs by passing batches through a "

@@ -139,15 +139,16 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     for k, step in enumerate(compiles["step"].to_numpy()):
         by_step.setdefault(int(step), []).append(k)
     rows = _compile_rows(compiles)
+    dynamo_steps = {int(compiles["step"].iat[k]) for k, r in enumerate(rows) if r["debug_dynamo"]}
     result: dict[int, Cause] = {}
     empty: frozenset[int] = frozenset()
     ctx = _Context(syncs=syncs, sigs=sigs, train_nodes=train_nodes, seen_nodes=seen_nodes,
                    seen_keys=seen_keys, sites=site_info or {})
     prev_kind = ""
 
-    for step_i, sig_id, ordinal, user_step, phase, kind, bsite, work, fallback_d, nodes in zip(
+    for step_i, sig_id, ordinal, user_step, dz, phase, kind, bsite, work, fallback_d, nodes in zip(
             steps["i"].tolist(), _optional_ints(steps["sig"]), steps["ordinal"].tolist(),
-            steps["user_step"].tolist(),
+            steps["user_step"].tolist(), steps["dynamo_graphs"].tolist(),
             steps["phase"].tolist(), steps["barrier"].tolist(), _optional_ints(steps["site"]),
             steps["work"].tolist(), steps["fallback"].tolist(), _optional_ints(steps["graph_nodes"])):
         sites = sites_by_step.get(step_i, empty)
@@ -156,7 +157,8 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
             fallback = set(fallback_d)
             step = _StepFacts(ordinal=ordinal, phase=phase, sig_id=sig_id, sites=sites,
                               dd_sites=dd_by_step.get(step_i, []),
-                              dynamo=kind == "dynamo" or prev_kind == "dynamo", barrier_site=bsite)
+                              dynamo=kind == "dynamo" or prev_kind == "dynamo" or dz > 0 or step_i in dynamo_steps,
+                              barrier_site=bsite)
             for k in ks:
                 c = rows[k]
                 if (ordinal == 1 and phase == "train" and c["at"] == "barrier" and sig_id is not None
@@ -184,7 +186,13 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
         if fallback_d:
             seen_fallback.update(fallback_d)
         prev_kind = kind
-    return [result[k] for k in range(len(compiles))]
+    out = [result[k] for k in range(len(compiles))]
+    for k, found_k in enumerate(out):
+        if found_k.cause == "unknown" and rows[k]["debug_reason"]:
+            where = rows[k]["debug_where"]
+            found_k.evidence = (f"{found_k.evidence}; torch_xla says: \"{rows[k]['debug_reason']}\""
+                          + (f" at {where}" if where else ""))
+    return out
 
 
 @dataclass
@@ -226,8 +234,15 @@ def _optional_ints(column: pd.Series) -> list[int | None]:
 
 def _compile_rows(compiles: pd.DataFrame) -> list[dict[str, Any]]:
     """The columns :func:`_one` reads, one dict per compile (``compiles.iloc[k]`` is slow)."""
-    return [{"at": at, "sync_row": sync_row, "graph_nodes": nodes} for at, sync_row, nodes in zip(
-        compiles["at"].tolist(), compiles["sync_row"].tolist(), compiles["graph_nodes"].tolist())]
+    n = len(compiles)
+    reasons = compiles["debug_reason"].tolist() if "debug_reason" in compiles else [None] * n
+    wheres = compiles["debug_where"].tolist() if "debug_where" in compiles else [None] * n
+    dyn = compiles["debug_dynamo"].tolist() if "debug_dynamo" in compiles else [False] * n
+    return [{"at": at, "sync_row": sync_row, "graph_nodes": nodes, "debug_reason": r, "debug_where": w,
+             "debug_dynamo": bool(d)}
+            for at, sync_row, nodes, r, w, d in zip(
+                compiles["at"].tolist(), compiles["sync_row"].tolist(), compiles["graph_nodes"].tolist(),
+                reasons, wheres, dyn)]
 
 
 def _first_graph_was_steady(steps: pd.DataFrame, first: tuple[int | None, int | None]) -> bool:
@@ -283,6 +298,10 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
             "most likely input shapes changed"))
     if sig_id not in seen_sigs:
         return _shape_cause(sig_id, seen_sig_list, ctx)
+    if step.dynamo:
+        return Cause("dynamo", "dynamo", evidence=(
+            "torch.compile traced a graph again in this step (same input shapes as before), "
+            "so the step graph changed with it"))
     sites = step.sites
     seen_keys = ctx.seen_keys
     if sites and (sig_id, sites) not in seen_keys:

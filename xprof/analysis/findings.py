@@ -72,7 +72,8 @@ def _pattern(ordinals: list[int], steady_steps: int) -> str | None:
 
 
 def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], syncs: pd.DataFrame,
-          sigs: dict[int, Signature], sites: dict[int, dict[str, Any]] | None = None) -> list[Finding]:
+          sigs: dict[int, Signature], sites: dict[int, dict[str, Any]] | None = None,
+          dynamo_guards: list[dict[str, Any]] | None = None) -> list[Finding]:
     findings: list[Finding] = []
     ordinal_of = dict(zip(steps["i"].astype(int).tolist(), steps["user_step"].astype(int).tolist()))
     steady = int(steps.loc[steps["work"] & (steps["ordinal"] >= 2), "ordinal"].nunique())
@@ -95,8 +96,11 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
             groups.setdefault(nk, []).extend(groups.pop(key))
     keys_of = syncs["site"].map(lambda v: gkey(int(v))) if len(syncs) else pd.Series(dtype=object)
     live_mask = ~syncs["deferred"].astype(bool) if len(syncs) else pd.Series(dtype=bool)
+    dynamo_reads = syncs.iloc[0:0]
     if len(syncs):
         live = syncs[live_mask & (syncs["step"] <= last_barrier)]
+        dynamo_reads = live[keys_of[live.index] == "dynamo"]
+        live = live[keys_of[live.index] != "dynamo"]
         for key, g in live.groupby(keys_of[live.index], sort=False):
             ks = groups.pop(str(key), [])
             findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady))
@@ -129,13 +133,14 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
             findings.append(_closure_finding(key, c0, rows, syncs))
             continue
         if c0.cause == "dynamo":
-            findings.append(_dynamo_finding(key, c0, rows, ordinal_of))
+            findings.append(_dynamo_finding(key, c0, rows, dynamo_reads, dynamo_guards or []))
             continue
         findings.append(Finding(
             id=key, cause="unknown", kind="unknown",
             title=f"{len(ks)} compile{'s' if len(ks) != 1 else ''} xprof could not explain ({ms / 1e3:.2f} s)",
             count=len(ks), compiles=len(ks), seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
-            advice=ADVICE["unknown"], evidence=[c0.evidence] if c0.evidence else [], steps=comp_steps,
+            advice=ADVICE["unknown_debugged" if "torch_xla says" in c0.evidence else "unknown"],
+            evidence=[c0.evidence] if c0.evidence else [], steps=comp_steps,
             pattern=_pattern([ordinal_of.get(s, 0) for s in comp_steps], steady),
         ))
 
@@ -460,13 +465,22 @@ def _closure_finding(key: str, c0: Cause, rows: pd.DataFrame, syncs: pd.DataFram
     )
 
 
-def _dynamo_finding(key: str, c0: Cause, rows: pd.DataFrame, ordinal_of: dict[int, int]) -> Finding:
+def _dynamo_finding(key: str, c0: Cause, rows: pd.DataFrame, reads: pd.DataFrame,
+                    guards: list[dict[str, Any]]) -> Finding:
     ms = float(rows["ms"].sum())
     n = len(rows)
     comp_steps = sorted({int(s) for s in rows["step"]})
-    title = (f"torch.compile (dynamo) traced and compiled {n} graph{'s' if n != 1 else ''} after warm-up: "
-             f"{ms / 1e3:.2f} s")
+    reasons = [str(r) for g in guards for r in g.get("reasons") or []]
+    why = f" (guard failed: {reasons[0].splitlines()[0][:120]})" if reasons else ""
+    title = (f"torch.compile (dynamo) traced and compiled {n} graph{'s' if n != 1 else ''} after warm-up"
+             f"{why}: {ms / 1e3:.2f} s")
     evidence = [c0.evidence] if c0.evidence else []
+    for g in guards[:3]:
+        for r in (g.get("reasons") or [])[:3]:
+            evidence.append(f"dynamo recompiled {g.get('func')}() ({os.path.basename(str(g.get('file')))}:"
+                            f"{g.get('line')}): {str(r).splitlines()[0][:200]}")
+    if len(reads):
+        evidence.append(f"{len(reads)} host read(s) made by torch.compile itself while tracing (not the user's code)")
     return Finding(
         id=key, cause="dynamo", kind="dynamo_recompile", title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["dynamo_recompile"],

@@ -34,6 +34,14 @@ _HF_LOGGING = Mechanism(
 )
 
 _KNOWN: tuple[tuple[str, Mechanism], ...] = (
+    ("transformers.masking_utils._ignore_bidirectional_mask_sdpa", Mechanism(
+        key="lib:hf_sdpa_mask_check", kind="hf_mask_check", what="The model's attention-mask check",
+        advice=(
+            "transformers checks padding_mask.all() in every forward (masking_utils."
+            "_ignore_bidirectional_mask_sdpa) to skip building the attention mask: on XLA that is "
+            "one small host read per step. transformers offers no switch for it (the eager "
+            "attention path checks too); fixed-length padding keeps its graph cached, and "
+            "batches without padding can be passed without attention_mask."))),
     ("transformers.trainer.Trainer._maybe_log_save_evaluate", _HF_LOGGING),
     ("transformers.trainer.Trainer._finalize_training", Mechanism(
         key="lib:hf_trainer_final", kind="hf_trainer_final", what="The Trainer's end of training",
@@ -58,9 +66,20 @@ def mechanism(site: dict[str, Any] | None) -> Mechanism | None:
     return None
 
 
+DYNAMO_MODULES = ("torch._dynamo", "torch_xla._dynamo")
+
+
+def is_dynamo(site: dict[str, Any] | None) -> bool:
+    """A read made by torch.compile itself (tracing, guards), not by the user's code."""
+    via = (site or {}).get("via")
+    return isinstance(via, str) and via.startswith(DYNAMO_MODULES)
+
+
 def group_key(site_id: int, site: dict[str, Any] | None) -> str:
-    """The finding a site's reads and compiles belong to: a known mechanism, else the
-    innermost library function at that user line, else the site itself."""
+    """The finding a site's reads and compiles belong to: torch.compile's own reads, a known
+    mechanism, else the innermost library function at that user line, else the site."""
+    if is_dynamo(site):
+        return "dynamo"
     mech = mechanism(site)
     if mech is not None:
         return mech.key

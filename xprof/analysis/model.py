@@ -23,6 +23,10 @@ first step (optimizer state is created inside it) and the steady-state graph at 
 second, so even a perfect loop compiles twice. Uncached compiles after these steps are
 ``recompiles``."""
 
+MINOR_SHARE = 0.01
+"""A finding that cost less than this share of the run's wall time is *minor*: folded into
+one line of the summary and a collapsed section of the report (still in the JSON)."""
+
 SUMMARY_SCHEMA = "xprof-summary"
 SUMMARY_VERSION = 1
 
@@ -73,6 +77,8 @@ class Finding:
     as recorded."""
     severity: str = "warning"
     """``warning`` (costs time every run), ``info`` (expected, e.g. an occasional checkpoint)."""
+    minor: bool = False
+    """Cost under :data:`MINOR_SHARE` of the run: folded in the summary and the report."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -185,5 +191,8 @@ class Analysis:
             "exception": t.exception,
             "meta": self.run.meta,
             "findings": [f.to_json() for f in self.findings],
+            "minor": {"count": sum(1 for f in self.findings if f.minor),
+                      "seconds": round(sum(f.seconds for f in self.findings if f.minor), 6),
+                      "share": MINOR_SHARE},
             "notes": list(self.notes),
         }

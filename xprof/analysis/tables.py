@@ -66,6 +66,7 @@ def step_table(run: Run) -> pd.DataFrame:
         "executions": counter(EXECUTE),
         "transfers": counter(TO_CPU),
         "opt": np.asarray(_col(steps, "o"), dtype=np.int64),
+        "dynamo_graphs": np.asarray(_col(steps, "dz"), dtype=np.int64),
         "nograd": np.asarray([bool(v) for v in _col(steps, "ng", 0)], dtype=bool),
     })
     df["work"] = (df["barrier_uncached"] + df["barrier_cached"]) > 0

@@ -81,6 +81,8 @@ class Recorder:
         self._sites: dict[tuple[str, str, int, str, str | None, str | None], int] = {}
         self._prev: dict[str, int] = {}
         self._opt_steps = 0
+        self._dynamo_graphs = 0
+        """Graphs torch.compile's XLA bridge extracted since the last barrier."""
         """Optimizer steps (``torch.optim`` post hook) since the last barrier."""
         self.barrier_frame: Any = None
         """The caller of the barrier in progress (set by the barrier hook): its site is
@@ -238,6 +240,15 @@ class Recorder:
             self.step += 1
             self._t0 = t1
 
+    def on_dynamo_graph(self) -> None:
+        self._dynamo_graphs += 1
+
+    def write_dynamo_guards(self, failures: list[dict[str, Any]]) -> None:
+        """torch._dynamo's failed guards, once at the end of the run."""
+        if failures:
+            with self.lock:
+                self._write({"type": "dynamo", "t": time.time(), "guard_failures": failures}, flush=False)
+
     def on_optimizer_step(self) -> None:
         """An ``optimizer.step()`` finished (any optimizer, any caller): one counter bump."""
         self._opt_steps += 1
@@ -253,6 +264,11 @@ class Recorder:
         if self._opt_steps:
             rec["o"] = self._opt_steps
             self._opt_steps = 0
+        if self._dynamo_graphs:
+            rec["dz"] = self._dynamo_graphs
+            self._dynamo_graphs = 0
+        self._dynamo_graphs = 0
+        """Graphs torch.compile's XLA bridge extracted since the last barrier."""
         grad = self.grad_enabled
         if grad is not None and not grad():
             rec["ng"] = 1

@@ -446,3 +446,42 @@ def install_data_dependent(rec: Recorder, patches: Patches, torch: Any) -> None:
     __getitem__.__name__ = "__getitem__"
     __getitem__.__qualname__ = getattr(original_getitem, "__qualname__", "__getitem__")
     patches.set(tensor_type, "__getitem__", __getitem__)
+
+
+# ---------------------------------------------------------------------------------------
+# torch.compile (dynamo) on XLA
+
+def install_dynamo(rec: Recorder, patches: Patches, torch: Any) -> None:
+    """Count the graphs torch.compile's XLA bridge extracts (a trace or a retrace for new
+    shapes): compiles in a step where it ran are dynamo's. Only where torch_xla already
+    loaded its bridge (importing it here would cost the user seconds)."""
+    bridge = sys.modules.get("torch_xla._dynamo.dynamo_bridge")
+    if bridge is None:
+        return
+    original = getattr(bridge, "extract_graph_helper", None)
+    if original is None:
+        return
+    bump = rec.on_dynamo_graph
+
+    def extract_graph_helper(*args: Any, **kwargs: Any) -> Any:
+        if rec.active:
+            bump()
+        return original(*args, **kwargs)
+
+    extract_graph_helper.__name__ = original.__name__
+    extract_graph_helper.__doc__ = original.__doc__
+    patches.set(bridge, "extract_graph_helper", extract_graph_helper)
+
+
+def dynamo_guard_failures() -> list[dict[str, Any]]:
+    """Why torch.compile recompiled: torch._dynamo's own record of failed guards, by function."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    failures = getattr(utils, "guard_failures", None)
+    if not failures:
+        return []
+    out = []
+    for code, reasons in list(failures.items())[:32]:
+        out.append({"func": getattr(code, "co_name", str(code)), "file": getattr(code, "co_filename", "?"),
+                    "line": getattr(code, "co_firstlineno", 0),
+                    "reasons": [str(r)[:500] for r in list(reasons)[:16]]})
+    return out

@@ -174,6 +174,7 @@ class watch:
             hooks.install_barrier(rec, self._patches, torch_xla._XLAC)
             hooks.install_closures(rec, self._patches, xm)
             self._install_optional("optimizer hook", hooks.install_optimizer_steps, rec, torch)
+            self._install_optional("dynamo hook", hooks.install_dynamo, rec, torch)
             if self.syncs:
                 self._install_optional("data-dependent hooks", hooks.install_data_dependent, rec, torch)
             if self.syncs or self.inputs:
@@ -203,6 +204,7 @@ class watch:
             if rec is not None:
                 rec.active = False
                 _settle_executions()
+                rec.guard("dynamo guards", lambda: rec.write_dynamo_guards(hooks.dynamo_guard_failures()))
                 if exc_type is None:
                     status, text = "ok", None
                 elif issubclass(exc_type, KeyboardInterrupt):
