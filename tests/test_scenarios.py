@@ -177,3 +177,84 @@ def test_infrequent_checkpoint_is_info(scenario: Any) -> None:
     assert f.via == "torch.serialization.save"
     assert f.pattern == "every 5 steps"
     assert "expected" in f.title
+
+
+# -- issue 11: the step the user knows, one right cause for every compile ----------------
+
+def _by_cause(a: Analysis) -> list[tuple[str, str]]:
+    return [(f.cause, f.kind) for f in a.findings]
+
+
+def test_item_every_step_recompiles_nothing_after_warm_up(scenario: Any) -> None:
+    a, counters = scenario("item_every_step")
+    # The .item() graph compiles in the first two steps (warm-up covers host reads too).
+    assert a.totals.recompiles == 0
+    assert a.totals.compiles == counters["UncachedCompile"] == 2
+    assert a.findings[0].compiles == 0
+
+
+def test_compile_decorated_step_padded_inputs(scenario: Any) -> None:
+    a, counters = scenario("compile_step_padding")
+    s = a.summary()
+    # One step per call; torch_xla.compile's entry and exit syncs are barriers, not steps.
+    assert (s["steps"], s["barriers"]) == (8, 16) and counters["MarkStep"] == 16
+    assert [(f["cause"], f["kind"], f["input"], f["dim"]) for f in s["findings"]] == [
+        ("input_shape", "dynamic_padding", "input_ids", 1)]
+    f = s["findings"][0]
+    assert f["compiles"] == s["recompiles"] == 3  # lengths 9, 12, 5 after the first (7)
+    assert f["steps"] == [1, 3, 7]  # training steps, not barrier indices
+    assert s["compiles"] == counters["UncachedCompile"]
+
+
+def test_compile_fn_inputs_named_by_parameter(scenario: Any) -> None:
+    a, counters = scenario("compile_fn_partial")
+    s = a.summary()
+    assert (s["steps"], s["barriers"]) == (12, 24)
+    assert [(f["cause"], f["kind"], f["input"]) for f in s["findings"]] == [
+        ("input_shape", "partial_batch", "features")]
+    assert s["findings"][0]["shapes"] == [[8, 8], [5, 8]]
+    assert s["compiles"] == counters["UncachedCompile"] == 2
+
+
+@pytest.mark.parametrize("name,marker,op", [("mask_loss", "mask", "Boolean-mask indexing"),
+                                            ("masked_select_loss", "masked_select", "masked_select()")])
+def test_data_dependent_shapes(scenario: Any, name: str, marker: str, op: str) -> None:
+    a, counters = scenario(name)
+    s = a.summary()
+    assert s["steps"] == 8
+    assert {f["cause"] for f in s["findings"]} == {"data_dependent"}  # no graph_change, no fallback
+    f = next(f for f in s["findings"] if not f["minor"])
+    assert (f["kind"], f["line"]) == ("data_dependent", marker_line(name, marker))
+    assert f["title"].startswith(op)
+    assert "ignore_index" in f["advice"] and "torch.where" in f["advice"]
+    # Every recompile after warm-up is this line's: the inputs never change shape.
+    assert f["compiles"] == s["recompiles"] >= 3
+    assert s["compiles"] == counters["UncachedCompile"]
+    assert s["extra_executions"] == counters["ExecuteComputation"] - counters["MarkStep"] > 0
+    assert "No implicit host read" not in " ".join(s["notes"])
+
+
+@pytest.mark.parametrize("name", ["closure_nan_check", "closure_argmax"])
+def test_step_closure_compile_is_a_deferred_note(scenario: Any, name: str) -> None:
+    a, counters = scenario(name)
+    s = a.summary()
+    assert s["steps"] == 12 and s["syncs"] == 0
+    assert [(f["cause"], f["kind"], f["severity"], f["line"]) for f in s["findings"]] == [
+        ("step_closure", "deferred_read", "info", marker_line(name, "closure"))]
+    assert s["findings"][0]["compiles"] == s["recompiles"] == 1
+    assert s["compiles"] == counters["UncachedCompile"]
+
+
+def test_torch_compile_partial_batch(scenario: Any) -> None:
+    a, _ = scenario("dynamo_partial_batch")
+    s = a.summary()
+    # dynamo's own syncs are barriers, not steps; 2 epochs of 6 batches.
+    assert s["steps"] == 12 and s["barriers"] > 12
+    assert [(f["cause"], f["kind"]) for f in s["findings"] if not f["minor"]] == [("dynamo", "dynamo_recompile")]
+    f = s["findings"][0]
+    assert f["compiles"] == s["recompiles"]
+    # The guard that failed, as torch._dynamo recorded it: the batch size 8 -> 3.
+    assert "size mismatch at index 0" in f["title"] and "expected 8, actual 3" in f["title"]
+    assert not any(f["cause"] == "unknown" for f in s["findings"])
+    # torch.compile's own reads while tracing are not the user's host reads.
+    assert not any(f["cause"] == "implicit_sync" for f in s["findings"])

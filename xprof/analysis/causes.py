@@ -77,7 +77,7 @@ def _closest(sig: Signature, previous: list[Signature]) -> tuple[Signature | Non
         if old is not None and old != shape:
             dims = changed_dims(old, shape)
             # Prefer loader batch names over ad-hoc .to() names, then the biggest change.
-            rank = (0 if src in ("batch", "loader") else 1, -len(dims))
+            rank = (0 if src in ("batch", "loader", "arg") else 1, -len(dims))
             candidates.append((rank, name, dims[0] if dims else None, old, shape))
     if not candidates:
         new_names = [name for name, _, _, _ in sig if name not in prev_by_name]
@@ -140,6 +140,8 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
         by_step.setdefault(int(step), []).append(k)
     rows = _compile_rows(compiles)
     dynamo_steps = {int(compiles["step"].iat[k]) for k, r in enumerate(rows) if r["debug_dynamo"]}
+    dynamo_sigs: set[int] = set()
+    """Input signatures torch.compile traced a graph for (dynamo ran in their step)."""
     result: dict[int, Cause] = {}
     empty: frozenset[int] = frozenset()
     ctx = _Context(syncs=syncs, sigs=sigs, train_nodes=train_nodes, seen_nodes=seen_nodes,
@@ -155,6 +157,8 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
         ks = by_step.get(step_i)
         if ks is not None:
             fallback = set(fallback_d)
+            if sig_id is not None and sig_id in dynamo_sigs:
+                dz = max(dz, 1)  # the shape dynamo retraced for: its graphs compile on first use
             step = _StepFacts(ordinal=ordinal, phase=phase, sig_id=sig_id, sites=sites,
                               dd_sites=dd_by_step.get(step_i, []),
                               dynamo=kind == "dynamo" or prev_kind == "dynamo" or dz > 0 or step_i in dynamo_steps,
@@ -185,6 +189,8 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                 seen_nodes.add(nodes)
         if fallback_d:
             seen_fallback.update(fallback_d)
+        if sig_id is not None and (dz > 0 or step_i in dynamo_steps):
+            dynamo_sigs.add(sig_id)
         prev_kind = kind
     out = [result[k] for k in range(len(compiles))]
     for k, found_k in enumerate(out):

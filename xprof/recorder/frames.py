@@ -113,6 +113,10 @@ class FrameClassifier:
                             inner if inner != via else None, names)
             if k == 1 and first_outside is None:
                 first_outside = f
+            if k == 2 and f.f_code.co_filename.startswith(_XPROF_DIR):
+                f = f.f_back  # xprof's own wrappers are never the library the user called
+                n += 1
+                continue
             if k == 1 and "-packages" in f.f_code.co_filename:
                 if innermost is None:
                     innermost = f

@@ -471,17 +471,53 @@ def install_dynamo(rec: Recorder, patches: Patches, torch: Any) -> None:
     extract_graph_helper.__name__ = original.__name__
     extract_graph_helper.__doc__ = original.__doc__
     patches.set(bridge, "extract_graph_helper", extract_graph_helper)
+    _install_optimized_module(rec, patches)
 
 
-def dynamo_guard_failures() -> list[dict[str, Any]]:
-    """Why torch.compile recompiled: torch._dynamo's own record of failed guards, by function."""
-    utils = sys.modules.get("torch._dynamo.utils")
-    failures = getattr(utils, "guard_failures", None)
+def _install_optimized_module(rec: Recorder, patches: Patches) -> None:
+    """A compile inside a ``torch.compile``'d module's call (the bridge running a graph for a
+    new input shape the first time) is dynamo's: two counter reads around each call."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    module_type = getattr(eval_frame, "OptimizedModule", None)
+    if module_type is None:
+        return
+    original = module_type.__call__
+    uncached = rec.counters.compile_counts
+    bump = rec.on_dynamo_graph
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not rec.active:
+            return original(self, *args, **kwargs)
+        before = uncached()[0]
+        result = original(self, *args, **kwargs)
+        after = uncached()[0]
+        if after != before and (after > before or after > 0):  # a reset by the bridge counts from 0
+            bump()
+        return result
+
+    __call__.__name__ = "__call__"
+    patches.set(module_type, "__call__", __call__)
+
+
+def dynamo_guard_counts() -> dict[Any, int]:
+    """How many failed guards torch._dynamo has kept per function so far (at watch start)."""
+    failures = getattr(sys.modules.get("torch._dynamo.utils"), "guard_failures", None)
+    return {code: len(reasons) for code, reasons in list(failures.items())} if failures else {}
+
+
+def dynamo_guard_failures(since: dict[Any, int] | None = None) -> list[dict[str, Any]]:
+    """Why torch.compile recompiled: torch._dynamo's own record of failed guards, by function,
+    those added after ``since`` (the counts at watch start)."""
+    failures = getattr(sys.modules.get("torch._dynamo.utils"), "guard_failures", None)
     if not failures:
         return []
+    since = since or {}
     out = []
     for code, reasons in list(failures.items())[:32]:
-        out.append({"func": getattr(code, "co_name", str(code)), "file": getattr(code, "co_filename", "?"),
-                    "line": getattr(code, "co_firstlineno", 0),
-                    "reasons": [str(r)[:500] for r in list(reasons)[:16]]})
+        new = list(reasons)[since.get(code, 0):][:16]
+        if new:
+            out.append({"func": getattr(code, "co_name", str(code)),
+                        "file": getattr(code, "co_filename", "?"),
+                        "line": getattr(code, "co_firstlineno", 0),
+                        "reasons": [str(r)[:500] for r in new]})
     return out

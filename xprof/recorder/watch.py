@@ -110,6 +110,7 @@ class watch:
         self.inert = False
         """True when another thread's watch() was already recording: this one records nothing."""
         self._thread = 0
+        self._guards_before: dict[Any, int] = {}
 
     def __enter__(self) -> watch:
         global _ACTIVE
@@ -175,6 +176,7 @@ class watch:
             hooks.install_closures(rec, self._patches, xm)
             self._install_optional("optimizer hook", hooks.install_optimizer_steps, rec, torch)
             self._install_optional("dynamo hook", hooks.install_dynamo, rec, torch)
+            self._guards_before = hooks.dynamo_guard_counts()
             if self.syncs:
                 self._install_optional("data-dependent hooks", hooks.install_data_dependent, rec, torch)
             if self.syncs or self.inputs:
@@ -204,7 +206,8 @@ class watch:
             if rec is not None:
                 rec.active = False
                 _settle_executions()
-                rec.guard("dynamo guards", lambda: rec.write_dynamo_guards(hooks.dynamo_guard_failures()))
+                rec.guard("dynamo guards", lambda: rec.write_dynamo_guards(
+                    hooks.dynamo_guard_failures(self._guards_before)))
                 if exc_type is None:
                     status, text = "ok", None
                 elif issubclass(exc_type, KeyboardInterrupt):
