@@ -169,3 +169,16 @@ def test_orphan_compile_and_repeated_step_do_not_break_analysis(tmp_path: Path) 
     assert a.totals.barriers == 2 and a.totals.steps == 2
     assert len(a.compiles) == 1
     assert any("1 repeated step record(s) and 1 compile record(s) without their step" in n for n in a.notes)
+
+
+def test_finding_key_round_trips_through_its_id() -> None:
+    from xprof.analysis.model import FindingKey
+
+    for key, text in [(FindingKey.sync(3), "sync:3"), (FindingKey.input("input_ids"), "input_ids"),
+                      (FindingKey.fallback(["aten::nonzero", "aten::index"]), "aten::index,aten::nonzero"),
+                      (FindingKey("eval"), "eval"), (FindingKey.graph(36), "36")]:
+        assert FindingKey.parse(str(key)) == key
+        assert str(key).endswith(text)
+    assert FindingKey.sync(3).site == 3 and FindingKey.input("x").site is None
+    assert FindingKey.parse("fallback:aten::index,aten::nonzero").ops == ["aten::index", "aten::nonzero"]
+    assert FindingKey.input(None) == FindingKey("input", "?")

@@ -50,11 +50,11 @@ def test_sample_runs_are_real_recordings() -> None:
         assert run.complete, name
         assert run.meta["torch_xla"], name
         assert 20 <= len(run.steps) <= 30, name
-    shapes = {tuple(i["shape"]) for sig in runs["padded_longest"].signatures.values()
-              for i in sig if i["name"] == "input_ids"}
+    shapes = {i.shape for sig in runs["padded_longest"].signatures.values()
+              for i in sig if i.name == "input_ids"}
     assert len(shapes) > 1
-    fixed = {tuple(i["shape"]) for sig in runs["padded_fixed"].signatures.values()
-             for i in sig if i["name"] == "input_ids"}
+    fixed = {i.shape for sig in runs["padded_fixed"].signatures.values()
+             for i in sig if i.name == "input_ids"}
     assert len(fixed) == 1
     assert runs["item_every_step"].syncs and not runs["padded_fixed"].syncs
 

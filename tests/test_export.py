@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from xprof.cli.app import app
-from xprof.export import TRACKS, chrome_trace
+from xprof.report.trace import TRACKS, chrome_trace
 from xprof.runfile import RunWriter, load_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,7 +78,7 @@ def test_exact_run_times_and_tracks(tmp_path: Path) -> None:
     assert [(e["ts"], e["dur"]) for e in by_tid[3]] == [(500000.0, 50000.0), (880000.0, 20000.0)]
     (sync,) = by_tid[4]
     assert sync["name"] == "item at train.py:7" and sync["args"]["code"] == "loss.item()"
-    assert sync["args"]["transfers"] == 1
+    assert sync["args"]["executions"] == 1 and "transfers" not in sync["args"]  # x counts executions
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
     assert names == set(TRACKS.values())
 

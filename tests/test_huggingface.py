@@ -57,15 +57,15 @@ def test_callback_records_a_trainer_run(device: Any, tmp_path: Path) -> None:
     finally:
         cb.close()
     run = load_run(cb.path or "")
-    assert run.complete and run.end is not None and run.end["status"] == "ok"
+    assert run.complete and run.end is not None and run.end.status == "ok"
     a = analyze(run)
     assert a.totals.steps >= 6
     # The Trainer's own logging reads: sites whose via is a transformers function.
-    vias = [s.get("via") or "" for s in run.sites.values()]
-    print(sorted(set(vias)), [(s["kind"], s["file"], s["line"], s["via"]) for s in run.sites.values()])
+    vias = [s.via or "" for s in run.sites.values()]
+    print(sorted(set(vias)), [(s.access, s.file, s.line, s.via) for s in run.sites.values()])
     assert any(v.startswith("transformers.") for v in vias)
-    marks = [d for d in run.debug if d.get("kind") == "hf_log"]
-    assert [d["global_step"] for d in marks][:3] == [2, 4, 6]
+    marks = [d for d in run.debug if d.kind == "hf_log"]
+    assert [d.fields["global_step"] for d in marks][:3] == [2, 4, 6]
     assert cb.logging_steps[:3] == [2, 4, 6]
 
 
@@ -91,8 +91,8 @@ def test_close_after_a_failed_train_marks_the_error(device: Any, tmp_path: Path)
             cb.close(exc)
             raise
     run = load_run(cb.path or "")
-    assert run.end is not None and run.end["status"] == "error"
-    assert "boom" in (run.end.get("exception") or "")
+    assert run.end is not None and run.end.status == "error"
+    assert "boom" in (run.end.exception or "")
 
 
 def test_run_left_open_is_closed_at_exit_as_an_error(device: Any, tmp_path: Path) -> None:
@@ -107,5 +107,55 @@ def test_run_left_open_is_closed_at_exit_as_an_error(device: Any, tmp_path: Path
     cb._close_at_exit()  # what atexit runs when train() raised and nobody called close()
     cb.close()  # idempotent
     run = load_run(cb.path or "")
-    assert run.name == "open" and run.end is not None and run.end["status"] == "error"
-    assert "did not reach on_train_end" in (run.end.get("exception") or "")
+    assert run.name == "open" and run.end is not None and run.end.status == "error"
+    assert "did not reach on_train_end" in (run.end.exception or "")
+
+
+def test_log_marks_keep_record_order_under_concurrent_steps(device: Any, tmp_path: Path) -> None:
+    """``on_log`` from another thread while the training thread runs steps (as with a logging
+    thread): each mark lands between the step before it and the step it belongs to."""
+    import json
+    import threading
+    from types import SimpleNamespace
+
+    import torch
+    import torch_xla
+
+    pytest.importorskip("transformers", reason="transformers is not installed (pip install 'xprof-lazy[hf]')")
+    from xprof.integrations.huggingface import XprofCallback
+
+    cb = XprofCallback(tmp_path / "marks.json", name="marks", inputs=False, syncs=False)
+    args = SimpleNamespace(run_name=None, output_dir=str(tmp_path))
+    cb.on_train_begin(args, None, None)
+    stop = threading.Event()
+    logged = 0
+
+    def logger() -> None:
+        nonlocal logged
+        while not stop.is_set():
+            cb.on_log(args, SimpleNamespace(global_step=logged), None, logs={"loss": 1.0})
+            logged += 1
+
+    t = threading.Thread(target=logger)
+    x = torch.ones(4, device=device)
+    t.start()
+    try:
+        for _ in range(40):
+            x = x * 1.5 + 1
+            torch_xla.sync()
+    finally:
+        stop.set()
+        t.join()
+        cb.close()
+    lines = [json.loads(line) for line in Path(cb.path or "").read_text().splitlines()[1:]]
+    order = [(r["type"], r["i"]) for r in lines if r["type"] == "step"
+             or (r["type"] == "debug" and r["kind"] == "hf_log")]
+    marks = [i for kind, i in order if kind == "debug"]
+    assert len(marks) == logged and logged > 0
+    assert [i for kind, i in order if kind == "step"] == list(range(40))
+    done = 0  # steps written so far: a mark of step k comes after step k-1 and before step k
+    for kind, i in order:
+        if kind == "step":
+            done = i + 1
+        else:
+            assert i == done, (i, done)

@@ -25,7 +25,7 @@ GUARD = sys.argv[1] == "guard"
 if GUARD:
     for name in ("torch", "torch_xla", "torch_xla.core", "torch_xla.core.xla_model"):
         sys.modules[name] = None
-import xprof, xprof.report, xprof.analysis, xprof.cli, xprof.cli.commands, xprof.terminal
+import xprof, xprof.report, xprof.analysis, xprof.cli, xprof.cli.commands, xprof.report.terminal
 from xprof.cli.app import run_app
 codes = [run_app(["summary", sys.argv[2]]), run_app(["summary", sys.argv[2], "--json"]),
          run_app(["report", sys.argv[2], "-o", sys.argv[3]])]

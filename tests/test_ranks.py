@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from xprof.analysis.ranks import rank_table, stragglers
 from xprof.cli.app import app
-from xprof.ranks import expand_run_paths, rank_table, stragglers
-from xprof.runfile import RunWriter
+from xprof.runfile import RunWriter, expand_run_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "scripts" / "spawn_ranks.py"
@@ -73,7 +73,7 @@ def test_expand_run_paths(tmp_path: Path) -> None:
 
 
 def test_table_and_stragglers_on_exact_runs(tmp_path: Path) -> None:
-    from xprof.ranks import analyze_ranks
+    from xprof.analysis.ranks import analyze_ranks
     from xprof.runfile import load_run
 
     _write_rank(tmp_path, 0, 2, 0.01)
@@ -88,8 +88,8 @@ def test_table_and_stragglers_on_exact_runs(tmp_path: Path) -> None:
     assert table["compile_s"].tolist() == pytest.approx([0.16, 0.32, 0.16])
     assert table["sync_wait_s"].tolist() == pytest.approx([0.01, 0.01, 0.5])
     notes = stragglers(table)
-    assert [(n["rank"], n["kind"]) for n in notes] == [(1, "recompiles"), (2, "sync_wait")]
-    assert "rank 1 recompiled 2 time(s) where the fewest was 0" in notes[0]["message"]
+    assert [(n.rank, n.metric) for n in notes] == [(1, "recompiles"), (2, "sync_wait")]
+    assert "rank 1 recompiled 2 time(s) where the fewest was 0" in notes[0].message
 
 
 def test_no_stragglers_when_alike() -> None:
@@ -106,6 +106,7 @@ def test_ranks_command(tmp_path: Path) -> None:
     r = _cli().invoke(app, ["ranks", str(tmp_path), "--json"])
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
+    assert (data["schema"], data["version"]) == ("xprof-ranks", 1)
     assert [row["rank"] for row in data["ranks"]] == [0, 1]
     assert data["stragglers"][0]["rank"] == 1
     r = _cli().invoke(app, ["ranks", str(tmp_path)])
@@ -142,7 +143,7 @@ def test_real_xmp_spawn_two_ranks(tmp_path: Path) -> None:
     assert [row["rank"] for row in rows] == [0, 1]
     assert [row["steps"] for row in rows] == [5, 5]
     assert rows[1]["recompiles"] > rows[0]["recompiles"]
-    assert any(s["rank"] == 1 and s["kind"] == "recompiles" for s in data["stragglers"])
+    assert any(s["rank"] == 1 and s["metric"] == "recompiles" for s in data["stragglers"])
     from xprof.runfile import load_run
 
     metas = [load_run(runs / f"run.rank{i}.json").meta for i in (0, 1)]

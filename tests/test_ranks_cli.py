@@ -70,7 +70,9 @@ def test_compare_rank_folders_gates_per_rank(folders: tuple[Path, Path]) -> None
     assert "regression: rank 0" not in res.output
     same = CliRunner().invoke(app, ["compare", str(base), str(base), "--max-new-recompiles", "0", "--json"])
     assert same.exit_code == 0, same.output
-    assert [r["rank"] for r in json.loads(same.output)["ranks"]] == [0, 1]
+    doc = json.loads(same.output)
+    assert (doc["schema"], doc["version"]) == ("xprof-compare-ranks", 1)
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1] and all(r["schema"] == "xprof-compare" for r in doc["ranks"])
 
 
 def test_compare_folders_with_different_ranks_is_bad_input(folders: tuple[Path, Path]) -> None:

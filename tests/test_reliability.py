@@ -97,7 +97,7 @@ def test_sigkill_mid_run_leaves_a_loadable_incomplete_run(tmp_path: Path) -> Non
     run = load_run(path)
     assert not run.complete
     assert run.end is None
-    indices = [s["i"] for s in run.steps]
+    indices = [s.i for s in run.steps]
     # every step the script announced before the flush interval passed was recorded
     assert indices[: seen + 1] == list(range(seen + 1))
     assert run.skipped_lines == 0
@@ -128,8 +128,8 @@ def test_user_exception_propagates_unchanged_and_run_is_completed(tmp_path: Path
     run = load_run(path)
     assert run.complete
     assert run.end is not None
-    assert run.end["status"] == "error"
-    assert run.end["exception"] == "_UserBug: loss went NaN at step 2"
+    assert run.end.status == "error"
+    assert run.end.exception == "_UserBug: loss went NaN at step 2"
     assert len(run.steps) == 3
     from xprof.recorder import active
 
@@ -187,8 +187,8 @@ def test_failing_metrics_source_does_not_break_training(tmp_path: Path, device: 
     run = load_run(path)
     assert run.complete
     assert run.errors, "the failures were not recorded in the run"
-    assert {e["where"] for e in run.errors} >= {"barrier", "sync hook"}
-    assert run.end is not None and run.end["errors"] >= len(run.errors)
+    assert {e.where for e in run.errors} >= {"barrier", "sync hook"}
+    assert run.end is not None and run.end.errors >= len(run.errors)
 
 
 class _FillingFile:
@@ -281,12 +281,12 @@ def test_loader_thread_reads_do_not_corrupt_records(tmp_path: Path, device: Any)
     assert all(isinstance(r, dict) and isinstance(r.get("type"), str) for r in records[1:])
     run = load_run(path)
     assert run.complete and run.skipped_lines == 0 and not run.truncated_tail
-    assert [s["i"] for s in run.steps] == list(range(len(run.steps)))
+    assert [s.i for s in run.steps] == list(range(len(run.steps)))
     assert len(run.steps) == 8
-    threaded = [s for s in run.syncs if s.get("thread") == "loader-0"]
+    threaded = [s for s in run.syncs if s.thread == "loader-0"]
     assert threaded, "host reads on the loader thread were not recorded"
-    assert all(s["site"] in run.sites for s in run.syncs)
-    assert all(isinstance(s["t0"], float) and s["t1"] >= s["t0"] for s in run.syncs)
+    assert all(s.site in run.sites for s in run.syncs)
+    assert all(isinstance(s.t0, float) and s.t1 >= s.t0 for s in run.syncs)
 
 
 def test_nested_watch_is_refused(tmp_path: Path, device: Any) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from xprof.analysis import analyze
 from xprof.report import default_report_path, plots, render_report, write_report
-from xprof.report.html import plotly_js
+from xprof.report.page import plotly_js
 from xprof.runfile import RunWriter, load_run
 
 EVIL = "</script><img src=x onerror=alert(1)>"

@@ -99,13 +99,59 @@ def test_good_file_loads_every_record(tmp_path: Path) -> None:
     path = _write(tmp_path / "run.json", _realistic_records(12))
     run = load_run(path)
     assert run.header["format"] == FORMAT and run.header["version"] == VERSION
-    assert [s["i"] for s in run.steps] == list(range(12))
+    assert [s.i for s in run.steps] == list(range(12))
     assert len(run.syncs) == 3 and 0 in run.sites and 0 in run.signatures
     assert len(run.compiles) == 1 and len(run.executions) == 11 and len(run.graph_sizes) == 1
     assert len(run.errors) == 1
-    assert run.complete and run.end is not None and run.end["status"] == "ok"
+    assert run.complete and run.end is not None and run.end.status == "ok"
     assert run.skipped_lines == 0 and not run.truncated_tail
     assert run.name == "demo"
+
+
+def test_records_are_decoded_into_typed_fields(tmp_path: Path) -> None:
+    run = load_run(_write(tmp_path / "run.json", _realistic_records(4)))
+    first, later = run.steps[0], run.steps[1]
+    assert (first.i, first.barrier, first.barrier_uncached, first.barrier_cached, first.sig) == (
+        0, "mark_step", 1, 0, 0)
+    assert first.counters == {"UncachedCompile": 1, "MarkStep": 1} and first.ran_graph
+    assert later.barrier_cached == 1 and later.t0 <= later.tb <= later.t1
+    sync = run.syncs[0]
+    assert (sync.i, sync.site, sync.uncached, sync.cached, sync.executions, sync.deferred, sync.thread) == (
+        3, 0, 0, 0, 0, False, None) and sync.live
+    site = run.sites[0]
+    assert (site.access, site.file, site.line, site.func, site.via, site.code) == (
+        "item", "/work/train.py", 18, "<module>", None, "print(loss.item())")
+    assert [(x.name, x.shape, x.dtype, x.src) for x in run.signatures[0]] == [
+        ("batch[0]", (8, 16), "float32", "batch"), ("batch[1]", (8, 1), "float32", "batch")]
+    assert [(c.i, c.ns, c.at) for c in run.compiles] == [(0, 1.04e9, "barrier")]
+    assert [(e.where, e.error, e.trace) for e in run.errors] == [("barrier", "RuntimeError: x", None)]
+    assert run.end is not None and (run.end.status, run.end.steps, run.end.syncs, run.end.errors) == ("ok", 4, 1, 1)
+    assert run.end.tail == {} and run.end.samples_dropped == ()
+
+
+def test_numbers_written_as_ints_decode_as_floats(tmp_path: Path) -> None:
+    run = load_run(_write(tmp_path / "run.json", [
+        {"type": "step", "i": 0, "t0": 1, "tb": 2, "t1": 3, "bu": 1, "c": {"UncachedCompile": 1}},
+        {"type": "sync", "i": 0, "site": 0, "t0": 2, "t1": 3, "x": 2, "deferred": True, "thread": "w"}]))
+    assert run.steps[0][1:4] == (1.0, 2.0, 3.0) and all(type(v) is float for v in run.steps[0][1:4])
+    assert run.steps[0].sig is None and run.steps[0].barrier == "sync"
+    assert run.syncs[0].executions == 2 and run.syncs[0].deferred and not run.syncs[0].live
+    assert run.syncs[0].thread == "w"
+
+
+@pytest.mark.parametrize("record", [
+    {"type": "step", "i": 1, "t0": "soon"},
+    {"type": "step", "i": 1, "bu": [1]},
+    {"type": "sync", "i": 1, "site": "here"},
+    {"type": "site", "id": 1, "line": "ten"},
+    {"type": "compile", "i": 1, "ns": {}},
+    {"type": "end", "t": "later"},
+])
+def test_a_field_of_the_wrong_type_skips_its_record(tmp_path: Path, record: dict[str, Any]) -> None:
+    run = load_run(_write(tmp_path / "run.json", [{"type": "step", "i": 0}, record]))
+    assert run.skipped_lines == 1
+    assert [s.i for s in run.steps] == [0] and not run.syncs and 1 not in run.sites and not run.compiles
+    assert run.end is None
 
 
 # -- bad files: one exact line each ---------------------------------------------------
@@ -245,7 +291,7 @@ def test_bad_byte_inside_a_json_string_skips_the_line(tmp_path: Path) -> None:
     data = p.read_bytes().replace(b'"i":1,"barrier":"mark_', b'"i":1,"barrier":"m\xffrk_')
     p.write_bytes(data)
     run = load_run(p)
-    assert [s["i"] for s in run.steps] == [0, 2] and run.skipped_lines == 1
+    assert [s.i for s in run.steps] == [0, 2] and run.skipped_lines == 1
 
 
 def test_bad_byte_in_the_header_refuses_the_file(tmp_path: Path) -> None:
@@ -288,7 +334,7 @@ def test_lines_the_fast_scanner_does_not_take_are_judged_by_json_loads(tmp_path:
         f.write('\ufeff{"type": "step", "i": 3}\n')  # a BOM inside the file: unreadable
         f.write('{"type": "step", "i": 4}')  # last line without a newline: fine
     run = load_run(p)
-    assert [s["i"] for s in run.steps] == [0, 2, 4]
+    assert [s.i for s in run.steps] == [0, 2, 4]
     assert run.skipped_lines == 2 and not run.truncated_tail
 
 
@@ -296,21 +342,21 @@ def test_lines_the_fast_scanner_does_not_take_are_judged_by_json_loads(tmp_path:
 def test_record_type_that_is_not_a_string_is_skipped(tmp_path: Path, kind: Any) -> None:
     p = _write(tmp_path / "run.json", [{"type": kind, "i": 0}, {"type": "step", "i": 1}])
     run = load_run(p)
-    assert [s["i"] for s in run.steps] == [1] and run.skipped_lines == 1
+    assert [s.i for s in run.steps] == [1] and run.skipped_lines == 1
 
 
 def test_unknown_record_types_are_skipped_not_fatal(tmp_path: Path) -> None:
     p = _write(tmp_path / "future.json", [{"type": "hologram", "x": 1}, {"type": "step", "i": 0},
                                           {"type": "step", "i": "one"}, {"no": "type"}])
     run = load_run(p)
-    assert [s["i"] for s in run.steps] == [0]
+    assert [s.i for s in run.steps] == [0]
     assert run.skipped_lines == 3
 
 
 def test_steps_are_sorted_by_index(tmp_path: Path) -> None:
     p = _write(tmp_path / "order.json", [{"type": "step", "i": 2}, {"type": "step", "i": 0},
                                          {"type": "step", "i": 1}])
-    assert [s["i"] for s in load_run(p).steps] == [0, 1, 2]
+    assert [s.i for s in load_run(p).steps] == [0, 1, 2]
 
 
 # -- corruption never surprises ---------------------------------------------------------
@@ -322,7 +368,7 @@ def _check(folder: str, data: bytes, original_steps: int) -> None:
         assert "\n" not in str(exc)
         return
     assert len(run.steps) <= original_steps
-    assert all(isinstance(s["i"], int) for s in run.steps)
+    assert all(isinstance(s.i, int) for s in run.steps)
 
 
 def test_truncation_at_every_byte(good_bytes: bytes, scratch: str) -> None:
@@ -383,5 +429,7 @@ def test_wrongly_typed_records_never_crash(scratch: str, lines: list[Any]) -> No
         run = _load_bytes(scratch, text.encode("utf-8"))
     except RunFileError:
         return
-    assert all(isinstance(s["i"], int) for s in run.steps)
-    assert all(isinstance(k, int) for k in run.sites)
+    assert all(isinstance(s.i, int) and isinstance(s.t0, float) and isinstance(s.counters, dict)
+               for s in run.steps)
+    assert all(isinstance(k, int) and isinstance(v.line, int) for k, v in run.sites.items())
+    assert all(isinstance(s.site, int) and isinstance(s.t1, float) for s in run.syncs)

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from xprof.cli.app import app
-from xprof.debuginfo import debug_records, parse_debug_text
+from xprof.recorder.debuginfo import debug_records, parse_debug_text
 from xprof.runfile import load_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,7 +148,7 @@ def test_argv_path_and_main(device: Any, tmp_path: Path) -> None:
     assert seen["path0"] == str(TINY.parent) and seen["name"] == "__main__"
     assert sys.argv == saved_argv and sys.path[0] == saved_path0
     run = load_run(out)
-    assert run.complete and run.end is not None and run.end["status"] == "ok"
+    assert run.complete and run.end is not None and run.end.status == "ok"
     assert run.name == "tiny_loop" and len(run.steps) == 3
     assert run.meta["argv"][0] == str(TINY)
     assert run.debug == []  # --no-debug
@@ -166,10 +166,10 @@ def test_exit_codes_and_status(device: Any, tmp_path: Path, args: tuple[str, ...
     result, out = _run_in_process(tmp_path, "--steps", "2", *args, extra=("--no-debug",))
     assert result.exit_code == code, result.output
     run = load_run(out)
-    assert run.complete and run.end is not None and run.end["status"] == status
+    assert run.complete and run.end is not None and run.end.status == status
     assert len(run.steps) == 2
     if "--raise" in args:
-        assert "ValueError: boom from the script" in (run.end["exception"] or "")
+        assert "ValueError: boom from the script" in (run.end.exception or "")
 
 
 def test_missing_script_exit_2(tmp_path: Path) -> None:
@@ -203,17 +203,17 @@ def test_subprocess_debug_capture(tmp_path: Path) -> None:
     assert "runpy" not in tb and "xprof/runner.py" not in tb
     assert "ValueError: boom from the script" in tb
     run = load_run(out)
-    assert run.complete and run.end is not None and run.end["status"] == "error"
-    capture = [d for d in run.debug if d["kind"] == "capture"]
-    assert len(capture) == 1 and capture[0]["level"] == "2"
-    compiles = [d for d in run.debug if d["kind"] == "compile"]
+    assert run.complete and run.end is not None and run.end.status == "error"
+    capture = [d for d in run.debug if d.kind == "capture"]
+    assert len(capture) == 1 and capture[0].fields["level"] == "2"
+    compiles = [d for d in run.debug if d.kind == "compile"]
     assert len(compiles) == len(run.compiles) == 2  # warm-up graph, then the larger batch
     mark_step_line = next(i for i, line in enumerate(TINY.read_text().splitlines(), 1)
                           if "xm.mark_step()" in line)
     for d in compiles:
-        assert d["cause_kind"] == "barrier" and d["hooked"] is True
-        assert [str(TINY), mark_step_line] in [f[1:] for f in d["user_frames"]]
-        assert d["graph_hash"] and d["inputs"] and d["outputs"]
-    execs = [d for d in run.debug if d["kind"] == "execute"]
-    assert sum(d["count"] for d in execs) == 5
+        assert d.fields["cause_kind"] == "barrier" and d.fields["hooked"] is True
+        assert [str(TINY), mark_step_line] in [f[1:] for f in d.fields["user_frames"]]
+        assert d.graph_hash and d.fields["inputs"] and d.fields["outputs"]
+    execs = [d for d in run.debug if d.kind == "execute"]
+    assert sum(d.fields["count"] for d in execs) == 5
     assert set(tmp.glob("xprof-xla-debug-*")) == before  # the temporary capture is removed

@@ -62,7 +62,7 @@ def test_syncs_off_records_steps_and_inputs_only(device: Any, tmp_path: Path) ->
     run = load_run(tmp_path / "r.json")
     assert len(values) == 3
     assert run.syncs == [] and len(run.steps) == 3
-    assert run.signatures and run.signatures[0][0]["shape"] == [4, 5]
+    assert run.signatures and run.signatures[0][0].shape == (4, 5)
     assert run.meta["syncs"] is False
 
 
@@ -71,14 +71,14 @@ def test_step_records_hold_counter_deltas(device: Any, tmp_path: Path) -> None:
         _loop(device, steps=4, read=True)
     run = load_run(tmp_path / "r.json")
     assert run.name == "deltas"
-    assert [s["i"] for s in run.steps] == [0, 1, 2, 3]
-    assert all(s["c"]["MarkStep"] == 1 for s in run.steps)
-    assert all(s["barrier"] == "sync" for s in run.steps)
-    assert all(s["t0"] <= s["tb"] <= s["t1"] for s in run.steps)
-    assert len([s for s in run.syncs if not s.get("deferred")]) == 4
-    site = run.sites[run.syncs[0]["site"]]
-    assert site["kind"] == "item" and site["code"] == "out.append(loss.item())"
-    assert Path(site["file"]).name == "test_watch.py"
+    assert [s.i for s in run.steps] == [0, 1, 2, 3]
+    assert all(s.counters["MarkStep"] == 1 for s in run.steps)
+    assert all(s.barrier == "sync" for s in run.steps)
+    assert all(s.t0 <= s.tb <= s.t1 for s in run.steps)
+    assert len([s for s in run.syncs if not s.deferred]) == 4
+    site = run.sites[run.syncs[0].site]
+    assert site.access == "item" and site.code == "out.append(loss.item())"
+    assert Path(site.file).name == "test_watch.py"
 
 
 def test_every_barrier_api_is_a_step(device: Any, tmp_path: Path) -> None:
@@ -105,6 +105,6 @@ def test_every_barrier_api_is_a_step(device: Any, tmp_path: Path) -> None:
         fwd_bwd()
         opt.step()
         torch_xla.sync()
-    kinds = [s["barrier"] for s in load_run(tmp_path / "r.json").steps]
+    kinds = [s.barrier for s in load_run(tmp_path / "r.json").steps]
     # torch_xla.step() syncs once on entry (nothing pending) and once on exit.
     assert kinds == ["optimizer_step", "mark_step", "compile_entry", "compile", "sync"]

@@ -1,4 +1,10 @@
-"""The run file: the one thing the recorder and the analysis share.
+"""The run file: its format, its writer and its loader (the one thing the recorder and the
+analysis share).
+
+This module owns the format: the record keys are spelled here and nowhere else. The
+recorder writes records through :class:`RunWriter`; :func:`load_run` decodes each line
+once into a typed record (:class:`Step`, :class:`Sync`, :class:`Site`, ...) and every
+reader after it works on those fields.
 
 A run file is JSON Lines. Its first line is a header object that says what the file
 is (``"format": "xprof-run"``) and which version of the format wrote it; every other
@@ -17,12 +23,13 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import itemgetter
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 FORMAT = "xprof-run"
 VERSION = 1
@@ -33,30 +40,199 @@ _ENCODE = json.JSONEncoder(separators=(",", ":"), default=str, check_circular=Fa
 """One encoder for every record: ``json.dumps`` with options builds a new one per call."""
 
 
+# -- counter names ---------------------------------------------------------------------
+# The torch_xla counters a step record's ``c`` may hold. The recorder reads them by these
+# names and the analysis reads them back by the same names: both import them from here.
+
+UNCACHED = "UncachedCompile"
+CACHED = "CachedCompile"
+EXECUTE = "ExecuteComputation"
+MARK_STEP = "MarkStep"
+LOCAL_SCALAR = "aten::_local_scalar_dense"
+TO_CPU = "xla::_to_cpu"
+
+
+def is_fallback_counter(name: str) -> bool:
+    """``aten::`` counters count ops that ran on the CPU (no XLA lowering); the scalar read
+    ``aten::_local_scalar_dense`` is a host read, not a fallback op."""
+    return name.startswith("aten::") and name != LOCAL_SCALAR
+
+
+# -- typed records -----------------------------------------------------------------------
+# What ``load_run`` hands on: each record decoded once, here, from its short keys
+# (docs/run-format.md) into named fields. NamedTuples rather than dataclasses: built in
+# one call per line, and a list of them turns into columns with ``zip(*records)`` at C
+# speed, which is how the analysis builds its tables.
+
+
+class Step(NamedTuple):
+    """One step barrier (``step``): the step from the previous barrier to the end of this one."""
+
+    i: int
+    t0: float
+    """Step start: the end of the previous barrier (or the start of the watch)."""
+    tb: float
+    """Barrier start."""
+    t1: float
+    """Barrier end."""
+    barrier: str
+    """Which API asked for the barrier (``mark_step``, ``sync``, ``optimizer_step``, ...)."""
+    counters: dict[str, int]
+    """Counter deltas over the step, only those that moved (``c``)."""
+    barrier_uncached: int
+    """Uncached compiles inside the barrier itself (``bu``)."""
+    barrier_cached: int
+    """Cached compiles inside the barrier itself (``bc``)."""
+    sig: int | None
+    """Id of the step's input signature."""
+    opt: int = 0
+    """Optimizer steps (any ``torch.optim`` optimizer) since the previous barrier (``o``)."""
+    nograd: bool = False
+    """Grad mode was off at the barrier (``ng``)."""
+    dynamo_graphs: int = 0
+    """Graphs torch.compile's XLA bridge traced or compiled since the previous barrier (``dz``)."""
+    site: int | None = None
+    """Where the barrier was asked for (a ``site`` of access ``barrier``), written when the
+    step compiled."""
+
+    @property
+    def ran_graph(self) -> bool:
+        """The barrier had a graph to run (an empty barrier compiles nothing, cached or not)."""
+        return (self.barrier_uncached + self.barrier_cached) > 0
+
+
+class Site(NamedTuple):
+    """Where a host read was made (``site``): the user's line, once per distinct line."""
+
+    id: int
+    access: str
+    """The tensor method that read the value: ``item``, ``tolist``, ``repr``, ``bool``... (``kind``)."""
+    file: str
+    line: int
+    func: str
+    via: str | None
+    """The library function the user's line called that made the read, if any."""
+    code: str
+    inner: str | None = None
+    """The innermost installed-library function on the way, when it is not ``via``."""
+    chain: tuple[str, ...] = ()
+    """Installed-library functions between the read and the user's line, innermost first."""
+
+
+class Sync(NamedTuple):
+    """One host read of an XLA tensor (``sync``)."""
+
+    i: int
+    """The step it fell in."""
+    site: int
+    t0: float
+    t1: float
+    uncached: int
+    """Uncached compiles during the read (``u``)."""
+    cached: int
+    """Cached compiles during the read (``c``)."""
+    executions: int
+    """Graph executions during the read (``x``)."""
+    deferred: bool
+    """Inside an ``xm.add_step_closure`` callback: after the barrier, forces nothing."""
+    thread: str | None
+    """The thread's name when it was not the training thread."""
+
+    @property
+    def live(self) -> bool:
+        """A read that made the host wait for the device (not a deferred step-closure read)."""
+        return not self.deferred
+
+
+class Input(NamedTuple):
+    """One input of a step signature (an entry of a ``sig`` record's ``inputs``)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    src: str
+    """``batch`` (a DataLoader batch), ``loader`` (MpDeviceLoader) or ``to`` (``.to(device)``)."""
+
+
+class Compile(NamedTuple):
+    """One uncached compile (``compile``), from torch_xla's ``CompileTime`` samples."""
+
+    i: int
+    t: float
+    """When the compile ended (Unix seconds)."""
+    ns: float
+    at: str
+    """``barrier``, or ``step`` for a compile forced mid-step by a host read."""
+
+
+class Error(NamedTuple):
+    """One of the profiler's own failures while recording (``error``)."""
+
+    t: float | None
+    where: str
+    error: str
+    trace: str | None
+
+
+class Debug(NamedTuple):
+    """One entry of torch_xla's own debug output, appended by ``xprof run`` (``debug``).
+
+    ``kind`` is the entry's kind (``compile``, ``execute``, ``capture``, ``hf_log``, ...);
+    ``fields`` the rest of the record as written, since each kind has its own fields.
+    """
+
+    kind: str
+    fields: dict[str, Any]
+
+    @property
+    def graph_hash(self) -> str | None:
+        h = self.fields.get("graph_hash")
+        return str(h) if h else None
+
+
+class End(NamedTuple):
+    """How the run ended (``end``), written when ``watch()`` exits."""
+
+    t: float | None
+    status: str
+    """``ok``, ``error`` (the loop raised) or ``interrupted``."""
+    exception: str | None
+    steps: int
+    syncs: int
+    errors: int
+    tail: dict[str, int]
+    """Counter deltas after the last barrier."""
+    samples_dropped: tuple[str, ...]
+    """Metrics whose sample ring buffer wrapped between two reads."""
+
+
 class RunFileError(Exception):
     """A run file that cannot be read; the message is one line meant for a person."""
 
 
 @dataclass
 class Run:
-    """A loaded run file, grouped by record type, in file order."""
+    """A loaded run file: its header and its records by type, in file order (steps by index)."""
 
     path: str
     header: dict[str, Any]
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    syncs: list[dict[str, Any]] = field(default_factory=list)
-    sites: dict[int, dict[str, Any]] = field(default_factory=dict)
-    signatures: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
-    compiles: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    syncs: list[Sync] = field(default_factory=list)
+    sites: dict[int, Site] = field(default_factory=dict)
+    signatures: dict[int, tuple[Input, ...]] = field(default_factory=dict)
+    compiles: list[Compile] = field(default_factory=list)
     executions: list[tuple[float, float]] = field(default_factory=list)
+    """``(end_unix_s, duration_ns)`` ExecuteTime samples, from ``exec`` records."""
     graph_sizes: list[tuple[float, float]] = field(default_factory=list)
+    """``(unix_s, nodes)`` TensorsGraphSize samples, from ``graph_sizes`` records."""
     transfers: list[tuple[float, float]] = field(default_factory=list)
     """``(end_unix_s, duration_ns)`` TransferFromDeviceTime samples, from ``xfer`` records."""
-    errors: list[dict[str, Any]] = field(default_factory=list)
-    debug: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[Error] = field(default_factory=list)
+    debug: list[Debug] = field(default_factory=list)
     dynamo: list[dict[str, Any]] = field(default_factory=list)
-    """``dynamo`` records: torch._dynamo's failed guards (why torch.compile recompiled)."""
-    end: dict[str, Any] | None = None
+    """torch._dynamo's failed guards (why torch.compile recompiled), from ``dynamo`` records:
+    ``{func, file, line, reasons}`` per function."""
+    end: End | None = None
     skipped_lines: int = 0
     truncated_tail: bool = False
 
@@ -71,8 +247,33 @@ class Run:
 
     @property
     def meta(self) -> dict[str, Any]:
+        """The header's ``meta`` object as written (versions, host, argv, rank...)."""
         meta = self.header.get("meta")
         return meta if isinstance(meta, dict) else {}
+
+    @property
+    def started_unix(self) -> float | None:
+        t = self.header.get("started_unix")
+        return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+
+    @property
+    def started_at(self) -> str | None:
+        t = self.header.get("started_at")
+        return str(t) if t else None
+
+    @property
+    def xprof_version(self) -> str | None:
+        """The xprof that wrote the file."""
+        v = self.header.get("xprof_version") or self.meta.get("xprof")
+        return str(v) if v else None
+
+    @property
+    def rank(self) -> int | None:
+        """This process's rank in a multi-process run (None for a single process)."""
+        rank, world = self.meta.get("rank"), self.meta.get("world_size")
+        if isinstance(rank, int) and not isinstance(rank, bool) and isinstance(world, int) and world > 1:
+            return rank
+        return None
 
 
 class RunWriter:
@@ -130,6 +331,13 @@ class RunWriter:
             f.close()
 
 
+def append_records(path: str | os.PathLike[str], records: list[dict[str, Any]]) -> None:
+    """Append records to a finished run file (``xprof run`` adds torch_xla's debug entries
+    after the ``end`` record), encoded like the writer's. Raises ``OSError``."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join([_ENCODE(r) + "\n" for r in records]))
+
+
 def _parse_header(path: str, first: str) -> dict[str, Any]:
     try:
         header = json.loads(first)
@@ -171,35 +379,90 @@ def _num_pairs(value: Any) -> list[tuple[float, float]]:
     return out
 
 
+def _int(v: Any, default: int = 0) -> int:
+    return default if v is None else int(v)
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+def _opt_str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+_NO_COUNTS: dict[str, int] = {}
+"""Shared by every step without counter deltas (never modified)."""
+
+
+def _counts(v: Any) -> dict[str, int]:
+    return v if type(v) is dict else {}
+
+
+_new_tuple = tuple.__new__
+
+
 def _add_step(run: Run, rec: dict[str, Any]) -> bool:
-    if not isinstance(rec.get("i"), int):
+    i = rec.get("i")
+    if type(i) is not int:
         return False
-    run.steps.append(rec)
+    g = rec.get
+    t0, tb, t1, barrier, c, bu, bc, sig = (g("t0", 0.0), g("tb", 0.0), g("t1", 0.0), g("barrier", "sync"),
+                                           g("c", _NO_COUNTS), g("bu", 0), g("bc", 0), g("sig"))
+    o, ng, dz, site = g("o", 0), g("ng", 0), g("dz", 0), g("site")
+    if (type(t0) is float and type(tb) is float and type(t1) is float and type(barrier) is str
+            and type(c) is dict and type(bu) is int and type(bc) is int and (sig is None or type(sig) is int)
+            and type(o) is int and type(dz) is int and (site is None or type(site) is int)):
+        # What the recorder writes: the fields are already of their types. Building the tuple
+        # directly skips the NamedTuple's Python-level __new__ (a long run has a million steps).
+        run.steps.append(_new_tuple(Step, (i, t0, tb, t1, barrier, c, bu, bc, sig, o, bool(ng), dz, site)))
+    else:
+        run.steps.append(Step(i, float(t0), float(tb), float(t1), str(barrier), _counts(c), int(bu), int(bc),
+                              _opt_int(sig), int(o), bool(ng), int(dz), _opt_int(site)))
     return True
 
 
 def _add_sync(run: Run, rec: dict[str, Any]) -> bool:
-    run.syncs.append(rec)
+    g = rec.get
+    run.syncs.append(Sync(int(g("i", 0)), int(g("site", -1)), float(g("t0", 0.0)), float(g("t1", 0.0)),
+                          int(g("u", 0)), int(g("c", 0)), int(g("x", 0)), bool(g("deferred", False)),
+                          _opt_str(g("thread"))))
     return True
 
 
 def _add_site(run: Run, rec: dict[str, Any]) -> bool:
-    if not isinstance(rec.get("id"), int):
+    sid = rec.get("id")
+    if not isinstance(sid, int):
         return False
-    run.sites[rec["id"]] = rec
+    g = rec.get
+    chain_ = g("chain")
+    run.sites[sid] = Site(sid, str(g("kind", "?")), str(g("file", "?")), int(g("line", 0) or 0),
+                          str(g("func", "?")), _opt_str(g("via")), str(g("code", "") or ""),
+                          _opt_str(g("inner")),
+                          tuple(str(n) for n in chain_) if isinstance(chain_, list) else ())
     return True
+
+
+def _input(entry: dict[str, Any]) -> Input:
+    shape = entry.get("shape")
+    return Input(str(entry.get("name", "?")), tuple(int(x) for x in shape) if isinstance(shape, list) else (),
+                 str(entry.get("dtype", "?")), str(entry.get("src", "?")))
 
 
 def _add_sig(run: Run, rec: dict[str, Any]) -> bool:
     inputs = rec.get("inputs")
     if not isinstance(rec.get("id"), int) or not isinstance(inputs, list):
         return False
-    run.signatures[rec["id"]] = [i for i in inputs if isinstance(i, dict)]
+    run.signatures[rec["id"]] = tuple(_input(i) for i in inputs if isinstance(i, dict))
     return True
 
 
 def _add_compile(run: Run, rec: dict[str, Any]) -> bool:
-    run.compiles.append(rec)
+    i = rec.get("i")
+    if type(i) is not int:
+        return False
+    g = rec.get
+    run.compiles.append(Compile(i, float(g("t", 0.0)), float(g("ns", 0.0)), str(g("at", "barrier"))))
     return True
 
 
@@ -219,7 +482,9 @@ def _add_graph_sizes(run: Run, rec: dict[str, Any]) -> bool:
 
 
 def _add_error(run: Run, rec: dict[str, Any]) -> bool:
-    run.errors.append(rec)
+    t = rec.get("t")
+    run.errors.append(Error(float(t) if isinstance(t, (int, float)) else None, str(rec.get("where", "?")),
+                            str(rec.get("error", "")), _opt_str(rec.get("trace"))))
     return True
 
 
@@ -232,12 +497,18 @@ def _add_dynamo(run: Run, rec: dict[str, Any]) -> bool:
 
 
 def _add_debug(run: Run, rec: dict[str, Any]) -> bool:
-    run.debug.append(rec)
+    fields = {k: v for k, v in rec.items() if k not in ("type", "kind")}
+    run.debug.append(Debug(str(rec.get("kind", "")), fields))
     return True
 
 
 def _add_end(run: Run, rec: dict[str, Any]) -> bool:
-    run.end = rec
+    g = rec.get
+    t = g("t")
+    dropped = g("samples_dropped")
+    run.end = End(float(t) if t else None, str(g("status", "ok") or "ok"), _opt_str(g("exception")),
+                  _int(g("steps")), _int(g("syncs")), _int(g("errors")), _counts(g("tail")),
+                  tuple(str(d) for d in dropped) if isinstance(dropped, list) else ())
     return True
 
 
@@ -280,10 +551,10 @@ def load_run(path: str | os.PathLike[str]) -> Run:
 
     A file whose last line was cut off mid-write (the process was killed) loads with
     ``truncated_tail`` set and without an ``end`` record; unknown record types from a
-    newer minor change, lines that are not JSON and lines with bytes that are not UTF-8
-    are skipped and counted in ``skipped_lines``, never fatal. Lines are parsed one at a
-    time on purpose: parsing a batch as one JSON array can merge two damaged lines into
-    one valid value and so hide them from the count.
+    newer minor change, lines that are not JSON, lines with bytes that are not UTF-8 and
+    records whose fields have the wrong type are skipped and counted in ``skipped_lines``,
+    never fatal. Lines are parsed one at a time on purpose: parsing a batch as one JSON
+    array can merge two damaged lines into one valid value and so hide them from the count.
     """
     p = str(path)
     if os.path.isdir(p):
@@ -338,10 +609,72 @@ def load_run(path: str | os.PathLike[str]) -> Run:
             if type(rec) is dict:
                 kind = rec.get("type")
                 add = adders.get(kind) if type(kind) is str else None
-                if add is not None and add(run, rec):
-                    continue
+                if add is not None:
+                    try:
+                        if add(run, rec):
+                            continue
+                    except (TypeError, ValueError, OverflowError):
+                        pass  # a field of the wrong type: the record is skipped like a bad line
             run.skipped_lines += 1
         if pending is not None:
             run.truncated_tail = True
-    run.steps.sort(key=lambda s: s["i"])
+    run.steps.sort(key=itemgetter(0))  # by step index (Step.i)
     return run
+
+
+# -- finding run files -------------------------------------------------------------------
+
+RANK_IN_NAME = re.compile(r"\.rank(\d+)\.[^.]+$")
+"""``run.rank3.json``: the file of rank 3 of a multi-process run."""
+
+
+def _looks_like_run(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            first = f.readline(4096)
+    except OSError:
+        return False
+    return f'"{FORMAT}"' in first
+
+
+def rank_of_path(path: str, position: int) -> int:
+    """The N of ``*.rankN.json``, else ``position``."""
+    m = RANK_IN_NAME.search(path)
+    return int(m.group(1)) if m else position
+
+
+def _rank_key(path: str) -> tuple[int, str]:
+    m = RANK_IN_NAME.search(path)
+    return (int(m.group(1)) if m else 1 << 30, path)
+
+
+def expand_run_paths(paths: Sequence[str]) -> list[str]:
+    """Run files named by ``paths``: a folder stands for the run files in it.
+
+    In a folder, ``*.rankN.json`` files are taken when there are any (sorted by rank),
+    otherwise every ``*.json`` file that starts with an xprof run header. Files named
+    directly are kept as given (the loader reports bad ones). Raises ``ValueError`` with
+    one line when a path does not exist or a folder holds no run file.
+    """
+    out: list[str] = []
+    for p in paths:
+        if os.path.isdir(p):
+            names = sorted(n for n in os.listdir(p) if n.endswith(".json"))
+            ranked = [os.path.join(p, n) for n in names if RANK_IN_NAME.search(n)]
+            found = ranked or [os.path.join(p, n) for n in names
+                               if not n.endswith(".trace.json") and _looks_like_run(os.path.join(p, n))]
+            if not found:
+                raise ValueError(f"{p}: no xprof run files in this folder")
+            out.extend(sorted(found, key=_rank_key))
+        elif os.path.exists(p):
+            out.append(p)
+        else:
+            raise ValueError(f"{p}: no such file or folder")
+    seen: set[str] = set()
+    unique = []
+    for p in out:
+        key = os.path.realpath(p)
+        if key not in seen:
+            seen.add(key)
+            unique.append(p)
+    return unique

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from xprof.analysis.model import Analysis, Finding
+from xprof.analysis.model import Analysis, Finding, FindingKey
 
 
 class CompileGuardError(AssertionError):
@@ -88,12 +88,8 @@ def check(analysis: Analysis, n: int, *, warmup: int = 2, max_syncs: int | None 
         return result
     comp = analysis.compiles
     late = comp[comp["step"] > cutoff] if len(comp) else comp
-    syncs = analysis.syncs
-    if len(syncs):
-        live = syncs[~syncs["deferred"].astype(bool)]
-        late_syncs = live[live["step"] > cutoff]
-    else:
-        late_syncs = syncs
+    live = analysis.live_syncs
+    late_syncs = live[live["step"] > cutoff] if len(live) else live
     result.compiles_after_warmup = len(late)
     result.syncs_after_warmup = len(late_syncs)
     problems: list[str] = []
@@ -104,7 +100,7 @@ def check(analysis: Analysis, n: int, *, warmup: int = 2, max_syncs: int | None 
     if max_syncs is not None and len(late_syncs) > max_syncs:
         problems.append(f"{len(late_syncs)} host sync(s) after {warmup} warm-up step(s), "
                         f"{max_syncs} allowed")
-        keys.update(f"sync:{int(s)}" for s in late_syncs["site"])
+        keys.update(str(FindingKey.sync(int(s))) for s in late_syncs["site"])
     if not problems:
         return result
     found = [f for f in analysis.findings if f.id in keys]

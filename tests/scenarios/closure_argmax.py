@@ -3,7 +3,6 @@ graph compiled once after the barrier, deferred."""
 
 from typing import Any
 
-import torch
 import torch_xla
 import torch_xla.core.xla_model as xm
 

@@ -16,7 +16,7 @@ from xprof.analysis import findings as _findings
 from xprof.analysis import steps as _steps
 from xprof.analysis import tables
 from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals
-from xprof.runfile import Run, gc_paused, load_run
+from xprof.runfile import CACHED, EXECUTE, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter, load_run
 
 __all__ = ["CAUSES", "WARMUP_STEPS", "Analysis", "Finding", "Totals", "analyze", "analyze_path"]
 
@@ -46,7 +46,7 @@ def _analyze(run: Run) -> Analysis:
     per_step_compile = compiles.groupby("step")["ms"].sum() if len(compiles) else pd.Series(dtype=float)
     steps["compile_ms"] = steps["i"].map(per_step_compile).fillna(0.0).astype(float)
     if len(syncs):
-        live = syncs[~syncs["deferred"].astype(bool)]
+        live = tables.live_reads(syncs)
         steps["syncs"] = steps["i"].map(live.groupby("step").size()).fillna(0).astype(int)
         deferred = syncs[syncs["deferred"].astype(bool)]
         steps["deferred_reads"] = steps["i"].map(deferred.groupby("step").size()).fillna(0).astype(int)
@@ -59,7 +59,7 @@ def _analyze(run: Run) -> Analysis:
     sigs = _causes.signatures(inputs)
     found = _causes.attribute(steps, compiles, syncs, sigs, run.sites)
     compiles["cause"] = [c.cause for c in found]
-    compiles["finding"] = [c.key for c in found]
+    compiles["finding"] = [str(c.key) for c in found]
     compiles["input"] = [c.input for c in found]
     compiles["sig"] = steps.set_index("i")["sig"].reindex(compiles["step"]).to_numpy() if len(
         compiles) else pd.array([], dtype="Int64")
@@ -97,10 +97,10 @@ def _consistent(run: Run) -> tuple[Run, str]:
     seen: set[int] = set()
     steps = []
     for s in run.steps:
-        if s["i"] not in seen:
-            seen.add(s["i"])
+        if s.i not in seen:
+            seen.add(s.i)
             steps.append(s)
-    compiles = [c for c in run.compiles if isinstance(c.get("i"), int) and c["i"] in seen]
+    compiles = [c for c in run.compiles if c.i in seen]
     if len(steps) == len(run.steps) and len(compiles) == len(run.compiles):
         return run, ""
     parts = []
@@ -119,7 +119,7 @@ def _debug_evidence(run: Run, compiles: pd.DataFrame) -> None:
     Matched by order, and only when the capture saw as many compiles as the run recorded
     (as for the hashes), so a partial capture never lends one compile another's reason.
     """
-    entries = [d for d in run.debug if d.get("kind") == "compile"]
+    entries = [d.fields for d in run.debug if d.kind == "compile"]
     n = len(compiles)
     reasons: list[str | None] = [None] * n
     wheres: list[str | None] = [None] * n
@@ -145,9 +145,9 @@ def _debug_hashes(run: Run, n: int) -> list[str | None]:
     The capture has no timestamps, only order; hashes are attached only when it saw as
     many compiles as the run recorded, so a partial capture never mislabels a graph.
     """
-    hashes = [d.get("graph_hash") for d in run.debug if d.get("kind") == "compile"]
+    hashes = [d.graph_hash for d in run.debug if d.kind == "compile"]
     if n and len(hashes) == n:
-        return [str(h) if h else None for h in hashes]
+        return hashes
     return [None] * n
 
 
@@ -158,11 +158,11 @@ def _pct(values: pd.Series, q: float) -> float | None:
 
 def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
             execute_s: float, found: list[_causes.Cause]) -> Totals:
-    tail = (run.end or {}).get("tail") or {}
-    uncached = int(steps["uncached"].sum()) + int(tail.get(tables.UNCACHED, 0))
-    cached = int(steps["cached"].sum()) + int(tail.get(tables.CACHED, 0))
-    executions = int(steps["executions"].sum()) + int(tail.get(tables.EXECUTE, 0))
-    transfers = int(steps["transfers"].sum()) + int(tail.get(tables.TO_CPU, 0))
+    tail = run.end.tail if run.end else {}
+    uncached = int(steps["uncached"].sum()) + int(tail.get(UNCACHED, 0))
+    cached = int(steps["cached"].sum()) + int(tail.get(CACHED, 0))
+    executions = int(steps["executions"].sum()) + int(tail.get(EXECUTE, 0))
+    transfers = int(steps["transfers"].sum()) + int(tail.get(TO_CPU, 0))
     work = steps[steps["work"] & (steps["ordinal"] >= 0)]
     n_work = _steps.training_steps(steps)
     graph_barriers = int(steps["work"].sum())
@@ -176,11 +176,11 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
         for k, v in d.items():
             fallback[k] = fallback.get(k, 0) + int(v)
     for k, v in tail.items():
-        if tables.is_fallback(k):
+        if is_fallback_counter(k):
             fallback[k] = fallback.get(k, 0) + int(v)
-    start = float(run.header.get("started_unix") or (steps["t0"].min() if len(steps) else 0.0))
-    if run.end and run.end.get("t"):
-        stop = float(run.end["t"])
+    start = float(run.started_unix or (steps["t0"].min() if len(steps) else 0.0))
+    if run.end and run.end.t:
+        stop = run.end.t
     elif len(steps):
         stop = float(steps["t1"].max())
     else:
@@ -189,11 +189,8 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     compile_s = float(compiles["ms"].sum()) / 1e3 if len(compiles) else 0.0
     steady = work[work["ordinal"] >= WARMUP_STEPS]
     quiet = steady[steady["uncached"] == 0]
-    live = syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
-    if run.end is None:
-        status = "incomplete"
-    else:
-        status = str(run.end.get("status", "ok"))
+    live = tables.live_reads(syncs)
+    status = "incomplete" if run.end is None else run.end.status
     return Totals(
         steps=n_work, barriers=len(steps), wall_seconds=wall, compile_seconds=compile_s,
         execute_seconds=execute_s, compiles=uncached, recompiles=recompiles, cached_compiles=cached,
@@ -203,7 +200,7 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
         deferred_reads=len(syncs) - len(live), extra_executions=max(executions - graph_barriers, 0),
         eval_steps=_steps.eval_steps(steps),
         transfers=transfers, fallback_ops=fallback, complete=run.complete, status=status,
-        exception=(run.end or {}).get("exception"), profiler_errors=len(run.errors),
+        exception=run.end.exception if run.end else None, profiler_errors=len(run.errors),
         step_ms_median=_pct(steady["step_ms"], 50), step_ms_p95=_pct(steady["step_ms"], 95),
         execute_ms_median=_pct(quiet["execute_ms"], 50), execute_ms_p95=_pct(quiet["execute_ms"], 95),
         compile_share=compile_s / wall if wall > 0 else 0.0,
@@ -219,15 +216,16 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals) -
         notes.append(f"The training loop raised {totals.exception}; the run ends there.")
     if run.errors:
         notes.append(f"xprof hit {len(run.errors)} error(s) of its own while recording; training "
-                     f"was not affected. First: {run.errors[0].get('where')}: {run.errors[0].get('error')}")
-    dropped = (run.end or {}).get("samples_dropped")
+                     f"was not affected. First: {run.errors[0].where}: {run.errors[0].error}")
+    dropped = run.end.samples_dropped if run.end else ()
     if dropped:
         notes.append(f"Some timing samples were lost from torch_xla's ring buffer ({', '.join(dropped)}); "
                      "execute times are partial.")
     if run.skipped_lines:
         notes.append(f"{run.skipped_lines} unreadable line(s) in the run file were skipped.")
     if len(syncs) and len(steps):
-        after = syncs[(syncs["step"] > int(steps["i"].max())) & ~syncs["deferred"].astype(bool)]
+        live = tables.live_reads(syncs)
+        after = live[live["step"] > int(steps["i"].max())]
         if len(after):
             notes.append(f"{len(after)} host read(s) after the last step barrier are not counted as "
                          "findings (e.g. a final print).")

@@ -30,8 +30,10 @@ import numpy as np
 import pandas as pd
 
 from xprof.analysis.mechanisms import mechanism
-from xprof.analysis.model import WARMUP_STEPS
+from xprof.analysis.model import EVAL_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
+from xprof.analysis.tables import live_reads
+from xprof.runfile import Site
 
 EVAL_GRAPH_RATIO = 0.75
 """A barrier graph with fewer nodes than this share of the training graph is an eval pass."""
@@ -42,7 +44,7 @@ Signature = tuple[tuple[str, Shape, str, str], ...]
 @dataclass
 class Cause:
     cause: str
-    key: str
+    key: FindingKey
     """Groups compiles into one finding."""
     input: str | None = None
     dim: int | None = None
@@ -102,12 +104,12 @@ DATA_DEPENDENT_ACCESS = frozenset({"nonzero", "masked_select", "unique", "argwhe
 
 
 def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
-              sigs: dict[int, Signature], site_info: dict[int, dict[str, Any]] | None = None) -> list[Cause]:
+              sigs: dict[int, Signature], site_info: dict[int, Site] | None = None) -> list[Cause]:
     """One :class:`Cause` per row of ``compiles`` (same order)."""
     causes: list[Cause] = []
     if not len(compiles):
         return causes
-    live = syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
+    live = live_reads(syncs)
     sites_by_step: dict[int, frozenset[int]] = {}
     dd_by_step: dict[int, list[int]] = {}
     if len(live):
@@ -222,7 +224,7 @@ class _Context:
     train_nodes: int | None
     seen_nodes: set[int]
     seen_keys: set[tuple[int | None, frozenset[int]]]
-    sites: dict[int, dict[str, Any]]
+    sites: dict[int, Site]
     seen_sites: set[int] = field(default_factory=set)
     """Read sites seen in earlier training steps (warm-up included)."""
 
@@ -270,42 +272,42 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
          new_fallback: set[str], ctx: _Context) -> Cause:
     if warm:
         # Every compile inside the first two training steps, host reads included.
-        return Cause("warmup", "warmup")
+        return Cause("warmup", WARMUP_KEY)
     if c["at"] == "step":
         return _mid_step(c, step, new_fallback, ctx, seen_sigs, seen_sig_list)
     if step.phase == "dynamo":
-        return Cause("dynamo", "dynamo", evidence="compiled at a sync of torch.compile's XLA bridge")
+        return Cause("dynamo", FindingKey("dynamo"), evidence="compiled at a sync of torch.compile's XLA bridge")
     found = _step_mechanism(step, ctx)
     if found is not None and (step.sig_id is None or step.sig_id in seen_sigs):
         return found
     nodes = None if pd.isna(c["graph_nodes"]) else int(c["graph_nodes"])
     train_nodes = ctx.train_nodes
     if step.phase == "eval" or (nodes is not None and train_nodes and nodes < EVAL_GRAPH_RATIO * train_nodes):
-        return Cause("graph_change", "eval", evidence=(
+        return Cause("graph_change", EVAL_KEY, evidence=(
             (f"a {nodes}-node graph against the {train_nodes}-node training graph "
              if nodes is not None and train_nodes else "a graph ")
             + "(no backward pass or optimizer: an evaluation or inference pass)"))
     sig_id = step.sig_id
     if step.dd_sites and (sig_id is None or sig_id in seen_sigs):
         site = step.dd_sites[0]
-        return Cause("data_dependent", f"sync:{site}", site=site, evidence=(
+        return Cause("data_dependent", FindingKey.sync(site), site=site, evidence=(
             "same input shapes as before, but an op with a value-dependent output shape ran in "
             "this step, so the tensors after it (and the barrier graph) took a new shape"))
     if new_fallback:
         ops = ",".join(sorted(new_fallback))
-        return Cause("cpu_fallback", f"fallback:{ops}",
+        return Cause("cpu_fallback", FindingKey.fallback(new_fallback),
                      evidence=f"ops without an XLA lowering ran on the CPU for the first time: {ops}")
     if sig_id is None:
         if nodes is not None and nodes not in ctx.seen_nodes:
-            return Cause("graph_change", f"graph:{nodes}",
+            return Cause("graph_change", FindingKey.graph(nodes),
                          evidence=f"a {nodes}-node graph not seen before (no input shapes recorded)")
-        return Cause("unknown", "unknown:noinputs", evidence=(
+        return Cause("unknown", FindingKey("unknown", "noinputs"), evidence=(
             "no step inputs were recorded, and the graph has the same size as one seen before: "
             "most likely input shapes changed"))
     if sig_id not in seen_sigs:
         return _shape_cause(sig_id, seen_sig_list, ctx)
     if step.dynamo:
-        return Cause("dynamo", "dynamo", evidence=(
+        return Cause("dynamo", FindingKey("dynamo"), evidence=(
             "torch.compile traced a graph again in this step (same input shapes as before), "
             "so the step graph changed with it"))
     sites = step.sites
@@ -313,10 +315,10 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
     if sites and (sig_id, sites) not in seen_keys:
         earlier = set().union(*[s for (sg, s) in seen_keys if sg == sig_id]) if seen_keys else set()
         new_sites = sorted(sites - earlier) or sorted(sites)
-        return Cause("implicit_sync", f"sync:{new_sites[0]}", site=new_sites[0], evidence=(
+        return Cause("implicit_sync", FindingKey.sync(new_sites[0]), site=new_sites[0], evidence=(
             "same inputs as before, but a host read in this step materialized a tensor, "
             "so the graph at the barrier changed"))
-    return Cause("graph_change", f"graph:{nodes}", evidence=(
+    return Cause("graph_change", FindingKey.graph(nodes), evidence=(
         "same input shapes as an earlier step, different graph"
         + (f" ({nodes} nodes)" if nodes is not None else "")))
 
@@ -326,15 +328,15 @@ def _shape_cause(sig_id: int, seen_sig_list: list[Signature], ctx: _Context) -> 
     sig = ctx.sigs.get(sig_id, ())
     prev, name, dim, old, new = _closest(sig, seen_sig_list)
     if name is not None:
-        return Cause("input_shape", f"input:{name}", input=name, dim=dim, old=old, new=new,
+        return Cause("input_shape", FindingKey.input(name), input=name, dim=dim, old=old, new=new,
                      evidence=f"{name} changed shape {_fmt(old)} -> {_fmt(new)}")
     if prev is None:
         # Only step 0 had inputs before: the shape is new to the steady-state graph.
         first = sig[0] if sig else None
-        return Cause("input_shape", f"input:{first[0] if first else '?'}",
+        return Cause("input_shape", FindingKey.input(first[0] if first else None),
                      input=first[0] if first else None, new=first[1] if first else None,
                      evidence="input shapes first seen at the one-off first step")
-    return Cause("input_shape", "input:?", evidence="a new input signature")
+    return Cause("input_shape", FindingKey.input(None), evidence="a new input signature")
 
 
 def _step_mechanism(step: _StepFacts, ctx: _Context) -> Cause | None:
@@ -344,7 +346,7 @@ def _step_mechanism(step: _StepFacts, ctx: _Context) -> Cause | None:
         mech = mechanism(ctx.sites.get(site))
         if mech is not None:
             where = "asked for the barrier" if site == step.barrier_site else "read values in this step"
-            return Cause("library", mech.key, site=site, evidence=(
+            return Cause("library", FindingKey.parse(mech.key), site=site, evidence=(
                 f"{mech.what} {where} and ran a small graph of its own"))
     return None
 
@@ -358,27 +360,28 @@ def _mid_step(c: Any, step: _StepFacts, new_fallback: set[str], ctx: _Context, s
         read = syncs.loc[row]
         site = int(read["site"])
         if bool(read["deferred"]):
-            return Cause("step_closure", f"closure:{site}", site=site, evidence=(
+            return Cause("step_closure", FindingKey("closure", str(site)), site=site, evidence=(
                 "compiled inside a read in an xm.add_step_closure callback: it runs after the "
                 "barrier, on a small graph of its own (compiled once, cached afterwards)"))
         if read["access"] in DATA_DEPENDENT_ACCESS:
-            return Cause("data_dependent", f"sync:{site}", site=site,
+            return Cause("data_dependent", FindingKey.sync(site), site=site,
                          evidence="compiled inside an op whose output shape depends on values")
         if site in ctx.seen_sites and step.sig_id is not None and step.sig_id not in seen_sigs:
             # The same read compiled before: it compiles again only because the inputs changed.
             return _shape_cause(step.sig_id, seen_sig_list, ctx)
-        return Cause("implicit_sync", f"sync:{site}", site=site,
+        return Cause("implicit_sync", FindingKey.sync(site), site=site,
                      evidence="compiled inside a host read of a tensor value")
     if step.dynamo:
-        return Cause("dynamo", "dynamo", evidence="compiled while torch.compile's XLA bridge traced a graph")
+        return Cause("dynamo", FindingKey("dynamo"),
+                     evidence="compiled while torch.compile's XLA bridge traced a graph")
     found = _step_mechanism(step, ctx)
     if found is not None:
         return found
     if new_fallback:
         ops = ",".join(sorted(new_fallback))
-        return Cause("cpu_fallback", f"fallback:{ops}",
+        return Cause("cpu_fallback", FindingKey.fallback(new_fallback),
                      evidence=f"compiled mid-step around ops that ran on the CPU: {ops}")
-    return Cause("unknown", "unknown:step",
+    return Cause("unknown", FindingKey("unknown", "step"),
                  evidence="compiled mid-step outside any recorded host read")
 
 

@@ -13,8 +13,10 @@ import pandas as pd
 from xprof.analysis import mechanisms as _mech
 from xprof.analysis.advice import ADVICE
 from xprof.analysis.causes import DATA_DEPENDENT_ACCESS, Cause, Signature
-from xprof.analysis.model import Finding
+from xprof.analysis.model import EVAL_KEY, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
+from xprof.analysis.tables import live_reads
+from xprof.runfile import Site
 
 _CONDITION = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.*\belse\b")
 
@@ -72,14 +74,14 @@ def _pattern(ordinals: list[int], steady_steps: int) -> str | None:
 
 
 def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], syncs: pd.DataFrame,
-          sigs: dict[int, Signature], sites: dict[int, dict[str, Any]] | None = None,
+          sigs: dict[int, Signature], sites: dict[int, Site] | None = None,
           dynamo_guards: list[dict[str, Any]] | None = None) -> list[Finding]:
     findings: list[Finding] = []
     ordinal_of = dict(zip(steps["i"].astype(int).tolist(), steps["user_step"].astype(int).tolist()))
     steady = int(steps.loc[steps["work"] & (steps["ordinal"] >= 2), "ordinal"].nunique())
     last_barrier = int(steps["i"].max()) if len(steps) else -1
 
-    groups: dict[str, list[int]] = {}
+    groups: dict[FindingKey, list[int]] = {}
     for k, c in enumerate(causes):
         if c.cause != "warmup":
             groups.setdefault(c.key, []).append(k)
@@ -90,27 +92,27 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
     def gkey(site: int) -> str:
         return _mech.group_key(site, site_info.get(site))
 
-    for key in [k for k in groups if k.startswith("sync:")]:
-        nk = gkey(int(key.split(":", 1)[1]))
+    for key in [k for k in groups if k.site is not None]:
+        nk = FindingKey.parse(gkey(key.site or 0))
         if nk != key:
             groups.setdefault(nk, []).extend(groups.pop(key))
     keys_of = syncs["site"].map(lambda v: gkey(int(v))) if len(syncs) else pd.Series(dtype=object)
-    live_mask = ~syncs["deferred"].astype(bool) if len(syncs) else pd.Series(dtype=bool)
     dynamo_reads = syncs.iloc[0:0]
     if len(syncs):
-        live = syncs[live_mask & (syncs["step"] <= last_barrier)]
+        live = live_reads(syncs)
+        live = live[live["step"] <= last_barrier]
         dynamo_reads = live[keys_of[live.index] == "dynamo"]
         live = live[keys_of[live.index] != "dynamo"]
         for key, g in live.groupby(keys_of[live.index], sort=False):
-            ks = groups.pop(str(key), [])
+            ks = groups.pop(FindingKey.parse(str(key)), [])
             findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady))
-    for key in [k for k in groups if k.startswith(("sync:", "lib:"))]:
+    for key in [k for k in groups if k.group in ("sync", "lib")]:
         ks = groups.pop(key)
-        g = syncs[keys_of == key] if len(syncs) else syncs
+        g = syncs[keys_of == str(key)] if len(syncs) else syncs
         if len(g):
-            findings.append(_sync_finding(key, g, compiles, ks, ordinal_of, steady))
+            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady))
         else:
-            mech = _mech.known(key)
+            mech = _mech.known(str(key))
             if mech is not None:
                 findings.append(_barrier_mechanism_finding(mech, compiles.iloc[ks], causes[ks[0]]))
 
@@ -136,7 +138,7 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
             findings.append(_dynamo_finding(key, c0, rows, dynamo_reads, dynamo_guards or []))
             continue
         findings.append(Finding(
-            id=key, cause="unknown", kind="unknown",
+            id=str(key), cause="unknown", kind="unknown",
             title=f"{len(ks)} compile{'s' if len(ks) != 1 else ''} xprof could not explain ({ms / 1e3:.2f} s)",
             count=len(ks), compiles=len(ks), seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
             advice=ADVICE["unknown_debugged" if "torch_xla says" in c0.evidence else "unknown"],
@@ -168,7 +170,7 @@ def _uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles
                           ordinal_of: dict[int, int], steady: int) -> list[Finding]:
     """CPU-fallback ops that run after warm-up without compiling anything new: each call
     still copies to the host and cuts the graph, so it is a finding of its own."""
-    covered = {op for f in findings if f.cause == "cpu_fallback" for op in f.id.split(":", 1)[1].split(",")}
+    covered = {op for f in findings if f.cause == "cpu_fallback" for op in f.key.ops}
     if any(f.cause == "data_dependent" for f in findings):
         covered |= DATA_DEPENDENT_FALLBACKS
     ops: set[str] = set()
@@ -177,15 +179,15 @@ def _uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles
             ops.update(op for op in d if op not in covered)
     if not ops:
         return []
-    key = "fallback:" + ",".join(sorted(ops))
+    key = FindingKey.fallback(ops)
     cause = Cause("cpu_fallback", key, evidence=f"ops without an XLA lowering ran on the CPU after warm-up: "
                   f"{', '.join(sorted(ops))}")
     return [_fallback_finding(key, cause, compiles.iloc[0:0], steps, ordinal_of, steady)]
 
 
-def _fallback_finding(key: str, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
+def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
                       ordinal_of: dict[int, int], steady: int) -> Finding:
-    ops = key.split(":", 1)[1].split(",")
+    ops = key.ops
     ms = float(rows["ms"].sum())
     ran = []
     for i, d in zip(steps["i"].tolist(), steps["fallback"].tolist()):
@@ -204,7 +206,7 @@ def _fallback_finding(key: str, c0: Cause, rows: pd.DataFrame, steps: pd.DataFra
     evidence = [c0.evidence] if c0.evidence else []
     evidence.append("each call copies its input to the host and cuts the graph around it")
     return Finding(
-        id=key, cause="cpu_fallback", kind="cpu_fallback", title=title, count=calls, compiles=n,
+        id=str(key), cause="cpu_fallback", kind="cpu_fallback", title=title, count=calls, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["cpu_fallback"],
         evidence=evidence, steps=ran_steps, pattern=pattern,
     )
@@ -363,19 +365,19 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         evidence.append(f"... and {len(ks) - 3} more")
     evidence.append(f"mean compile {ms / max(n, 1):.0f} ms")
     return Finding(
-        id=f"input:{name}", cause="input_shape", kind=kind, title=title, count=n, compiles=n,
+        id=str(FindingKey.input(name)), cause="input_shape", kind=kind, title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE[kind],
         evidence=evidence, steps=comp_steps, input=name, dim=dim,
         shapes=[list(s) for s in shapes], pattern=pattern, what_if=what_if,
     )
 
 
-def _graph_finding(key: str, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
+def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
                    ordinal_of: dict[int, int]) -> Finding:
     ms = float(rows["ms"].sum())
     n = len(rows)
     comp_steps = sorted({int(s) for s in rows["step"]})
-    if key == "eval":
+    if key == EVAL_KEY:
         kind = "eval_pass"
         nodes = {int(v) for v in rows["graph_nodes"].dropna()}
         ran = steps[steps["graph_nodes"].isin(list(nodes))] if nodes else steps.iloc[0:0]
@@ -404,7 +406,7 @@ def _graph_finding(key: str, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
     evidence.append(f"compiled at step{'s' if len(comp_steps) != 1 else ''} "
                     f"{', '.join(str(s) for s in comp_steps[:10])}")
     return Finding(
-        id=key, cause="graph_change", kind=kind, title=title, count=n, compiles=n,
+        id=str(key), cause="graph_change", kind=kind, title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE[kind],
         evidence=evidence, steps=comp_steps, pattern=pattern, severity="info" if kind == "eval_pass"
         else "warning",
@@ -438,11 +440,11 @@ def _runs(ordinals: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _closure_finding(key: str, c0: Cause, rows: pd.DataFrame, syncs: pd.DataFrame) -> Finding:
+def _closure_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, syncs: pd.DataFrame) -> Finding:
     """A read inside an ``xm.add_step_closure`` callback compiled a small graph: deferred."""
     ms = float(rows["ms"].sum())
     n = len(rows)
-    site = int(key.split(":", 1)[1])
+    site = int(key.detail)
     g = syncs[syncs["site"] == site]
     first = g.iloc[0] if len(g) else None
     file = str(first["file"]) if first is not None else None
@@ -458,14 +460,14 @@ def _closure_finding(key: str, c0: Cause, rows: pd.DataFrame, syncs: pd.DataFram
     evidence.append(f"{reads} deferred read{'s' if reads != 1 else ''} at this line; none ran mid-step")
     comp_steps = sorted({int(s) for s in rows["step"]})
     return Finding(
-        id=key, cause="step_closure", kind="deferred_read", title=title, count=reads, compiles=n,
+        id=str(key), cause="step_closure", kind="deferred_read", title=title, count=reads, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["deferred_read"],
         evidence=evidence, steps=comp_steps, file=file, line=line,
         func=str(first["func"]) if first is not None else None, code=code, severity="info",
     )
 
 
-def _dynamo_finding(key: str, c0: Cause, rows: pd.DataFrame, reads: pd.DataFrame,
+def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.DataFrame,
                     guards: list[dict[str, Any]]) -> Finding:
     ms = float(rows["ms"].sum())
     n = len(rows)
@@ -482,7 +484,7 @@ def _dynamo_finding(key: str, c0: Cause, rows: pd.DataFrame, reads: pd.DataFrame
     if len(reads):
         evidence.append(f"{len(reads)} host read(s) made by torch.compile itself while tracing (not the user's code)")
     return Finding(
-        id=key, cause="dynamo", kind="dynamo_recompile", title=title, count=n, compiles=n,
+        id=str(key), cause="dynamo", kind="dynamo_recompile", title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["dynamo_recompile"],
         evidence=evidence, steps=comp_steps,
     )

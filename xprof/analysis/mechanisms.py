@@ -10,7 +10,8 @@ innermost library function at the same user line is one mechanism).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from xprof.runfile import Site
 
 
 @dataclass(frozen=True)
@@ -49,17 +50,15 @@ _KNOWN: tuple[tuple[str, Mechanism], ...] = (
 )
 
 
-def mechanism(site: dict[str, Any] | None) -> Mechanism | None:
+def mechanism(site: Site | None) -> Mechanism | None:
     """The known library mechanism a site went through, if any."""
-    if not site:
+    if site is None:
         return None
-    names = list(site.get("chain") or [])
-    for extra in (site.get("inner"), site.get("via")):
-        if isinstance(extra, str):
+    names = list(site.chain)
+    for extra in (site.inner, site.via):
+        if extra:
             names.append(extra)
     for name in names:
-        if not isinstance(name, str):
-            continue
         for prefix, mech in _KNOWN:
             if name.startswith(prefix):
                 return mech
@@ -69,13 +68,12 @@ def mechanism(site: dict[str, Any] | None) -> Mechanism | None:
 DYNAMO_MODULES = ("torch._dynamo", "torch_xla._dynamo")
 
 
-def is_dynamo(site: dict[str, Any] | None) -> bool:
+def is_dynamo(site: Site | None) -> bool:
     """A read made by torch.compile itself (tracing, guards), not by the user's code."""
-    via = (site or {}).get("via")
-    return isinstance(via, str) and via.startswith(DYNAMO_MODULES)
+    return site is not None and bool(site.via) and str(site.via).startswith(DYNAMO_MODULES)
 
 
-def group_key(site_id: int, site: dict[str, Any] | None) -> str:
+def group_key(site_id: int, site: Site | None) -> str:
     """The finding a site's reads and compiles belong to: torch.compile's own reads, a known
     mechanism, else the innermost library function at that user line, else the site."""
     if is_dynamo(site):
@@ -83,9 +81,8 @@ def group_key(site_id: int, site: dict[str, Any] | None) -> str:
     mech = mechanism(site)
     if mech is not None:
         return mech.key
-    if site and site.get("via"):
-        inner = site.get("inner") or site.get("via")
-        return f"lib:{inner}@{site.get('file')}:{site.get('line')}"
+    if site is not None and site.via:
+        return f"lib:{site.inner or site.via}@{site.file}:{site.line}"
     return f"sync:{site_id}"
 
 

@@ -6,12 +6,26 @@ and nothing else; they never look at run-file records directly.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
+from xprof.analysis.tables import live_reads
 from xprof.runfile import Run
+
+
+def is_missing(value: Any) -> bool:
+    """None, NaN or pandas' NA: a table cell with no value (anything ``pd.isna`` cannot judge
+    counts as present)."""
+    if value is None:
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
 
 CAUSES = ("warmup", "input_shape", "implicit_sync", "data_dependent", "step_closure", "library",
           "dynamo", "graph_change", "cpu_fallback", "unknown")
@@ -29,6 +43,56 @@ one line of the summary and a collapsed section of the report (still in the JSON
 
 SUMMARY_SCHEMA = "xprof-summary"
 SUMMARY_VERSION = 1
+
+
+class FindingKey(NamedTuple):
+    """What groups compiles and host reads into one finding; ``str(key)`` is the finding's id.
+
+    ``group`` is ``sync`` (a host-read site), ``input`` (an input that changed shape),
+    ``fallback`` (CPU-fallback ops), ``graph`` (a graph of that many nodes), ``eval``,
+    ``unknown`` or ``warmup``; ``detail`` the site id, input name, ops, node count or reason.
+    """
+
+    group: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.group}:{self.detail}" if self.detail else self.group
+
+    @classmethod
+    def parse(cls, text: str) -> FindingKey:
+        group, _, detail = text.partition(":")
+        return cls(group, detail)
+
+    @classmethod
+    def sync(cls, site: int) -> FindingKey:
+        return cls("sync", str(site))
+
+    @classmethod
+    def input(cls, name: str | None) -> FindingKey:
+        return cls("input", name or "?")
+
+    @classmethod
+    def fallback(cls, ops: Iterable[str]) -> FindingKey:
+        return cls("fallback", ",".join(sorted(ops)))
+
+    @classmethod
+    def graph(cls, nodes: int | None) -> FindingKey:
+        return cls("graph", str(nodes))
+
+    @property
+    def site(self) -> int | None:
+        """The host-read site of a ``sync`` key."""
+        return int(self.detail) if self.group == "sync" and self.detail.lstrip("-").isdigit() else None
+
+    @property
+    def ops(self) -> list[str]:
+        """The CPU-fallback ops of a ``fallback`` key."""
+        return self.detail.split(",") if self.group == "fallback" and self.detail else []
+
+
+WARMUP_KEY = FindingKey("warmup")
+EVAL_KEY = FindingKey("eval")
 
 
 @dataclass
@@ -79,6 +143,10 @@ class Finding:
     """``warning`` (costs time every run), ``info`` (expected, e.g. an occasional checkpoint)."""
     minor: bool = False
     """Cost under :data:`MINOR_SHARE` of the run: folded in the summary and the report."""
+
+    @property
+    def key(self) -> FindingKey:
+        return FindingKey.parse(self.id)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -156,8 +224,13 @@ class Analysis:
     notes: list[str] = field(default_factory=list)
     """Caveats worth telling the reader (incomplete run, dropped samples, profiler errors)."""
 
+    @property
+    def live_syncs(self) -> pd.DataFrame:
+        """The host reads that made the host wait: ``syncs`` without deferred step-closure reads."""
+        return live_reads(self.syncs)
+
     def summary(self) -> dict[str, Any]:
-        """The documented, versioned object of ``xprof summary --json`` (docs/summary.md)."""
+        """The documented, versioned object of ``xprof summary --json`` (docs/json.md)."""
         t = self.totals
         return {
             "schema": SUMMARY_SCHEMA,

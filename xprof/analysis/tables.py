@@ -1,7 +1,7 @@
-"""Run-file records -> pandas tables: one row per step, compile, host read and input.
+"""Typed run records -> pandas tables: one row per step, compile, host read and input.
 
-This is the only place that knows how records are laid out; everything after works on
-these tables. It is written to stay linear in the number of steps (plain list
+The records come decoded from :mod:`xprof.runfile`; this module turns them into the
+columns everything after works on. It is written to stay linear in the number of steps (plain list
 comprehensions into columns, ``searchsorted`` for time attribution) so a million-step
 run still loads in seconds.
 """
@@ -13,21 +13,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xprof.runfile import Run
-
-UNCACHED = "UncachedCompile"
-CACHED = "CachedCompile"
-EXECUTE = "ExecuteComputation"
-TO_CPU = "xla::_to_cpu"
-LOCAL_SCALAR = "aten::_local_scalar_dense"
+from xprof.runfile import CACHED, EXECUTE, TO_CPU, UNCACHED, Run, Step, is_fallback_counter
 
 
-def is_fallback(name: str) -> bool:
-    return name.startswith("aten::") and name != LOCAL_SCALAR
-
-
-def _col(steps: list[dict[str, Any]], key: str, default: Any = 0) -> list[Any]:
-    return [s.get(key, default) for s in steps]
+def live_reads(syncs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a host-read table that made the host wait (not deferred step-closure reads)."""
+    return syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
 
 
 def _int_column(values: list[Any]) -> np.ndarray:
@@ -45,37 +36,37 @@ def _int_column(values: list[Any]) -> np.ndarray:
 
 def step_table(run: Run) -> pd.DataFrame:
     steps = run.steps
-    counters = [s.get("c") or {} for s in steps]
+    cols: list[tuple[Any, ...]] = list(zip(*steps)) if steps else [()] * len(Step._fields)
+    i, t0, tb, t1, barrier, counters, bu, bc, sig, opt, nograd, dz, site = cols
 
     def counter(name: str) -> np.ndarray:
         return _int_column([c.get(name, 0) for c in counters])
 
     df = pd.DataFrame({
-        "i": np.asarray(_col(steps, "i"), dtype=np.int64),
-        "t0": np.asarray(_col(steps, "t0", 0.0), dtype=float),
-        "tb": np.asarray(_col(steps, "tb", 0.0), dtype=float),
-        "t1": np.asarray(_col(steps, "t1", 0.0), dtype=float),
-        "barrier": _col(steps, "barrier", "sync"),
-        "sig": pd.array(_col(steps, "sig", None), dtype="Int64"),
-        "site": pd.array([v if isinstance(v, int) else None for v in _col(steps, "site", None)],
-                         dtype="Int64"),
+        "i": np.asarray(i, dtype=np.int64),
+        "t0": np.asarray(t0, dtype=float),
+        "tb": np.asarray(tb, dtype=float),
+        "t1": np.asarray(t1, dtype=float),
+        "barrier": list(barrier),
+        "sig": pd.array(list(sig), dtype="Int64"),
+        "site": pd.array(list(site), dtype="Int64"),
         "uncached": counter(UNCACHED),
         "cached": counter(CACHED),
-        "barrier_uncached": np.asarray(_col(steps, "bu"), dtype=np.int64),
-        "barrier_cached": np.asarray(_col(steps, "bc"), dtype=np.int64),
+        "barrier_uncached": np.asarray(bu, dtype=np.int64),
+        "barrier_cached": np.asarray(bc, dtype=np.int64),
         "executions": counter(EXECUTE),
         "transfers": counter(TO_CPU),
-        "opt": np.asarray(_col(steps, "o"), dtype=np.int64),
-        "dynamo_graphs": np.asarray(_col(steps, "dz"), dtype=np.int64),
-        "nograd": np.asarray([bool(v) for v in _col(steps, "ng", 0)], dtype=bool),
+        "opt": np.asarray(opt, dtype=np.int64),
+        "dynamo_graphs": np.asarray(dz, dtype=np.int64),
+        "nograd": np.asarray(nograd, dtype=bool),
     })
     df["work"] = (df["barrier_uncached"] + df["barrier_cached"]) > 0
     df["step_ms"] = (df["t1"] - df["t0"]) * 1e3
-    df["fallback"] = _fallback_counts(steps)
+    df["fallback"] = _fallback_counts(counters)
     return df
 
 
-def _fallback_counts(steps: list[dict[str, Any]]) -> list[dict[str, int]]:
+def _fallback_counts(counters: tuple[dict[str, int], ...]) -> list[dict[str, int]]:
     """The CPU-fallback counters of each step (a new dict per step).
 
     Steps repeat a handful of counter-name sets, so which names are fallback ops is decided
@@ -83,15 +74,14 @@ def _fallback_counts(steps: list[dict[str, Any]]) -> list[dict[str, int]]:
     """
     fallback_names: dict[tuple[str, ...], tuple[str, ...]] = {}
     out: list[dict[str, int]] = []
-    for s in steps:
-        c = s.get("c")
+    for c in counters:
         if not c:
             out.append({})
             continue
         names = tuple(c)
         picked = fallback_names.get(names)
         if picked is None:
-            picked = fallback_names[names] = tuple(k for k in names if is_fallback(k))
+            picked = fallback_names[names] = tuple(k for k in names if is_fallback_counter(k))
         out.append({k: c[k] for k in picked} if picked else {})
     return out
 
@@ -103,24 +93,23 @@ def _step_index_by_time(df: pd.DataFrame, times: np.ndarray) -> np.ndarray:
     return np.clip(rows, 0, max(len(df) - 1, 0))
 
 
+SYNC_COLUMNS = ["step", "t0", "t1", "ms", "site", "access", "file", "line", "func", "code", "via",
+                "deferred", "uncached", "cached", "executions", "thread", "inner"]
+
+
 def sync_table(run: Run) -> pd.DataFrame:
-    cols = ["step", "t0", "t1", "ms", "site", "access", "file", "line", "func", "code", "via",
-            "deferred", "uncached", "cached", "executions", "thread", "inner"]
     if not run.syncs:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in SYNC_COLUMNS})
     sites = run.sites
     rows = []
     for s in run.syncs:
-        site = sites.get(s.get("site", -1), {})
-        rows.append((
-            int(s.get("i", 0)), float(s.get("t0", 0.0)), float(s.get("t1", 0.0)),
-            (float(s.get("t1", 0.0)) - float(s.get("t0", 0.0))) * 1e3,
-            int(s.get("site", -1)), str(site.get("kind", "?")), str(site.get("file", "?")),
-            int(site.get("line", 0) or 0), str(site.get("func", "?")), str(site.get("code", "")),
-            site.get("via"), bool(s.get("deferred", False)), int(s.get("u", 0)),
-            int(s.get("c", 0)), int(s.get("x", 0)), s.get("thread"), site.get("inner"),
-        ))
-    return pd.DataFrame(rows, columns=cols)
+        site = sites.get(s.site)
+        access, file, line, func, via, code, inner = (
+            (site.access, site.file, site.line, site.func, site.via, site.code, site.inner)
+            if site else ("?", "?", 0, "?", None, "", None))
+        rows.append((s.i, s.t0, s.t1, (s.t1 - s.t0) * 1e3, s.site, access, file, line, func, code, via,
+                     s.deferred, s.uncached, s.cached, s.executions, s.thread, inner))
+    return pd.DataFrame(rows, columns=SYNC_COLUMNS)
 
 
 def compile_table(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame) -> pd.DataFrame:
@@ -128,10 +117,11 @@ def compile_table(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame) -> pd.Data
     cols = ["step", "t", "ms", "at", "sync_row", "graph_nodes"]
     if not run.compiles:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-    t = np.asarray([float(c.get("t", 0.0)) for c in run.compiles])
-    ms = np.asarray([float(c.get("ns", 0.0)) / 1e6 for c in run.compiles])
-    step = np.asarray([int(c.get("i", 0)) for c in run.compiles])
-    at = [str(c.get("at", "barrier")) for c in run.compiles]
+    step_c, t_c, ns_c, at_c = zip(*run.compiles)
+    t = np.asarray(t_c, dtype=float)
+    ms = np.asarray(ns_c, dtype=float) / 1e6
+    step = np.asarray(step_c, dtype=np.int64)
+    at = list(at_c)
     sync_row = np.full(len(t), -1, dtype=np.int64)
     if len(syncs):
         order = np.argsort(syncs["t0"].to_numpy(), kind="stable")
@@ -205,7 +195,7 @@ def attribute_executions(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame) -> 
     start = ex[:, 0] - dur_s
     rows = _step_index_by_time(steps, start)
     in_sync = np.zeros(len(ex), dtype=bool)
-    live = syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
+    live = live_reads(syncs)
     if len(live):
         order = np.argsort(live["t0"].to_numpy(), kind="stable")
         s0 = live["t0"].to_numpy()[order]
@@ -245,11 +235,6 @@ def sync_executions(run: Run, syncs: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
 
 
 def input_table(run: Run) -> pd.DataFrame:
-    rows = []
-    for sid, inputs in run.signatures.items():
-        for entry in inputs:
-            shape = entry.get("shape")
-            rows.append((sid, str(entry.get("name", "?")),
-                         tuple(int(x) for x in shape) if isinstance(shape, list) else (),
-                         str(entry.get("dtype", "?")), str(entry.get("src", "?"))))
+    rows = [(sid, entry.name, entry.shape, entry.dtype, entry.src)
+            for sid, inputs in run.signatures.items() for entry in inputs]
     return pd.DataFrame(rows, columns=["sig", "name", "shape", "dtype", "src"])

@@ -7,10 +7,11 @@ stderr. Nothing here imports torch, torch_xla or pandas at import time.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -108,3 +109,19 @@ def main() -> None:
     from xprof.cli import commands  # noqa: F401
 
     sys.exit(run_app())
+
+
+def finite_json(value: Any) -> Any:
+    """JSON without NaN or Infinity (which strict parsers reject): they become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        try:
+            return finite_json(value.item())
+        except (TypeError, ValueError):
+            return str(value)
+    return value

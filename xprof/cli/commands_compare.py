@@ -8,7 +8,6 @@ thresholds: exit 1 when one is crossed, with one line per crossed threshold on s
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -16,6 +15,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from xprof.cli.app import EXIT_REGRESSION, app, console, err_console, fail, load_or_fail, output_errors
+
+if TYPE_CHECKING:
+    from xprof.comparison import Gate, Violation
+    from xprof.comparison.model import CompareResult
 
 _EXAMPLE = """
 Compare a run against a baseline, and gate CI on it:
@@ -78,9 +81,10 @@ def compare(
     except ThresholdError as exc:
         fail(str(exc))
 
-    pairs = _rank_pairs(runs)
-    if pairs is not None:
-        _compare_ranks(pairs, gate, as_json, markdown, output)
+    from xprof.comparison.ranks import is_rank_folder_pair
+
+    if is_rank_folder_pair(runs):
+        _compare_ranks(runs, gate, as_json, markdown, output)
         return
     loaded = [load_or_fail(path) for path in runs]
     result = run_compare(*loaded)
@@ -91,11 +95,11 @@ def compare(
         text = json.dumps(result.to_json(violations, gate.describe() if gated else None), indent=2)
         sys.stdout.write(text + "\n")
     elif markdown:
-        from xprof.comparison.text import render_markdown
+        from xprof.report.compare_text import render_markdown
 
         sys.stdout.write(render_markdown(result, violations, gated) + "\n")
     else:
-        from xprof.comparison.text import print_terminal
+        from xprof.report.compare_text import print_terminal
 
         print_terminal(console, result, violations, gated)
 
@@ -108,64 +112,40 @@ def compare(
         raise typer.Exit(EXIT_REGRESSION)
 
 
-def _rank_pairs(runs: list[str]) -> list[tuple[int, str, str]] | None:
-    """(rank, base file, new file) when BASE and NEW are two multi-rank folders, else None."""
-    if len(runs) != 2 or not all(os.path.isdir(p) for p in runs):
-        return None
-    from xprof.ranks import expand_run_paths, rank_of_path
+def _compare_ranks(runs: list[str], gate: Gate, as_json: bool, markdown: bool, output: str | None) -> None:
+    """Rank N of the base folder against rank N of the new one; the gate holds for every rank."""
+    from xprof.comparison import compare as run_compare
+    from xprof.comparison.ranks import compare_ranks_json, pair_rank_folders, rank_output_path
+    from xprof.report.compare_text import print_terminal, render_markdown
 
     try:
-        base, new = expand_run_paths([runs[0]]), expand_run_paths([runs[1]])
+        pairs = pair_rank_folders(runs[0], runs[1])
     except ValueError as exc:
         fail(str(exc))
-    if len(base) != len(new):
-        fail(f"{runs[0]} has {len(base)} run file(s) and {runs[1]} has {len(new)}: "
-             "compare folders with the same ranks")
-    return [(rank_of_path(b, k), b, n) for k, (b, n) in enumerate(zip(base, new))]
-
-
-if TYPE_CHECKING:
-    from xprof.comparison import Violation
-
-
-def _compare_ranks(pairs: list[tuple[int, str, str]], gate: object, as_json: bool, markdown: bool,
-                   output: str | None) -> None:
-    """Rank N of the base folder against rank N of the new one; the gate holds for every rank."""
-    from xprof.comparison import Gate
-    from xprof.comparison import compare as run_compare
-    from xprof.comparison.text import print_terminal, render_markdown
-
-    assert isinstance(gate, Gate)
-    docs: list[dict[str, object]] = []
-    failed: list[tuple[int, Violation]] = []
-    for rank, base, new in pairs:
-        result = run_compare(load_or_fail(base), load_or_fail(new))
-        violations = [v for pair in result.pairs for v in gate.check(pair)]
-        failed.extend((rank, v) for v in violations)
-        if as_json:
-            docs.append({"rank": rank, **result.to_json(violations, gate.describe() if gate.active else None)})
-        elif markdown:
-            sys.stdout.write(f"### rank {rank}\n\n" + render_markdown(result, violations, gate.active) + "\n")
-        else:
-            console.rule(f"rank {rank}")
+    thresholds = gate.describe() if gate.active else None
+    results: list[tuple[int, CompareResult, list[Violation]]] = []
+    for pair in pairs:
+        result = run_compare(load_or_fail(pair.base), load_or_fail(pair.new))
+        violations = [v for p in result.pairs for v in gate.check(p)]
+        results.append((pair.rank, result, violations))
+        if markdown:
+            sys.stdout.write(f"### rank {pair.rank}\n\n" + render_markdown(result, violations, gate.active) + "\n")
+        elif not as_json:
+            console.rule(f"rank {pair.rank}")
             print_terminal(console, result, violations, gate.active)
         if output is not None:
-            root, ext = os.path.splitext(output)
-            _write(f"{root}.rank{rank}{ext}", result, violations, gate.active,
-                   gate.describe() if gate.active else None)
+            _write(rank_output_path(output, pair.rank), result, violations, gate.active, thresholds)
     if as_json:
-        sys.stdout.write(json.dumps({"schema": "xprof-compare-ranks", "version": 1, "ranks": docs}, indent=2) + "\n")
+        sys.stdout.write(json.dumps(compare_ranks_json(results, thresholds), indent=2) + "\n")
+    failed = [(rank, v) for rank, _, violations in results for v in violations]
     if failed:
         for rank, v in failed:
             err_console.print(f"xprof: regression: rank {rank}: {v.threshold}: {v.message}", markup=False)
         raise typer.Exit(EXIT_REGRESSION)
 
 
-def _write(path: str, result: object, violations: list, gated: bool,
+def _write(path: str, result: CompareResult, violations: list[Violation], gated: bool,
            thresholds: dict[str, str] | None) -> None:
-    from xprof.comparison.model import CompareResult
-
-    assert isinstance(result, CompareResult)
     suffix = Path(path).suffix.lower()
     with output_errors(path):
         if suffix in (".html", ".htm"):
@@ -173,7 +153,7 @@ def _write(path: str, result: object, violations: list, gated: bool,
 
             write_compare(result, path, violations, gated)
         else:
-            from xprof.comparison.text import render_markdown
+            from xprof.report.compare_text import render_markdown
 
             text = (json.dumps(result.to_json(violations, thresholds), indent=2) if suffix == ".json"
                     else render_markdown(result, violations, gated))

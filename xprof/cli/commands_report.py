@@ -9,14 +9,13 @@ render, write (one line and exit 2 when the output cannot be written). Heavy imp
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from xprof.cli.app import app, console, fail, load_or_fail, output_errors
+from xprof.cli.app import app, console, fail, finite_json, load_or_fail, output_errors
 
 RunArg = Annotated[str, typer.Argument(help="Run file written by xprof.watch() or xprof run.",
                                        show_default=False)]
@@ -27,7 +26,7 @@ RunsArg = Annotated[list[str], typer.Argument(
 
 def _load_many(paths: list[str]) -> list[Any]:
     """Load every run named (a folder stands for its run files); bad input exits 2."""
-    from xprof.ranks import expand_run_paths
+    from xprof.runfile import expand_run_paths
 
     try:
         expanded = expand_run_paths(paths)
@@ -61,10 +60,10 @@ def report(
     ranks = None
     analysis = analyses[0]
     if len(analyses) > 1:
-        from xprof.ranks import ranks_view
+        from xprof.analysis.ranks import ranks_view
 
         ranks = ranks_view(analyses)
-        analysis = analyses[ranks["focus_index"]]
+        analysis = analyses[ranks.focus_index]
     path = output or str(default_report_path(analysis.run.name))
     with output_errors(path):
         written = write_report(analysis, path, ranks)
@@ -75,27 +74,11 @@ def report(
         webbrowser.open(written.resolve().as_uri())
 
 
-def _finite(value: Any) -> Any:
-    """JSON without NaN or Infinity (which strict parsers reject): they become null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        try:
-            return _finite(value.item())
-        except (TypeError, ValueError):
-            return str(value)
-    return value
-
-
 @app.command()
 def summary(
     runs: RunsArg,
     as_json: Annotated[bool, typer.Option(
-        "--json", help="Print the versioned summary object (docs/summary.md) as JSON.")] = False,
+        "--json", help="Print the versioned summary object (docs/json.md) as JSON.")] = False,
 ) -> None:
     """Print how much time compiles and host reads cost, and what to change.
 
@@ -109,29 +92,27 @@ def summary(
         return
     analysis = analyses[0]
     if as_json:
-        sys.stdout.write(json.dumps(_finite(analysis.summary()), indent=2, default=str) + "\n")
+        sys.stdout.write(json.dumps(finite_json(analysis.summary()), indent=2, default=str) + "\n")
         sys.stdout.flush()
         return
-    from xprof.terminal import render_summary
+    from xprof.report.terminal import render_summary
 
     render_summary(analysis, console)
 
 
 def _summary_ranks(analyses: list[Any], as_json: bool) -> None:
-    from xprof.ranks import ranks_view
+    from xprof.analysis.ranks import ranks_summary_json, ranks_view
 
     view = ranks_view(analyses)
     if as_json:
-        doc = {"schema": "xprof-ranks-summary", "version": 1, "ranks": view["rows"],
-               "stragglers": view["stragglers"], "findings": view["findings"],
-               "per_rank": [a.summary() for a in analyses]}
-        sys.stdout.write(json.dumps(_finite(doc), indent=2, default=str) + "\n")
+        doc = ranks_summary_json(view, analyses)
+        sys.stdout.write(json.dumps(finite_json(doc), indent=2, default=str) + "\n")
         return
-    from xprof.terminal import render_ranks, render_summary
+    from xprof.report.terminal import render_ranks, render_summary
 
     render_ranks(view, console)
     console.print()
-    render_summary(analyses[view["focus_index"]], console)
+    render_summary(analyses[view.focus_index], console)
 
 
 @app.command()

@@ -1,18 +1,28 @@
 """``xprof run`` (record an unmodified script), ``xprof export`` and ``xprof ranks``.
 
-Thin: each command checks its arguments, calls :mod:`xprof.runner`, :mod:`xprof.export`
-or :mod:`xprof.ranks`, and maps failures to an exit code with one line on stderr.
+Thin: each command checks its arguments, calls :mod:`xprof.recorder.runner`, :mod:`xprof.report.trace`
+or :mod:`xprof.analysis.ranks`, and maps failures to an exit code with one line on stderr.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Annotated
 
 import typer
 
-from xprof.cli.app import EXIT_BAD_INPUT, app, console, err_console, fail, load_or_fail, output_errors
+from xprof.cli.app import (
+    EXIT_BAD_INPUT,
+    app,
+    console,
+    err_console,
+    fail,
+    finite_json,
+    load_or_fail,
+    output_errors,
+)
 
 _RUN_HELP = """Run SCRIPT unmodified under xprof.watch(), like python -m cProfile.
 
@@ -44,7 +54,7 @@ def run_command(
     out_dir = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(out_dir):
         fail(f"cannot write {output}: no such directory {out_dir}")
-    from xprof.runner import run_script
+    from xprof.recorder.runner import run_script
 
     result = run_script(script, list(ctx.args), output, name=name, debug=not no_debug)
     extra = f", {result.debug_records} torch_xla debug record(s)" if result.debug_records else ""
@@ -66,7 +76,7 @@ def export_command(
     if fmt != "chrome-trace":
         fail(f"unknown format {fmt!r} (known: chrome-trace)")
     run = load_or_fail(run_path)
-    from xprof.export import chrome_trace
+    from xprof.report.trace import chrome_trace
 
     out = output or os.path.splitext(run_path)[0] + ".trace.json"
     trace = chrome_trace(run)
@@ -86,41 +96,20 @@ def ranks_command(
 
     Example: [bold]xprof ranks runs/[/bold]  or  [bold]xprof ranks run.rank0.json run.rank1.json[/bold]
     """
-    from xprof.ranks import analyze_ranks, expand_run_paths, rank_table, stragglers
+    from xprof.analysis.ranks import analyze_ranks, ranks_view
+    from xprof.runfile import expand_run_paths
 
     try:
         files = expand_run_paths(paths)
     except ValueError as exc:
         fail(str(exc))
-    runs = [load_or_fail(p) for p in files]
-    analyses = analyze_ranks(runs)
-    table = rank_table(analyses)
-    notes = stragglers(table)
+    view = ranks_view(analyze_ranks([load_or_fail(p) for p in files]))
     if as_json:
-        rows = json.loads(table.to_json(orient="records"))
-        console.print_json(json.dumps({"ranks": rows, "stragglers": notes}))
+        sys.stdout.write(json.dumps(finite_json(view.to_json()), indent=2) + "\n")
         return
-    from rich.table import Table
+    from xprof.report.terminal import render_ranks
 
-    shown = table.drop(columns=["path"])
-    t = Table(title="Ranks")
-    for col in shown.columns:
-        t.add_column(str(col).replace("_", " "), justify="left" if col == "name" else "right")
-    for row in shown.itertuples(index=False):
-        t.add_row(*(_cell(v) for v in row))
-    console.print(t)
-    for line in notes:
-        console.print(f"- {line['message']}", markup=False)
-    if not notes:
-        console.print("No straggler: the ranks compile and wait alike.")
-
-
-def _cell(value: object) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
+    render_ranks(view, console, details_below=False)
 
 
 __all__ = ["EXIT_BAD_INPUT", "export_command", "ranks_command", "run_command"]

@@ -31,7 +31,7 @@ def run_info(analysis: Analysis) -> RunInfo:
         torch_xla=_str(meta.get("torch_xla")),
         device=_str(meta.get("device")),
         argv=[str(a) for a in argv] if isinstance(argv, list) else None,
-        started_at=_str(run.header.get("started_at")),
+        started_at=run.started_at,
     )
 
 

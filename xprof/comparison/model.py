@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from xprof.analysis.model import Analysis, Finding
+from xprof.analysis.model import Analysis, Finding, is_missing
 
 SCHEMA = "xprof-compare"
 VERSION = 1
@@ -317,13 +317,8 @@ class CompareResult:
 
 def _plain(value: Any) -> Any:
     """NaN -> None and numpy scalars -> Python, so the JSON is strict."""
-    if value is None:
+    if is_missing(value):
         return None
-    try:
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
     if hasattr(value, "item"):
         return value.item()
     return value

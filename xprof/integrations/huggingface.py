@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import time
 from typing import Any
 
 try:
@@ -72,12 +71,7 @@ class XprofCallback(TrainerCallback):  # type: ignore[misc]
             return
         step = int(getattr(state, "global_step", 0) or 0)
         self.logging_steps.append(step)
-        rec = w.recorder
-        try:
-            rec.writer.write({"type": "debug", "kind": "hf_log", "i": rec.step, "t": time.time(),
-                              "global_step": step, "keys": sorted((logs or {}).keys())}, flush=False)
-        except Exception as exc:  # never break training for a mark
-            rec.error("hf callback", exc)
+        w.recorder.mark("hf_log", global_step=step, keys=sorted((logs or {}).keys()))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.close()

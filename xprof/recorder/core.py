@@ -198,6 +198,22 @@ class Recorder:
         elif len(queue) >= QUEUE_LIMIT:
             self._drain(flush=False)  # steps faster than the flush thread: bound the memory
 
+    # -- marks -----------------------------------------------------------------------
+
+    def mark(self, kind: str, **fields: Any) -> None:
+        """Add a ``debug`` record of ``kind`` to the step in progress (integrations' marks).
+
+        Safe from any thread: the record takes the recorder's lock, is stamped with the step
+        in progress and goes through the same ordered queue as the step records, so it lands
+        in the file between the step before it and the step it belongs to. Never raises.
+        """
+        try:
+            with self.lock:
+                self._write({"type": "debug", "kind": kind, "i": self.step, "t": time.time(), **fields},
+                            flush=False)
+        except Exception as exc:
+            self.error(f"mark {kind}", exc)
+
     # -- barriers --------------------------------------------------------------------
 
     def on_barrier(self, tb: float, before: tuple[int, int], kind: str) -> None:

@@ -1,4 +1,4 @@
-"""Finding the user's line in a call stack.
+"""Finding the user's line in a call stack, and the one rule for what a frame's file is.
 
 A host read happens deep inside torch; the user wants the line of *their* code that
 asked for it, and, when their line called a library that did the read (a ``GradScaler``
@@ -8,6 +8,7 @@ Files are classified once and cached, so a lookup is a short walk up the stack.
 
 from __future__ import annotations
 
+import enum
 import linecache
 import os
 import sys
@@ -20,6 +21,46 @@ _USER_FILES = frozenset({os.path.realpath(os.path.join(_XPROF_DIR, "demo.py"))})
 """Files inside xprof that are the user's code to a report: the ``xprof demo`` loop."""
 
 
+class FrameKind(enum.IntEnum):
+    """What a frame's file is, to a report."""
+
+    USER = 0
+    """The user's code: the line a report points at."""
+    LIBRARY = 1
+    """Installed packages and the stdlib (and ``<frozen ...>``-style pseudo files)."""
+    INTERNAL = 2
+    """torch, torch_xla and xprof itself: never the line to blame."""
+
+
+_XPROF_MARKERS = ("/xprof/recorder/", "/xprof/runner.py")
+"""Path pieces of xprof's own hooks on another machine (a debug file read elsewhere; the
+runner lived at ``xprof/runner.py`` before it moved beside the recorder)."""
+
+
+def classify_path(path: str, internal: tuple[str, ...] = (), libraries: tuple[str, ...] | None = None) -> FrameKind:
+    """The one rule for a frame's file, in the recording process and when reading a debug file.
+
+    ``internal``: folders of torch/torch_xla as imported in this process, when known. A path
+    is judged by name first (``site-packages``, xprof's own hook folders), so a frame from
+    another machine is classified the same way as a local one.
+    """
+    if path.startswith("<"):
+        return FrameKind.USER if path.startswith("<ipython") else FrameKind.LIBRARY
+    real = os.path.realpath(path)
+    if real in _USER_FILES:
+        return FrameKind.USER
+    norm = path.replace("\\", "/")
+    if real.startswith(_XPROF_DIR) or any(m in norm for m in _XPROF_MARKERS):
+        return FrameKind.INTERNAL
+    if internal and real.startswith(internal):
+        return FrameKind.INTERNAL
+    if "site-packages" in norm or "dist-packages" in norm:
+        return FrameKind.LIBRARY
+    if real.startswith(_LIBRARY_ROOTS if libraries is None else libraries):
+        return FrameKind.LIBRARY
+    return FrameKind.USER
+
+
 def _library_roots() -> tuple[str, ...]:
     roots = set()
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
@@ -30,6 +71,9 @@ def _library_roots() -> tuple[str, ...]:
         if path.endswith(("site-packages", "dist-packages")):
             roots.add(os.path.realpath(path))
     return tuple(sorted(roots, key=len, reverse=True))
+
+
+_LIBRARY_ROOTS = _library_roots()
 
 
 def _package_dir(name: str) -> str | None:
@@ -70,25 +114,12 @@ class FrameClassifier:
                 internal.append(d)
         self._internal = tuple(internal)
         self._libraries = _library_roots()
-        # filename -> 0 user code, 1 library (site-packages, stdlib), 2 torch/torch_xla/xprof
-        self._cache: dict[str, int] = {}
+        self._cache: dict[str, FrameKind] = {}
 
-    def kind(self, filename: str) -> int:
+    def kind(self, filename: str) -> FrameKind:
         k = self._cache.get(filename)
         if k is None:
-            if filename.startswith("<") and not filename.startswith("<ipython"):
-                k = 1  # <frozen ...>, <string>: not a line a user can open
-            else:
-                real = os.path.realpath(filename)
-                if real in _USER_FILES:
-                    k = 0
-                elif real.startswith(self._internal):
-                    k = 2
-                elif real.startswith(self._libraries):
-                    k = 1
-                else:
-                    k = 0
-            self._cache[filename] = k
+            k = self._cache[filename] = classify_path(filename, self._internal, self._libraries)
         return k
 
     def user_site(self, frame: FrameType | None, limit: int = 64) -> Site | None:
@@ -105,19 +136,19 @@ class FrameClassifier:
         n = 0
         while f is not None and n < limit:
             k = self.kind(f.f_code.co_filename)
-            if k == 0:
+            if k == FrameKind.USER:
                 via = _via(last_library)
                 inner = _via(innermost)
                 names = tuple(n for n in (_via(c) for c in chain) if n)
                 return Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name, via,
                             inner if inner != via else None, names)
-            if k == 1 and first_outside is None:
+            if k == FrameKind.LIBRARY and first_outside is None:
                 first_outside = f
-            if k == 2 and f.f_code.co_filename.startswith(_XPROF_DIR):
+            if k == FrameKind.INTERNAL and f.f_code.co_filename.startswith(_XPROF_DIR):
                 f = f.f_back  # xprof's own wrappers are never the library the user called
                 n += 1
                 continue
-            if k == 1 and "-packages" in f.f_code.co_filename:
+            if k == FrameKind.LIBRARY and "-packages" in f.f_code.co_filename:
                 if innermost is None:
                     innermost = f
                 if len(chain) < CHAIN_LIMIT:

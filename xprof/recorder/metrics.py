@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol, Sequence
 
+# The counter names are the run file's (a step record's ``c`` holds them): defined there,
+# read back by the analysis under the same names.
+from xprof.runfile import CACHED, EXECUTE, LOCAL_SCALAR, MARK_STEP, TO_CPU, UNCACHED, is_fallback_counter
+
+__all__ = ["BASE_COUNTERS", "CACHED", "EXECUTE", "LOCAL_SCALAR", "MARK_STEP", "TO_CPU", "UNCACHED",
+           "CounterReader", "MetricsSource", "SampleCursor", "XlaMetrics", "delta", "is_fallback_counter"]
+
 # Counters read at every barrier (when present) and written as per-step deltas.
-UNCACHED = "UncachedCompile"
-CACHED = "CachedCompile"
-EXECUTE = "ExecuteComputation"
-MARK_STEP = "MarkStep"
-LOCAL_SCALAR = "aten::_local_scalar_dense"
-TO_CPU = "xla::_to_cpu"
 BASE_COUNTERS = (UNCACHED, CACHED, EXECUTE, MARK_STEP, LOCAL_SCALAR, TO_CPU)
 
 COMPILE_TIME = "CompileTime"
@@ -68,11 +69,6 @@ class XlaMetrics:
         if not data:
             return ()
         return data[2]
-
-
-def is_fallback_counter(name: str) -> bool:
-    """``aten::`` counters count ops that ran on the CPU: no XLA lowering."""
-    return name.startswith("aten::") and name != LOCAL_SCALAR
 
 
 REFRESH_EVERY = 32

@@ -1,7 +1,12 @@
-"""The run report: one self-contained HTML file, and the words shared with the terminal.
+"""Every renderer: the HTML run report and compare page (:mod:`.html`, :mod:`.compare_html`,
+sharing :mod:`.page` and ``templates/base.html.j2``), the terminal summary
+(:mod:`.terminal`), compare text and Markdown (:mod:`.compare_text`), the Chrome trace
+(:mod:`.trace`), and the words and numbers they share (:mod:`.prose`, :mod:`.fmt`).
 
-Everything here takes an :class:`xprof.analysis.model.Analysis` and nothing else, and
-imports no torch: a run recorded on a TPU VM can be reported on a laptop.
+Renderers take an :class:`xprof.analysis.model.Analysis`, a
+:class:`xprof.comparison.model.CompareResult` or a :class:`xprof.analysis.ranks.RanksView`
+(the trace alone reads the typed run records), and import no torch: a run recorded on a
+TPU VM can be reported on a laptop.
 """
 
 from xprof.report.html import default_report_path, render_report, write_report

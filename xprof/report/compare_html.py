@@ -1,8 +1,7 @@
 """Render a :class:`~xprof.comparison.model.CompareResult` into one self-contained HTML file.
 
-Like the run report it works offline: plotly.js is read from the installed ``plotly``
-package and inlined, the template autoescapes every value, and chart data goes in
-through ``|tojson``. Plots show what a table cannot: the relative change of every
+Like the run report it works offline and shares its page machinery
+(:mod:`xprof.report.page`). Plots show what a table cannot: the relative change of every
 metric at a glance, and the step times and cumulative compile time of the runs
 overlaid, so a reader sees *where* in the loop the new run pays.
 """
@@ -10,39 +9,18 @@ overlaid, so a reader sees *where* in the loop the new run pays.
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import math
 import os
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from xprof._version import __version__
 from xprof.comparison.model import CompareResult, Violation
-from xprof.comparison.text import change, sections, value, verdict_line
-from xprof.report.files import write_atomic
+from xprof.report.compare_text import change, sections, value, verdict_line
+from xprof.report.page import env, plotly_js, write_atomic
 
 COLORS = ("#495057", "#1c7ed6", "#e8590c", "#2b8a3e", "#ae3ec9", "#f08c00", "#0c8599")
 VERDICT_COLORS = {"worse": "#c92a2a", "better": "#2b8a3e", "changed": "#f08c00"}
-
-
-@functools.lru_cache(maxsize=1)
-def _plotly_js() -> str:
-    text = (resources.files("plotly") / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
-    return text.replace("</script", "<\\/script")
-
-
-@functools.lru_cache(maxsize=1)
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("xprof.report", "templates"),
-        autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
 
 
 def _finite(v: Any) -> float | None:
@@ -139,10 +117,10 @@ def compare_context(result: CompareResult, violations: list[Violation] | None = 
                 cells.append({"text": value(m.new, m.unit) + (f" ({change(m, compact=True)})" if m.delta else ""),
                               "verdict": m.verdict})
             trend.append({"label": m0.label, "cells": cells})
-    charts = {"delta": _delta_chart(result)}
+    charts = {"chart-delta": _delta_chart(result)}  # keyed by the element each is drawn in
     step = _step_charts(result)
     if step:
-        charts["steps"], charts["compile"] = step
+        charts["chart-steps"], charts["chart-compile"] = step
     names = " → ".join(r.name for r in result.runs)
     return {
         "title": f"xprof compare: {names}",
@@ -155,14 +133,14 @@ def compare_context(result: CompareResult, violations: list[Violation] | None = 
         "gated": gated,
         "violations": [v.to_json() for v in violations or []],
         "charts": charts,
-        "plotly_js": _plotly_js(),
+        "plotly_js": plotly_js(),
     }
 
 
 def render_compare(result: CompareResult, violations: list[Violation] | None = None,
                    gated: bool = False) -> str:
     """The whole comparison as one HTML string (about 5 MB, most of it plotly.js)."""
-    return _env().get_template("compare.html.j2").render(**compare_context(result, violations, gated))
+    return env().get_template("compare.html.j2").render(**compare_context(result, violations, gated))
 
 
 def write_compare(result: CompareResult, path: str | os.PathLike[str],

@@ -1,55 +1,29 @@
-"""Render an :class:`Analysis` into one self-contained HTML file.
+"""The run report: an :class:`Analysis` as one self-contained HTML file.
 
-The page works offline and can be mailed or attached to a CI run: plotly.js is read
-from the installed ``plotly`` package and inlined, and nothing is fetched from the
-network. Templates autoescape every value; data for the charts goes in through
-``|tojson`` (which also escapes ``<``, ``>`` and ``&``), so a run named
-``</script>...`` stays text.
+The page works offline and can be mailed or attached to a CI run: plotly.js is inlined
+and nothing is fetched from the network (:mod:`xprof.report.page`: the shared template
+environment, plotly loader and base template).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import os
 import re
 import shlex
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pandas as pd
 
 from xprof._version import __version__
 from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding
+from xprof.analysis.ranks import RanksView
 from xprof.report import fmt, plots, prose
-from xprof.report.files import write_atomic
+from xprof.report.page import env, plotly_js, write_atomic
 
 MAX_TABLE_ROWS = 500
 """Rows shown in the compile and host-read tables; the rest are counted, not listed."""
-
-
-@functools.lru_cache(maxsize=1)
-def plotly_js() -> str:
-    """The plotly.js bundle shipped inside the installed ``plotly`` Python package."""
-    return (resources.files("plotly") / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
-
-
-@functools.lru_cache(maxsize=1)
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("xprof.report", "templates"),
-        autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["seconds"] = fmt.seconds
-    env.filters["ms"] = fmt.ms
-    env.filters["percent"] = fmt.percent
-    env.filters["shape"] = fmt.shape
-    return env
 
 
 def default_report_path(run_name: str, folder: str | os.PathLike[str] = "reports") -> Path:
@@ -90,7 +64,7 @@ def _compile_rows(analysis: Analysis, sigs: dict[int, str]) -> tuple[list[dict[s
         ats = sorted({str(a) for a in group.get("at", pd.Series(dtype=str)).fillna("") if a})
         sig = group["sig"].dropna().iloc[0] if "sig" in group and group["sig"].notna().any() \
             else steps_sig.get(int(step))
-        sid = plots._sig_id(sig)
+        sid = plots.sig_id(sig)
         rows.append({
             "step": int(step),
             "n": len(group),
@@ -141,7 +115,7 @@ def _meta_rows(analysis: Analysis) -> list[tuple[str, str]]:
         ("run", run.name),
         ("file", run.path),
         ("status", analysis.totals.status + ("" if run.complete else " (no end record)")),
-        ("started", run.header.get("started_at")),
+        ("started", run.started_at),
         ("command", argv_text),
         ("working dir", meta.get("cwd")),
         ("device", meta.get("device")),
@@ -151,7 +125,7 @@ def _meta_rows(analysis: Analysis) -> list[tuple[str, str]]:
         ("python", meta.get("python")),
         ("torch", meta.get("torch")),
         ("torch_xla", meta.get("torch_xla")),
-        ("recorded by", f"xprof {run.header.get('xprof_version') or meta.get('xprof') or '?'}"),
+        ("recorded by", f"xprof {run.xprof_version or '?'}"),
         ("recorded", ", ".join(k for k in ("inputs", "syncs") if meta.get(k)) or None),
         ("PT_XLA_DEBUG_LEVEL", meta.get("debug_level")),
         ("XLA_METRICS_SAMPLES", meta.get("metrics_samples")),
@@ -161,10 +135,17 @@ def _meta_rows(analysis: Analysis) -> list[tuple[str, str]]:
     return [(k, str(v)) for k, v in pairs if v not in (None, "")]
 
 
-def report_context(analysis: Analysis, ranks: dict[str, Any] | None = None) -> dict[str, Any]:
+def _ranks_context(view: RanksView) -> dict[str, Any]:
+    return {"count": len(view.table), "columns": prose.RANK_COLUMNS,
+            "rows": [prose.rank_cells(r) for r in view.rows],
+            "stragglers": [s.message for s in view.stragglers], "no_straggler": prose.NO_STRAGGLER,
+            "findings": view.findings, "focus": view.focus}
+
+
+def report_context(analysis: Analysis, ranks: RanksView | None = None) -> dict[str, Any]:
     """Everything the template shows, already worded and formatted.
 
-    ``ranks`` (from :func:`xprof.ranks.ranks_view`) adds a section that lines up every
+    ``ranks`` (from :func:`xprof.analysis.ranks.ranks_view`) adds a section that lines up every
     rank of a multi-process run; the rest of the report is then about one rank.
     """
     t = analysis.totals
@@ -179,8 +160,7 @@ def report_context(analysis: Analysis, ranks: dict[str, Any] | None = None) -> d
     for view in findings:
         if view["chart"] is not None:
             charts[f"{view['anchor']}-chart"] = view["chart"]
-    errors = [{"where": str(e.get("where", "?")), "error": str(e.get("error", "")),
-               "trace": str(e.get("trace") or "")} for e in analysis.run.errors[:20]]
+    errors = [{"where": e.where, "error": e.error, "trace": e.trace or ""} for e in analysis.run.errors[:20]]
     kpis = [
         ("Steps", str(t.steps), f"{t.barriers} barriers" if t.barriers != t.steps else ""),
         ("Wall time", fmt.seconds(t.wall_seconds),
@@ -219,17 +199,17 @@ def report_context(analysis: Analysis, ranks: dict[str, Any] | None = None) -> d
         "fallback_ops": sorted(t.fallback_ops.items(), key=lambda kv: -kv[1]),
         "charts": charts,
         "plotly_js": plotly_js(),
-        "ranks": ranks,
+        "ranks": _ranks_context(ranks) if ranks is not None else None,
     }
 
 
-def render_report(analysis: Analysis, ranks: dict[str, Any] | None = None) -> str:
+def render_report(analysis: Analysis, ranks: RanksView | None = None) -> str:
     """The whole report as one HTML string (about 5 MB, most of it plotly.js)."""
     ctx = report_context(analysis, ranks)
-    return _env().get_template("report.html.j2").render(**ctx)
+    return env().get_template("report.html.j2").render(**ctx)
 
 
-def write_report(analysis: Analysis, path: str | os.PathLike[str], ranks: dict[str, Any] | None = None) -> Path:
+def write_report(analysis: Analysis, path: str | os.PathLike[str], ranks: RanksView | None = None) -> Path:
     """Render and write the report, creating its folder; returns the path written.
 
     Writes to a temporary file beside ``path`` and renames it, so a failed write never

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from xprof.analysis.model import Analysis, Finding
+from xprof.analysis.model import Analysis, Finding, is_missing
 from xprof.report import fmt
 from xprof.report.prose import CAUSE_COLORS, cause_label
 
@@ -43,13 +43,9 @@ def _num(value: Any) -> float:
     return f if math.isfinite(f) else 0.0
 
 
-def _sig_id(value: Any) -> int | None:
-    if value is None:
-        return None
-    try:
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
+def sig_id(value: Any) -> int | None:
+    """A signature id from a nullable table cell (None where missing or not a number)."""
+    if is_missing(value):
         return None
     try:
         return int(value)
@@ -64,7 +60,7 @@ def signature_texts(analysis: Analysis) -> dict[int, str]:
     if df is None or df.empty:
         return {}
     for row in df.itertuples(index=False):
-        sid = _sig_id(getattr(row, "sig", None))
+        sid = sig_id(getattr(row, "sig", None))
         if sid is None:
             continue
         dims = getattr(row, "shape", None)
@@ -131,7 +127,7 @@ def timeline_figure(analysis: Analysis, max_points: int = MAX_POINTS) -> dict[st
             continue
         cause = "warmup" if warm[n] and causes[n] in ("", "warmup") else (causes[n] or "unknown")
         g = by_cause.setdefault(cause, {"x": [], "y": [], "text": []})
-        sid = _sig_id(sig_col[n])
+        sid = sig_id(sig_col[n])
         sig = sigs.get(sid, "") if sid is not None else ""
         g["x"].append(i)
         g["y"].append(round(comp[n], 3))
@@ -227,7 +223,7 @@ def shape_figure(analysis: Analysis, finding: Finding,
     for row in inputs.itertuples(index=False):
         if getattr(row, "name", None) != name:
             continue
-        sid = _sig_id(getattr(row, "sig", None))
+        sid = sig_id(getattr(row, "sig", None))
         dims = getattr(row, "shape", None)
         if sid is not None and dims is not None:
             by_sig[sid] = [int(d) for d in dims]
@@ -237,7 +233,7 @@ def shape_figure(analysis: Analysis, finding: Finding,
     ys: list[float] = []
     labels: list[str] = []
     for i, sig in zip(steps["i"], steps["sig"]):
-        sid = _sig_id(sig)
+        sid = sig_id(sig)
         dims = by_sig.get(sid) if sid is not None else None
         if dims is None:
             continue

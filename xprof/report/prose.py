@@ -7,7 +7,11 @@ terminal never disagree.
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from xprof.analysis.model import MINOR_SHARE, WARMUP_STEPS, Analysis, Finding
+from xprof.analysis.ranks import RankFinding
 from xprof.report import fmt
 
 CAUSE_LABELS = {
@@ -159,3 +163,27 @@ def short(analysis: Analysis) -> list[str]:
         next_step(analysis)[0],
     ]
     return lines
+
+
+# -- ranks (the same table and words in the HTML report, the summary and ``xprof ranks``) --
+
+RANK_COLUMNS = ("rank", "steps", "compiles", "recompiles", "compile s", "host reads", "sync wait s",
+                "median step ms")
+
+NO_STRAGGLER = "No straggler: the ranks compile and wait alike."
+
+
+def rank_cells(row: dict[str, Any]) -> list[str]:
+    """One row of :func:`xprof.analysis.ranks.rank_table` as the cells under :data:`RANK_COLUMNS`."""
+    step = row.get("step_ms_median")
+    return [str(row["rank"]), str(row["steps"]), str(row["compiles"]), str(row["recompiles"]),
+            f"{row['compile_s']:.2f}", str(row["syncs"]), f"{row['sync_wait_s']:.2f}",
+            f"{step:.1f}" if isinstance(step, float) and math.isfinite(step) else ""]
+
+
+def rank_finding_where(f: RankFinding) -> str:
+    """``ranks 1 (not 0)``: where a finding appeared, and where it did not."""
+    where = f"ranks {', '.join(str(r) for r in f.ranks)}"
+    if f.missing_on:
+        where += f" (not {', '.join(str(r) for r in f.missing_on)})"
+    return where

@@ -14,7 +14,6 @@ every one of these cases.
 
 from __future__ import annotations
 
-import json
 import os
 import runpy
 import sys
@@ -23,6 +22,8 @@ import traceback
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
+
+from xprof.runfile import append_records
 
 DEBUG_LEVEL = "2"
 EXIT_INTERRUPTED = 130
@@ -69,7 +70,7 @@ def _append_debug(run_path: str, capture: _Capture) -> int:
     Returns how many records were written. Never raises: a debug file that cannot be
     read costs the debug records, not the run.
     """
-    from xprof.debuginfo import debug_records, parse_debug_file
+    from xprof.recorder.debuginfo import debug_records, parse_debug_file
 
     records: list[dict[str, Any]] = []
     meta: dict[str, Any] = {"type": "debug", "kind": "capture", "level": capture.level,
@@ -87,9 +88,7 @@ def _append_debug(run_path: str, capture: _Capture) -> int:
         meta["note"] = ("no entries: torch_xla wrote none (it only writes them in the process "
                         "with local rank 0, and only for compiles and executions)")
     try:
-        with open(run_path, "a", encoding="utf-8") as f:
-            for rec in [meta, *records]:
-                f.write(json.dumps(rec, separators=(",", ":"), default=str) + "\n")
+        append_records(run_path, [meta, *records])
     except OSError as exc:
         print(f"xprof: could not append torch_xla debug records to {run_path}: {exc}",
               file=sys.stderr)

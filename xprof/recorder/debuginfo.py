@@ -15,11 +15,11 @@ line it does not know. It imports nothing heavy: it runs on any machine.
 
 from __future__ import annotations
 
-import os
 import re
-import sysconfig
 from dataclasses import dataclass, field
 from typing import Any
+
+from xprof.recorder.frames import FrameKind, classify_path
 
 _PREFIX = re.compile(r"^\s*(Post Compilation|Compilation|Execution) Analysis:\s?(.*)$")
 _COMPUTATION_HASH = re.compile(r"^\s*Computation hash:\s*(\S+)")
@@ -30,7 +30,6 @@ _FRAME = re.compile(r"^\s*(?P<func>\S.*?)\s+\((?P<file>.+):(?P<line>\d+)\)\s*$")
 _POST_FIELD = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z ]+?):\s*(?P<num>[-+0-9.eE]+)\s*(?P<unit>[A-Za-z]*)\s*$")
 _RULE = re.compile(r"^\s*(=+|-+)\s*$")
 
-_XPROF_DIR = os.path.dirname(os.path.abspath(__file__))
 
 Frame = tuple[str, str, int]
 """(function, file, line) as torch_xla printed it."""
@@ -90,36 +89,15 @@ def cause_kind(cause: str) -> str:
     return "other"
 
 
-def _library_roots() -> tuple[str, ...]:
-    roots = {_XPROF_DIR}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        path = sysconfig.get_paths().get(key)
-        if path:
-            roots.add(os.path.realpath(path))
-    return tuple(roots)
-
-
-_ROOTS = _library_roots()
-
-
 def is_xprof_file(path: str) -> bool:
     """A frame in xprof's own package (here, or on the machine that wrote the file)."""
-    norm = path.replace("\\", "/")
-    return (os.path.realpath(path).startswith(_XPROF_DIR) or "/xprof/recorder/" in norm
-            or norm.endswith("/xprof/runner.py"))
+    return classify_path(path) is FrameKind.INTERNAL
 
 
 def is_user_file(path: str) -> bool:
-    """False for torch, torch_xla, other installed packages, the stdlib and xprof itself.
-
-    Decided from the path alone (a debug file may be read on another machine), so a
-    frame from site-packages on any machine counts as a library frame.
-    """
-    if path.startswith("<"):
-        return False
-    if "site-packages" in path or "dist-packages" in path or is_xprof_file(path):
-        return False
-    return not os.path.realpath(path).startswith(_ROOTS)
+    """False for torch, torch_xla, other installed packages, the stdlib and xprof itself
+    (:func:`xprof.recorder.frames.classify_path`, the rule the recorder uses too)."""
+    return classify_path(path) is FrameKind.USER
 
 
 def _post_key(label: str, unit: str) -> str:

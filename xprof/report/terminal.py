@@ -6,8 +6,6 @@ finding with its cost, where it comes from and what to change.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.panel import Panel
@@ -15,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding
+from xprof.analysis.ranks import RanksView
 from xprof.report import fmt, prose
 
 MAX_FINDINGS = 10
@@ -121,26 +120,19 @@ def render_summary(analysis: Analysis, console: Console) -> None:
         console.print(Text(f"note: {note}", style="dim"))
 
 
-def render_ranks(view: dict[str, Any], console: Console) -> None:
+def render_ranks(view: RanksView, console: Console, details_below: bool = True) -> None:
     """The rank table, the stragglers and the findings across ranks of a multi-process run."""
     table = Table(title="Ranks", title_justify="left", show_edge=False)
-    for col in ("rank", "steps", "compiles", "recompiles", "compile s", "host reads", "sync wait s",
-                "median step"):
+    for col in prose.RANK_COLUMNS:
         table.add_column(col, justify="right")
-    for r in view["rows"]:
-        step = r.get("step_ms_median")
-        table.add_row(str(r["rank"]), str(r["steps"]), str(r["compiles"]), str(r["recompiles"]),
-                      f"{r['compile_s']:.2f}", str(r["syncs"]), f"{r['sync_wait_s']:.2f}",
-                      f"{step:.1f} ms" if isinstance(step, float) and step == step else "")
+    for row in view.rows:
+        table.add_row(*prose.rank_cells(row))
     console.print(table)
-    for s in view["stragglers"]:
-        console.print(Text(f"straggler: {s['message']}", style="bold red"))
-    if not view["stragglers"]:
-        console.print(Text("No straggler: the ranks compile and wait alike."))
-    for f in view["findings"]:
-        where = f"ranks {', '.join(str(r) for r in f['ranks'])}"
-        if f["missing_on"]:
-            where += f" (not {', '.join(str(r) for r in f['missing_on'])})"
-        console.print(Text(f"- {f['title']} [{where}]"))
-    if view["focus"] is not None:
-        console.print(Text(f"Details below: rank {view['focus']}.", style="dim"))
+    for s in view.stragglers:
+        console.print(Text(f"straggler: {s.message}", style="bold red"))
+    if not view.stragglers:
+        console.print(Text(prose.NO_STRAGGLER))
+    for f in view.findings:
+        console.print(Text(f"- {f.title} [{prose.rank_finding_where(f)}]"))
+    if details_below and view.focus is not None:
+        console.print(Text(f"Details below: rank {view.focus}.", style="dim"))
