@@ -231,7 +231,7 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals) -
                          "findings (e.g. a final print).")
     if totals.deferred_reads:
         notes.append(f"{totals.deferred_reads} read(s) ran in step closures after the barrier "
-                     "(xm.add_step_closure): deferred, no extra execution.")
+                     "(xm.add_step_closure): deferred, they never split a step's graph.")
     if not run.signatures and totals.steps:
         notes.append("No step inputs were recorded (no DataLoader batches or .to(device) moves "
                      "were seen), so shape changes cannot be told apart from graph changes.")

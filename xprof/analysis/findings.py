@@ -458,7 +458,9 @@ def _closure_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, syncs: pd.D
     if code:
         evidence.append(f"{where}: {code}")
     evidence.append(f"{reads} deferred read{'s' if reads != 1 else ''} at this line; none ran mid-step")
-    comp_steps = sorted({int(s) for s in rows["step"]})
+    # The step whose barrier ran the closure (the compile is counted at the next barrier).
+    compiled_in = g[g["uncached"] > 0]["step"] if len(g) else []
+    comp_steps = sorted({int(s) for s in compiled_in}) or sorted({int(s) for s in rows["step"]})
     return Finding(
         id=str(key), cause="step_closure", kind="deferred_read", title=title, count=reads, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["deferred_read"],

@@ -115,15 +115,23 @@ def headline(analysis: Analysis) -> list[str]:
                  if t.extra_executions else "")
         out.append(f"{fmt.plural(t.syncs, 'implicit host read')} (such as .item(), print(tensor) "
                    f"or a boolean mask) made the device run early{extra}.")
-    elif t.extra_executions:
-        out.append(f"{fmt.plural(t.extra_executions, 'execution')} ran mid-step, outside any host "
-                   "read xprof saw.")
+    elif t.extra_executions > _deferred_executions(analysis):
+        out.append(f"{fmt.plural(t.extra_executions - _deferred_executions(analysis), 'execution')} "
+                   "ran mid-step, outside any host read xprof saw.")
     else:
         out.append("No implicit host read made the device run mid-step.")
     if t.fallback_ops:
         ops = fmt.short_list(sorted(t.fallback_ops), 5)
         out.append(f"{fmt.plural(len(t.fallback_ops), 'op')} fell back to the CPU: {ops}.")
     return out
+
+
+def _deferred_executions(analysis: Analysis) -> int:
+    """Executions run by reads in step closures (after the barrier: not mid-step)."""
+    syncs = analysis.syncs
+    if not len(syncs):
+        return 0
+    return int(syncs.loc[syncs["deferred"].astype(bool), "executions"].sum())
 
 
 def next_step(analysis: Analysis) -> tuple[str, str]:
