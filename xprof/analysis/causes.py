@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xprof.analysis.mechanisms import mechanism
+from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, mechanism
 from xprof.analysis.model import EVAL_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.tables import live_reads
@@ -98,8 +98,7 @@ def _sig_distance(a: Signature, b: Signature) -> int:
     return d + 10 * abs(len(a) - len(b))
 
 
-DATA_DEPENDENT_ACCESS = frozenset({"nonzero", "masked_select", "unique", "argwhere",
-                                   "repeat_interleave", "mask_index"})
+DATA_DEPENDENT_ACCESS = DATA_DEPENDENT_ACCESSES
 """Recorded accesses whose output shape depends on values (xprof.recorder.hooks)."""
 
 

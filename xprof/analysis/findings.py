@@ -106,7 +106,7 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         for key, g in live.groupby(keys_of[live.index], sort=False):
             ks = groups.pop(FindingKey.parse(str(key)), [])
             findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady))
-    for key in [k for k in groups if k.group in ("sync", "lib")]:
+    for key in [k for k in groups if k.group in ("sync", "lib", "dd")]:
         ks = groups.pop(key)
         g = syncs[keys_of == str(key)] if len(syncs) else syncs
         if len(g):
@@ -247,8 +247,9 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
                  f"{seconds:.2f} s")
     elif kind == "data_dependent":
         cause = "data_dependent"
-        op = _DD_WORDS.get(str(first["access"]), str(first["access"]))
-        recompiles = int((rows["at"] == "barrier").sum()) if len(rows) else 0
+        ops = list(dict.fromkeys(_DD_WORDS.get(str(a), str(a)) for a in g["access"]))
+        op = " and ".join(ops[:2])
+        recompiles = len(rows)
         dd_parts = [f"{recompiles} recompile{'s' if recompiles != 1 else ''}"]
         if executions:
             dd_parts.append(f"{executions} early execution{'s' if executions != 1 else ''}")

@@ -67,6 +67,10 @@ def mechanism(site: Site | None) -> Mechanism | None:
 
 DYNAMO_MODULES = ("torch._dynamo", "torch_xla._dynamo")
 
+DATA_DEPENDENT_ACCESSES = frozenset({"nonzero", "masked_select", "unique", "argwhere",
+                                     "repeat_interleave", "mask_index"})
+"""Recorded accesses whose output shape depends on values (xprof.recorder.hooks)."""
+
 
 def is_dynamo(site: Site | None) -> bool:
     """A read made by torch.compile itself (tracing, guards), not by the user's code."""
@@ -78,6 +82,9 @@ def group_key(site_id: int, site: Site | None) -> str:
     mechanism, else the innermost library function at that user line, else the site."""
     if is_dynamo(site):
         return "dynamo"
+    if site is not None and site.access in DATA_DEPENDENT_ACCESSES:
+        # Several value-dependent ops on one line (t[mask] feeding unique) are one finding.
+        return f"dd:{site.file}:{site.line}"
     mech = mechanism(site)
     if mech is not None:
         return mech.key
