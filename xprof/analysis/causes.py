@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, mechanism
+from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, HF_EVAL, mechanism
 from xprof.analysis.model import EVAL_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.tables import live_reads
@@ -277,7 +277,8 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
     if step.phase == "dynamo":
         return Cause("dynamo", FindingKey("dynamo"), evidence="compiled at a sync of torch.compile's XLA bridge")
     found = _step_mechanism(step, ctx)
-    if found is not None and (step.sig_id is None or step.sig_id in seen_sigs):
+    if found is not None and (step.sig_id is None or step.sig_id in seen_sigs
+                              or str(found.key) == HF_EVAL.key):
         return found
     nodes = None if pd.isna(c["graph_nodes"]) else int(c["graph_nodes"])
     train_nodes = ctx.train_nodes
@@ -322,12 +323,20 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
         + (f" ({nodes} nodes)" if nodes is not None else "")))
 
 
+def base_input_name(name: str) -> str:
+    """``input_ids#2`` (the second tensor of that name in one step) -> ``input_ids``."""
+    head, sep, tail = name.rpartition("#")
+    return head if sep and tail.isdigit() else name
+
+
 def _shape_cause(sig_id: int, seen_sig_list: list[Signature], ctx: _Context) -> Cause:
     """The input whose shape is new in this step's signature."""
     sig = ctx.sigs.get(sig_id, ())
     prev, name, dim, old, new = _closest(sig, seen_sig_list)
     if name is not None:
-        return Cause("input_shape", FindingKey.input(name), input=name, dim=dim, old=old, new=new,
+        # ``input_ids#2`` is the same input in the next micro-batch of the step: one finding.
+        base = base_input_name(name)
+        return Cause("input_shape", FindingKey.input(base), input=base, dim=dim, old=old, new=new,
                      evidence=f"{name} changed shape {_fmt(old)} -> {_fmt(new)}")
     if prev is None:
         # Only step 0 had inputs before: the shape is new to the steady-state graph.

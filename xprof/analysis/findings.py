@@ -12,7 +12,7 @@ import pandas as pd
 
 from xprof.analysis import mechanisms as _mech
 from xprof.analysis.advice import ADVICE
-from xprof.analysis.causes import DATA_DEPENDENT_ACCESS, Cause, Signature
+from xprof.analysis.causes import DATA_DEPENDENT_ACCESS, Cause, Signature, base_input_name
 from xprof.analysis.model import EVAL_KEY, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.tables import live_reads
@@ -290,18 +290,17 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
 
 
 def _series(name: str, steps: pd.DataFrame, sigs: dict[int, Signature]) -> list[tuple[int, tuple[int, ...]]]:
-    """(ordinal, shape) of input ``name`` for every steady step that ran a graph."""
-    shape_of: dict[int, tuple[int, ...] | None] = {}
+    """(ordinal, shape) of input ``name`` for every steady step that ran a graph (each
+    micro-batch's ``name#k`` too)."""
+    shape_of: dict[int, list[tuple[int, ...]]] = {}
     for sig_id, inputs in sigs.items():
-        # The first input of that name in the signature, as the per-step search found it.
-        shape_of[sig_id] = next((shape for n, shape, _, _ in inputs if n == name), None)
+        shape_of[sig_id] = [shape for n, shape, _, _ in inputs if base_input_name(n) == name]
     sig_col = steps["sig"]
     keep = (steps["work"].to_numpy(dtype=bool) & sig_col.notna().to_numpy(dtype=bool)
             & (steps["ordinal"].to_numpy() >= 1))
     out = []
     for sig, ordinal in zip(sig_col[keep].tolist(), steps["ordinal"].to_numpy()[keep].tolist()):
-        shape = shape_of.get(int(sig))
-        if shape is not None:
+        for shape in shape_of.get(int(sig), ()):
             out.append((ordinal, shape))
     return out
 

@@ -34,7 +34,21 @@ _HF_LOGGING = Mechanism(
         "clipping, and with it the norm read) if you do not need them."),
 )
 
+HF_EVAL = Mechanism(
+    key="lib:hf_trainer_eval", kind="hf_trainer_eval", what="The Trainer's evaluation",
+    advice=(
+        "transformers.Trainer's evaluation (eval_strategy / eval_steps) runs forward-only graphs "
+        "of its own, with its own batch shapes, and gathers predictions on the host. Its graphs "
+        "compile once per eval shape: keep eval batches at one fixed shape (pad eval data to a "
+        "fixed max_length, dataloader_drop_last=True, a per_device_eval_batch_size that divides "
+        "the eval set) and evaluate less often (larger eval_steps)."),
+)
+"""Its compiles are the evaluation's whatever the inputs (an eval pass has shapes of its own)."""
+
 _KNOWN: tuple[tuple[str, Mechanism], ...] = (
+    ("transformers.trainer.Trainer.evaluation_loop", HF_EVAL),
+    ("transformers.trainer.Trainer.prediction_loop", HF_EVAL),
+    ("transformers.trainer.Trainer.evaluate", HF_EVAL),
     ("transformers.masking_utils._ignore_bidirectional_mask_sdpa", Mechanism(
         key="lib:hf_sdpa_mask_check", kind="hf_mask_check", what="The model's attention-mask check",
         advice=(
