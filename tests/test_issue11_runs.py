@@ -97,10 +97,12 @@ def test_trainer_steps_and_mechanisms(trainer_runs: tuple[dict[str, Any], dict[s
 
 def test_trainer_callback_and_xprof_run_agree(trainer_runs: tuple[dict[str, Any], dict[str, Any]]) -> None:
     cb, run = trainer_runs
-    for key in ("steps", "barriers", "compiles", "recompiles", "syncs"):
+    # Compile counts are not compared: this test process has compiled some of the same small
+    # graphs before (torch_xla's cache is per process); the fresh `xprof run` process has not.
+    for key in ("steps", "barriers", "syncs"):
         assert cb[key] == run[key], key
 
     def story(s: dict[str, Any]) -> list[tuple[Any, ...]]:
-        return sorted((f["cause"], f["kind"], f["input"], f["compiles"], f["count"]) for f in s["findings"])
+        return sorted((f["cause"], f["kind"], f["input"], f["count"]) for f in s["findings"])
 
     assert story(cb) == story(run)

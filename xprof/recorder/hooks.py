@@ -113,7 +113,7 @@ def _barrier_kind_walk(frame: Any) -> str:
         if f is None:
             break
         filename = f.f_code.co_filename
-        if "_dynamo" in filename:
+        if "/_dynamo/" in filename.replace("\\", "/"):
             return "dynamo"  # torch.compile's XLA bridge syncs on its own: not a user step
         kind = _BARRIER_CALLERS.get(f.f_code.co_name)
         if kind is not None and "torch_xla" in f.f_code.co_filename:
