@@ -103,6 +103,8 @@ def test_trainer_callback_and_xprof_run_agree(trainer_runs: tuple[dict[str, Any]
         assert cb[key] == run[key], key
 
     def story(s: dict[str, Any]) -> list[tuple[Any, ...]]:
-        return sorted((f["cause"], f["kind"], f["input"], f["count"]) for f in s["findings"])
+        # Reads are counted the same in both; compile-based counts depend on the process's cache.
+        return sorted((f["cause"], f["kind"], f["input"], f["count"] if f["compiles"] == 0 else None)
+                      for f in s["findings"])
 
     assert story(cb) == story(run)
