@@ -439,7 +439,14 @@ def install_data_dependent(rec: Recorder, patches: Patches, torch: Any) -> None:
     tls = rec.tls
 
     def __getitem__(self: Any, index: Any) -> Any:
-        if tls.depth or not rec.active or not _is_mask_index(index, tensor_type):
+        # The index's type first: ints, slices and tuples of them (nearly every indexing)
+        # leave after one isinstance check.
+        if isinstance(index, tensor_type):
+            if index.dtype is not _BOOL:
+                return original_getitem(self, index)
+        elif type(index) is not tuple or not _is_mask_index(index, tensor_type):
+            return original_getitem(self, index)
+        if tls.depth or not rec.active:
             return original_getitem(self, index)
         return masked(self, index)
 
