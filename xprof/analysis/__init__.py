@@ -65,7 +65,7 @@ def _analyze(run: Run) -> Analysis:
         compiles) else pd.array([], dtype="Int64")
     first_cause = compiles.groupby("step")["cause"].first() if len(compiles) else pd.Series(dtype=str)
     steps["cause"] = steps["i"].map(first_cause).fillna("")
-    sync_exec_ms, sync_exec_n = tables.sync_executions(run, syncs)
+    sync_exec_ms, sync_exec_n = tables.sync_executions(run, syncs, steps)
     if len(syncs):
         syncs["kind"] = [_findings.sync_kind(a, c, v if isinstance(v, str) else None)
                          for a, c, v in zip(syncs["access"], syncs["code"], syncs["via"])]

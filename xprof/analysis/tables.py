@@ -218,8 +218,13 @@ def attribute_executions(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame) -> 
     return per_step, by_sync, float(dur_s.sum())
 
 
-def sync_executions(run: Run, syncs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Executions that started inside each host read's window: (ms, count) per sync row."""
+def sync_executions(run: Run, syncs: pd.DataFrame,
+                    steps: pd.DataFrame | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Executions that started inside each host read's window: (ms, count) per sync row.
+
+    A barrier that compiled a graph launched it asynchronously: the first execution that starts
+    at or after the barrier's start is that graph's, even when a host read early in the next
+    step waited for it (and so saw it start inside its window). Those are not the read's."""
     out = np.zeros(len(syncs))
     if not run.executions or not len(syncs):
         return out, np.zeros(len(syncs), dtype=np.int64)
@@ -228,6 +233,15 @@ def sync_executions(run: Run, syncs: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
     start = ex[:, 0] - dur_s
     order = np.argsort(start, kind="stable")
     start, dur_s = start[order], dur_s[order]
+    if steps is not None and len(steps):
+        own = np.zeros(len(start), dtype=bool)
+        for tb in steps.loc[steps["work"].astype(bool), "tb"].to_numpy(dtype=float):
+            k = int(np.searchsorted(start, tb, side="left"))
+            while k < len(start) and own[k]:
+                k += 1
+            if k < len(start):
+                own[k] = True
+        start, dur_s = start[~own], dur_s[~own]
     csum = np.concatenate([[0.0], np.cumsum(dur_s)])
     lo = np.searchsorted(start, syncs["t0"].to_numpy(), side="left")
     hi = np.searchsorted(start, syncs["t1"].to_numpy(), side="right")
