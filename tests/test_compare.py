@@ -213,11 +213,13 @@ def test_html_is_self_contained_and_escaped(tmp_path: Path) -> None:
         "http://www.w3.org", "")
 
 
-def test_markdown_escapes_names(tmp_path: Path) -> None:
+def test_markdown_puts_names_in_code_spans(tmp_path: Path) -> None:
     evil = _renamed(tmp_path, "<img src=x>|y")
     code, out, _ = cli(sample("clean_a"), evil, "--markdown")
     assert code == 0
-    assert "<img" not in out and "&lt;img src=x&gt;\\|y" in out
+    assert "| `<img src=x>\\|y` |" in out  # a table cell: the pipe escaped, the tag a code span
+    assert "→ `<img src=x>|y`" in out  # the heading: a code span, no escape needed
+    assert out.count("<img") == out.count("`<img")
 
 
 def test_output_by_suffix(tmp_path: Path) -> None:

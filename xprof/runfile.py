@@ -338,10 +338,16 @@ def append_records(path: str | os.PathLike[str], records: list[dict[str, Any]]) 
         f.write("".join([_ENCODE(r) + "\n" for r in records]))
 
 
+_UNDECODED = (ValueError, RecursionError, MemoryError)
+"""What the JSON decoder raises for a line it cannot take: bad JSON (``JSONDecodeError`` is a
+``ValueError``), a number longer than Python's int limit (``ValueError``), nesting deeper
+than its recursion limit, a value too large for memory."""
+
+
 def _parse_header(path: str, first: str) -> dict[str, Any]:
     try:
         header = json.loads(first)
-    except json.JSONDecodeError:
+    except _UNDECODED:
         if first.lstrip().startswith("{") and not first.endswith("\n"):
             raise RunFileError(f"{path}: truncated run file (the header line is incomplete)")
         raise RunFileError(f"{path}: not an xprof run file (the first line is not JSON)")
@@ -598,12 +604,15 @@ def load_run(path: str | os.PathLike[str]) -> Run:
                 rec, end = scan(line, 0)
                 if end != len(line) and (end != len(line) - 1 or line[end] != "\n"):
                     raise ValueError  # more than the newline after the value: let loads() judge
+            except RecursionError:
+                pending = line  # nested deeper than the decoder goes: a bad line like any other
+                continue
             except (StopIteration, ValueError):
                 # Not a JSON value starting at the first character, or text after it: the
                 # full parser accepts or rejects it exactly as json.loads always did.
                 try:
                     rec = json.loads(line)
-                except json.JSONDecodeError:
+                except _UNDECODED:
                     pending = line
                     continue
             if type(rec) is dict:
