@@ -151,10 +151,20 @@ def test_xprof_run_summary_and_quiet(tmp_path: Path) -> None:
 
 # -- unit tests on exact records ------------------------------------------------------------
 
-def test_clean_strips_control_characters() -> None:
-    assert clean("loss\x1b[31m.item()\x07\n") == "loss[31m.item() "
-    assert clean("a\u202eb") == "ab"
+def test_clean_escapes_control_characters() -> None:
+    # issue 14: run strings are shown with visible escapes, never acted on or dropped
+    assert clean("loss\x1b[31m.item()\x07\n") == "loss\\x1b[31m.item()\\x07\\x0a"
+    assert clean("a\u202eb") == "a\\u202eb"
     assert clean("x" * 200, limit=10) == "x" * 9 + "…"
+
+
+def test_data_dependent_sets_are_the_analysis_ones() -> None:
+    from xprof.analysis.findings import DATA_DEPENDENT_FALLBACKS
+    from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES
+    from xprof.recorder import live
+
+    assert live.DATA_DEPENDENT_ACCESSES == DATA_DEPENDENT_ACCESSES
+    assert live.DATA_DEPENDENT_FALLBACKS == DATA_DEPENDENT_FALLBACKS
 
 
 def test_read_label() -> None:

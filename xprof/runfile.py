@@ -85,6 +85,15 @@ class Step(NamedTuple):
     """Cached compiles inside the barrier itself (``bc``)."""
     sig: int | None
     """Id of the step's input signature."""
+    opt: int = 0
+    """Optimizer steps (any ``torch.optim`` optimizer) since the previous barrier (``o``)."""
+    nograd: bool = False
+    """Grad mode was off at the barrier (``ng``)."""
+    dynamo_graphs: int = 0
+    """Graphs torch.compile's XLA bridge traced or compiled since the previous barrier (``dz``)."""
+    site: int | None = None
+    """Where the barrier was asked for (a ``site`` of access ``barrier``), written when the
+    step compiled."""
 
     @property
     def ran_graph(self) -> bool:
@@ -104,6 +113,10 @@ class Site(NamedTuple):
     via: str | None
     """The library function the user's line called that made the read, if any."""
     code: str
+    inner: str | None = None
+    """The innermost installed-library function on the way, when it is not ``via``."""
+    chain: tuple[str, ...] = ()
+    """Installed-library functions between the read and the user's line, innermost first."""
 
 
 class Sync(NamedTuple):
@@ -216,6 +229,9 @@ class Run:
     """``(end_unix_s, duration_ns)`` TransferFromDeviceTime samples, from ``xfer`` records."""
     errors: list[Error] = field(default_factory=list)
     debug: list[Debug] = field(default_factory=list)
+    dynamo: list[dict[str, Any]] = field(default_factory=list)
+    """torch._dynamo's failed guards (why torch.compile recompiled), from ``dynamo`` records:
+    ``{func, file, line, reasons}`` per function."""
     end: End | None = None
     skipped_lines: int = 0
     truncated_tail: bool = False
@@ -322,10 +338,16 @@ def append_records(path: str | os.PathLike[str], records: list[dict[str, Any]]) 
         f.write("".join([_ENCODE(r) + "\n" for r in records]))
 
 
+_UNDECODED = (ValueError, RecursionError, MemoryError)
+"""What the JSON decoder raises for a line it cannot take: bad JSON (``JSONDecodeError`` is a
+``ValueError``), a number longer than Python's int limit (``ValueError``), nesting deeper
+than its recursion limit, a value too large for memory."""
+
+
 def _parse_header(path: str, first: str) -> dict[str, Any]:
     try:
         header = json.loads(first)
-    except json.JSONDecodeError:
+    except _UNDECODED:
         if first.lstrip().startswith("{") and not first.endswith("\n"):
             raise RunFileError(f"{path}: truncated run file (the header line is incomplete)")
         raise RunFileError(f"{path}: not an xprof run file (the first line is not JSON)")
@@ -393,14 +415,16 @@ def _add_step(run: Run, rec: dict[str, Any]) -> bool:
     g = rec.get
     t0, tb, t1, barrier, c, bu, bc, sig = (g("t0", 0.0), g("tb", 0.0), g("t1", 0.0), g("barrier", "sync"),
                                            g("c", _NO_COUNTS), g("bu", 0), g("bc", 0), g("sig"))
+    o, ng, dz, site = g("o", 0), g("ng", 0), g("dz", 0), g("site")
     if (type(t0) is float and type(tb) is float and type(t1) is float and type(barrier) is str
-            and type(c) is dict and type(bu) is int and type(bc) is int and (sig is None or type(sig) is int)):
+            and type(c) is dict and type(bu) is int and type(bc) is int and (sig is None or type(sig) is int)
+            and type(o) is int and type(dz) is int and (site is None or type(site) is int)):
         # What the recorder writes: the fields are already of their types. Building the tuple
         # directly skips the NamedTuple's Python-level __new__ (a long run has a million steps).
-        run.steps.append(_new_tuple(Step, (i, t0, tb, t1, barrier, c, bu, bc, sig)))
+        run.steps.append(_new_tuple(Step, (i, t0, tb, t1, barrier, c, bu, bc, sig, o, bool(ng), dz, site)))
     else:
         run.steps.append(Step(i, float(t0), float(tb), float(t1), str(barrier), _counts(c), int(bu), int(bc),
-                              _opt_int(sig)))
+                              _opt_int(sig), int(o), bool(ng), int(dz), _opt_int(site)))
     return True
 
 
@@ -417,8 +441,11 @@ def _add_site(run: Run, rec: dict[str, Any]) -> bool:
     if not isinstance(sid, int):
         return False
     g = rec.get
+    chain_ = g("chain")
     run.sites[sid] = Site(sid, str(g("kind", "?")), str(g("file", "?")), int(g("line", 0) or 0),
-                          str(g("func", "?")), _opt_str(g("via")), str(g("code", "") or ""))
+                          str(g("func", "?")), _opt_str(g("via")), str(g("code", "") or ""),
+                          _opt_str(g("inner")),
+                          tuple(str(n) for n in chain_) if isinstance(chain_, list) else ())
     return True
 
 
@@ -467,6 +494,14 @@ def _add_error(run: Run, rec: dict[str, Any]) -> bool:
     return True
 
 
+def _add_dynamo(run: Run, rec: dict[str, Any]) -> bool:
+    failures = rec.get("guard_failures")
+    if not isinstance(failures, list):
+        return False
+    run.dynamo.extend(f for f in failures if isinstance(f, dict))
+    return True
+
+
 def _add_debug(run: Run, rec: dict[str, Any]) -> bool:
     fields = {k: v for k, v in rec.items() if k not in ("type", "kind")}
     run.debug.append(Debug(str(rec.get("kind", "")), fields))
@@ -486,7 +521,7 @@ def _add_end(run: Run, rec: dict[str, Any]) -> bool:
 _ADDERS: dict[str, Callable[[Run, dict[str, Any]], bool]] = {
     "step": _add_step, "sync": _add_sync, "site": _add_site, "sig": _add_sig,
     "compile": _add_compile, "exec": _add_exec, "xfer": _add_xfer,
-    "graph_sizes": _add_graph_sizes, "error": _add_error, "debug": _add_debug, "end": _add_end,
+    "graph_sizes": _add_graph_sizes, "error": _add_error, "debug": _add_debug, "dynamo": _add_dynamo, "end": _add_end,
 }
 """Record type -> the function that files it (a dict lookup per line, not an if-chain)."""
 
@@ -569,12 +604,15 @@ def load_run(path: str | os.PathLike[str]) -> Run:
                 rec, end = scan(line, 0)
                 if end != len(line) and (end != len(line) - 1 or line[end] != "\n"):
                     raise ValueError  # more than the newline after the value: let loads() judge
+            except RecursionError:
+                pending = line  # nested deeper than the decoder goes: a bad line like any other
+                continue
             except (StopIteration, ValueError):
                 # Not a JSON value starting at the first character, or text after it: the
                 # full parser accepts or rejects it exactly as json.loads always did.
                 try:
                     rec = json.loads(line)
-                except json.JSONDecodeError:
+                except _UNDECODED:
                     pending = line
                     continue
             if type(rec) is dict:

@@ -6,14 +6,16 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import pandas as pd
 
 from xprof.analysis import causes as _causes
 from xprof.analysis import findings as _findings
+from xprof.analysis import steps as _steps
 from xprof.analysis import tables
-from xprof.analysis.model import CAUSES, WARMUP_STEPS, Analysis, Finding, Totals
+from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals
 from xprof.runfile import CACHED, EXECUTE, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter, load_run
 
 __all__ = ["CAUSES", "WARMUP_STEPS", "Analysis", "Finding", "Totals", "analyze", "analyze_path"]
@@ -32,11 +34,12 @@ def analyze(run: Run) -> Analysis:
 def _analyze(run: Run) -> Analysis:
     run, dropped = _consistent(run)
     steps = tables.step_table(run)
+    _steps.assign(steps)
     syncs = tables.sync_table(run)
     compiles = tables.compile_table(run, steps, syncs)
     inputs = tables.input_table(run)
     steps["graph_nodes"] = tables.barrier_graph_nodes(run, steps)
-    steps["warmup"] = steps["work"] & (steps["ordinal"] < WARMUP_STEPS)
+    steps["warmup"] = (steps["phase"] == "train") & (steps["ordinal"] >= 0) & (steps["ordinal"] < WARMUP_STEPS)
     exec_ms, sync_exec, execute_s = tables.attribute_executions(run, steps, syncs)
     steps["execute_ms"] = exec_ms
     steps["sync_execute_ms"] = sync_exec
@@ -52,8 +55,9 @@ def _analyze(run: Run) -> Analysis:
         steps["deferred_reads"] = 0
 
     compiles["graph_hash"] = _debug_hashes(run, len(compiles))
+    _debug_evidence(run, compiles)
     sigs = _causes.signatures(inputs)
-    found = _causes.attribute(steps, compiles, syncs, sigs)
+    found = _causes.attribute(steps, compiles, syncs, sigs, run.sites)
     compiles["cause"] = [c.cause for c in found]
     compiles["finding"] = [str(c.key) for c in found]
     compiles["input"] = [c.input for c in found]
@@ -61,7 +65,7 @@ def _analyze(run: Run) -> Analysis:
         compiles) else pd.array([], dtype="Int64")
     first_cause = compiles.groupby("step")["cause"].first() if len(compiles) else pd.Series(dtype=str)
     steps["cause"] = steps["i"].map(first_cause).fillna("")
-    sync_exec_ms, sync_exec_n = tables.sync_executions(run, syncs)
+    sync_exec_ms, sync_exec_n = tables.sync_executions(run, syncs, steps)
     if len(syncs):
         syncs["kind"] = [_findings.sync_kind(a, c, v if isinstance(v, str) else None)
                          for a, c, v in zip(syncs["access"], syncs["code"], syncs["via"])]
@@ -72,8 +76,10 @@ def _analyze(run: Run) -> Analysis:
     else:
         syncs["kind"] = pd.Series(dtype=object)
         syncs["exec_ms"] = pd.Series(dtype=float)
-    findings = _findings.build(steps, compiles, found, syncs, sigs)
+    findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo)
     totals = _totals(run, steps, compiles, syncs, execute_s, found)
+    for f in findings:
+        f.minor = f.seconds < MINOR_SHARE * totals.wall_seconds
     notes = _notes(run, steps, syncs, totals)
     if dropped:
         notes.append(dropped)
@@ -106,6 +112,33 @@ def _consistent(run: Run) -> tuple[Run, str]:
     return dataclasses.replace(run, steps=steps, compiles=compiles), note
 
 
+def _debug_evidence(run: Run, compiles: pd.DataFrame) -> None:
+    """torch_xla's own reason and frames for each compile (``debug_reason``, ``debug_where``,
+    ``debug_dynamo``), from ``xprof run``'s capture.
+
+    Matched by order, and only when the capture saw as many compiles as the run recorded
+    (as for the hashes), so a partial capture never lends one compile another's reason.
+    """
+    entries = [d.fields for d in run.debug if d.kind == "compile"]
+    n = len(compiles)
+    reasons: list[str | None] = [None] * n
+    wheres: list[str | None] = [None] * n
+    dyn = [False] * n
+    if n and len(entries) == n:
+        for k, d in enumerate(entries):
+            frames = [f for f in d.get("frames") or [] if isinstance(f, list) and len(f) == 3]
+            reasons[k] = str(d.get("cause") or "") or None
+            dyn[k] = d.get("cause_kind") == "dynamo" or any("/_dynamo/" in str(f[1]) for f in frames[:3])
+            user = [f for f in d.get("user_frames") or [] if isinstance(f, list) and len(f) == 3]
+            lib = [f for f in frames if "-packages" in str(f[1]) and "/torch" not in str(f[1])]
+            pick = user[0] if user else (lib[0] if lib else None)
+            if pick is not None:
+                wheres[k] = f"{pick[0]} ({os.path.basename(str(pick[1]))}:{pick[2]})"
+    compiles["debug_reason"] = reasons
+    compiles["debug_where"] = wheres
+    compiles["debug_dynamo"] = dyn
+
+
 def _debug_hashes(run: Run, n: int) -> list[str | None]:
     """torch_xla's graph hash of each compile, from ``xprof run``'s debug capture.
 
@@ -130,8 +163,9 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     cached = int(steps["cached"].sum()) + int(tail.get(CACHED, 0))
     executions = int(steps["executions"].sum()) + int(tail.get(EXECUTE, 0))
     transfers = int(steps["transfers"].sum()) + int(tail.get(TO_CPU, 0))
-    work = steps[steps["work"]]
-    n_work = len(work)
+    work = steps[steps["work"] & (steps["ordinal"] >= 0)]
+    n_work = _steps.training_steps(steps)
+    graph_barriers = int(steps["work"].sum())
     warm = sum(1 for c in found if c.cause == "warmup")
     # Compiles without a recorded event (the CompileTime ring dropped it) count as recompiles
     # only when they happened after warm-up.
@@ -163,7 +197,8 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
         distinct_graphs=(int(compiles["graph_hash"].nunique()) if len(compiles)
                          and compiles["graph_hash"].notna().all() else uncached),
         executions=executions, syncs=len(live),
-        deferred_reads=len(syncs) - len(live), extra_executions=max(executions - n_work, 0),
+        deferred_reads=len(syncs) - len(live), extra_executions=max(executions - graph_barriers, 0),
+        eval_steps=_steps.eval_steps(steps),
         transfers=transfers, fallback_ops=fallback, complete=run.complete, status=status,
         exception=run.end.exception if run.end else None, profiler_errors=len(run.errors),
         step_ms_median=_pct(steady["step_ms"], 50), step_ms_p95=_pct(steady["step_ms"], 95),
@@ -196,7 +231,7 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals) -
                          "findings (e.g. a final print).")
     if totals.deferred_reads:
         notes.append(f"{totals.deferred_reads} read(s) ran in step closures after the barrier "
-                     "(xm.add_step_closure): deferred, no extra execution.")
+                     "(xm.add_step_closure): deferred, they never split a step's graph.")
     if not run.signatures and totals.steps:
         notes.append("No step inputs were recorded (no DataLoader batches or .to(device) moves "
                      "were seen), so shape changes cannot be told apart from graph changes.")

@@ -89,6 +89,29 @@ ADVICE = {
         "These ops have no XLA lowering and run on the CPU, which cuts the graph and copies "
         "data to the host. Replace them with ops XLA supports, or move them out of the step."
     ),
+    "data_dependent": (
+        "Keep shapes static: an op whose output size depends on the values (boolean-mask "
+        "indexing t[mask], nonzero, masked_select, unique) runs on the CPU and gives a new shape "
+        "whenever the count changes. For a loss over real tokens, keep every position and drop "
+        "the padding by value instead: cross_entropy(..., ignore_index=-100) with labels set by "
+        "torch.where(mask, labels, -100), or multiply the per-token loss by the mask and divide "
+        "by mask.sum()."
+    ),
+    "deferred_read": (
+        "Nothing to fix: a read inside xm.add_step_closure runs after the barrier. Its first "
+        "call compiles the small graph it reads (e.g. torch.isnan(loss)); later calls reuse it."
+    ),
+    "dynamo_recompile": (
+        "torch.compile traces a new graph whenever one of its guards fails (often a new input "
+        "size: torch.compile(..., dynamic=False) still guards on sizes). Keep input shapes fixed "
+        "(drop_last=True, pad to a fixed length), or mark the varying dim with "
+        "torch._dynamo.mark_dynamic."
+    ),
+    "unknown_debugged": (
+        "xprof could not tell why this compiled from what it recorded; torch_xla's own reason "
+        "and frames (captured by `xprof run`) are in the evidence. Look at that line for a "
+        "tensor read or a shape that changes."
+    ),
     "unknown": (
         "xprof could not tell why this compiled. Run under `xprof run` (torch_xla's own "
         "compile analysis is captured) or record inputs by passing batches through a "

@@ -23,15 +23,17 @@ eval pass (``graph_change``/``eval_pass``), whatever its input shapes.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, HF_EVAL, mechanism
 from xprof.analysis.model import EVAL_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.tables import live_reads
+from xprof.runfile import Site
 
 EVAL_GRAPH_RATIO = 0.75
 """A barrier graph with fewer nodes than this share of the training graph is an eval pass."""
@@ -77,7 +79,7 @@ def _closest(sig: Signature, previous: list[Signature]) -> tuple[Signature | Non
         if old is not None and old != shape:
             dims = changed_dims(old, shape)
             # Prefer loader batch names over ad-hoc .to() names, then the biggest change.
-            rank = (0 if src in ("batch", "loader") else 1, -len(dims))
+            rank = (0 if src in ("batch", "loader", "arg") else 1, -len(dims))
             candidates.append((rank, name, dims[0] if dims else None, old, shape))
     if not candidates:
         new_names = [name for name, _, _, _ in sig if name not in prev_by_name]
@@ -96,21 +98,30 @@ def _sig_distance(a: Signature, b: Signature) -> int:
     return d + 10 * abs(len(a) - len(b))
 
 
+DATA_DEPENDENT_ACCESS = DATA_DEPENDENT_ACCESSES
+"""Recorded accesses whose output shape depends on values (xprof.recorder.hooks)."""
+
+
 def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
-              sigs: dict[int, Signature]) -> list[Cause]:
+              sigs: dict[int, Signature], site_info: dict[int, Site] | None = None) -> list[Cause]:
     """One :class:`Cause` per row of ``compiles`` (same order)."""
     causes: list[Cause] = []
     if not len(compiles):
         return causes
     live = live_reads(syncs)
     sites_by_step: dict[int, frozenset[int]] = {}
+    dd_by_step: dict[int, list[int]] = {}
     if len(live):
         read_sites: dict[int, set[int]] = {}
-        for step, site in zip(live["step"].tolist(), live["site"].tolist()):
+        for step, site, access in zip(live["step"].tolist(), live["site"].tolist(), live["access"].tolist()):
             read_sites.setdefault(int(step), set()).add(int(site))
+            if access in DATA_DEPENDENT_ACCESS:
+                found_dd = dd_by_step.setdefault(int(step), [])
+                if int(site) not in found_dd:
+                    found_dd.append(int(site))
         sites_by_step = {step: frozenset(found) for step, found in read_sites.items()}
     train_nodes = _train_graph_nodes(steps)
-    first_rows = steps[steps["work"] & (steps["ordinal"] == 0)]
+    first_rows = steps[steps["work"] & (steps["phase"] == "train") & (steps["ordinal"] == 0)]
     first: tuple[int | None, int | None] = (None, None)
     if len(first_rows):
         fs, fn = first_rows["sig"].iat[0], first_rows["graph_nodes"].iat[0]
@@ -129,30 +140,47 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     for k, step in enumerate(compiles["step"].to_numpy()):
         by_step.setdefault(int(step), []).append(k)
     rows = _compile_rows(compiles)
+    dynamo_steps = {int(compiles["step"].iat[k]) for k, r in enumerate(rows) if r["debug_dynamo"]}
+    dynamo_sigs: set[int] = set()
+    """Input signatures torch.compile traced a graph for (dynamo ran in their step)."""
     result: dict[int, Cause] = {}
     empty: frozenset[int] = frozenset()
+    ctx = _Context(syncs=syncs, sigs=sigs, train_nodes=train_nodes, seen_nodes=seen_nodes,
+                   seen_keys=seen_keys, sites=site_info or {})
+    prev_kind = ""
 
-    for step_i, sig_id, ordinal, work, fallback_d, nodes in zip(
+    for step_i, sig_id, ordinal, user_step, dz, phase, kind, bsite, work, fallback_d, nodes in zip(
             steps["i"].tolist(), _optional_ints(steps["sig"]), steps["ordinal"].tolist(),
+            steps["user_step"].tolist(), steps["dynamo_graphs"].tolist(),
+            steps["phase"].tolist(), steps["barrier"].tolist(), _optional_ints(steps["site"]),
             steps["work"].tolist(), steps["fallback"].tolist(), _optional_ints(steps["graph_nodes"])):
         sites = sites_by_step.get(step_i, empty)
         ks = by_step.get(step_i)
         if ks is not None:
             fallback = set(fallback_d)
+            if sig_id is not None and sig_id in dynamo_sigs:
+                dz = max(dz, 1)  # the shape dynamo retraced for: its graphs compile on first use
+            step = _StepFacts(ordinal=ordinal, phase=phase, sig_id=sig_id, sites=sites,
+                              dd_sites=dd_by_step.get(step_i, []),
+                              dynamo=kind == "dynamo" or prev_kind == "dynamo" or dz > 0 or step_i in dynamo_steps,
+                              barrier_site=bsite)
             for k in ks:
                 c = rows[k]
-                if (ordinal == 1 and c["at"] == "barrier" and sig_id is not None and first[0] is not None
-                        and sig_id != first[0] and (first_steady or (
+                if (ordinal == 1 and phase == "train" and c["at"] == "barrier" and sig_id is not None
+                        and first[0] is not None and sig_id != first[0] and (first_steady or (
                             first[1] is not None and not pd.isna(c["graph_nodes"])
                             and int(c["graph_nodes"]) == first[1]))):
                     # The first graph was the steady one: this compile is the new shape's.
-                    result[k] = _one(c, WARMUP_STEPS, sig_id, sigs, {first[0]}, [sigs.get(first[0], ())],
-                                     seen_keys, sites, set(), seen_nodes, train_nodes, live)
+                    result[k] = _one(c, step, False, {first[0]}, [sigs.get(first[0], ())],
+                                     set(), ctx)
                     continue
-                result[k] = _one(c, ordinal, sig_id, sigs, seen_sigs, seen_sig_list,
-                                 seen_keys, sites, fallback - seen_fallback, seen_nodes, train_nodes,
-                                 live)
-        if work and ordinal >= 1:
+                # Warm-up: every compile inside the first two training steps, including
+                # those counted at an empty barrier of theirs (a logging sync after step 1).
+                warm = phase in ("train", "empty") and 0 <= user_step < WARMUP_STEPS
+                result[k] = _one(c, step, warm, seen_sigs, seen_sig_list, fallback - seen_fallback, ctx)
+        if phase == "train":
+            ctx.seen_sites.update(sites)
+        if work and phase == "train" and ordinal >= 1:
             if sig_id is not None and sig_id not in seen_sigs:
                 seen_sigs.add(sig_id)
                 if sig_id in sigs:
@@ -162,7 +190,42 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                 seen_nodes.add(nodes)
         if fallback_d:
             seen_fallback.update(fallback_d)
-    return [result[k] for k in range(len(compiles))]
+        if sig_id is not None and (dz > 0 or step_i in dynamo_steps):
+            dynamo_sigs.add(sig_id)
+        prev_kind = kind
+    out = [result[k] for k in range(len(compiles))]
+    for k, found_k in enumerate(out):
+        if found_k.cause == "unknown" and rows[k]["debug_reason"]:
+            where = rows[k]["debug_where"]
+            found_k.evidence = (f"{found_k.evidence}; torch_xla says: \"{rows[k]['debug_reason']}\""
+                          + (f" at {where}" if where else ""))
+    return out
+
+
+@dataclass
+class _StepFacts:
+    ordinal: int
+    phase: str
+    sig_id: int | None
+    sites: frozenset[int]
+    dd_sites: list[int]
+    """Sites of data-dependent ops (mask indexing, nonzero...) that ran in the step."""
+    dynamo: bool
+    """The barrier is torch.compile's own, or follows one (dynamo was tracing)."""
+    barrier_site: int | None = None
+    """Where the barrier was asked for, when it compiled (a library's logging...)."""
+
+
+@dataclass
+class _Context:
+    syncs: pd.DataFrame
+    sigs: dict[int, Signature]
+    train_nodes: int | None
+    seen_nodes: set[int]
+    seen_keys: set[tuple[int | None, frozenset[int]]]
+    sites: dict[int, Site]
+    seen_sites: set[int] = field(default_factory=set)
+    """Read sites seen in earlier training steps (warm-up included)."""
 
 
 def _optional_ints(column: pd.Series) -> list[int | None]:
@@ -178,8 +241,15 @@ def _optional_ints(column: pd.Series) -> list[int | None]:
 
 def _compile_rows(compiles: pd.DataFrame) -> list[dict[str, Any]]:
     """The columns :func:`_one` reads, one dict per compile (``compiles.iloc[k]`` is slow)."""
-    return [{"at": at, "sync_row": sync_row, "graph_nodes": nodes} for at, sync_row, nodes in zip(
-        compiles["at"].tolist(), compiles["sync_row"].tolist(), compiles["graph_nodes"].tolist())]
+    n = len(compiles)
+    reasons = compiles["debug_reason"].tolist() if "debug_reason" in compiles else [None] * n
+    wheres = compiles["debug_where"].tolist() if "debug_where" in compiles else [None] * n
+    dyn = compiles["debug_dynamo"].tolist() if "debug_dynamo" in compiles else [False] * n
+    return [{"at": at, "sync_row": sync_row, "graph_nodes": nodes, "debug_reason": r, "debug_where": w,
+             "debug_dynamo": bool(d)}
+            for at, sync_row, nodes, r, w, d in zip(
+                compiles["at"].tolist(), compiles["sync_row"].tolist(), compiles["graph_nodes"].tolist(),
+                reasons, wheres, dyn)]
 
 
 def _first_graph_was_steady(steps: pd.DataFrame, first: tuple[int | None, int | None]) -> bool:
@@ -197,53 +267,51 @@ def _train_graph_nodes(steps: pd.DataFrame) -> int | None:
     return int(Counter(int(v) for v in steady.tolist()).most_common(1)[0][0])
 
 
-def _one(c: Any, ordinal: int, sig_id: int | None, sigs: dict[int, Signature], seen_sigs: set[int],
-         seen_sig_list: list[Signature], seen_keys: set[tuple[int | None, frozenset[int]]],
-         sites: frozenset[int], new_fallback: set[str], seen_nodes: set[int],
-         train_nodes: int | None, live: pd.DataFrame) -> Cause:
-    if c["at"] == "step":
-        if int(c["sync_row"]) >= 0:
-            site = int(live.loc[int(c["sync_row"])]["site"]) if int(c["sync_row"]) in live.index else None
-            if site is not None:
-                return Cause("implicit_sync", FindingKey.sync(site), site=site,
-                             evidence="compiled inside a host read of a tensor value")
-        if new_fallback:
-            ops = ",".join(sorted(new_fallback))
-            return Cause("cpu_fallback", FindingKey.fallback(new_fallback),
-                         evidence=f"compiled mid-step around ops that ran on the CPU: {ops}")
-        return Cause("unknown", FindingKey("unknown", "step"),
-                     evidence="compiled mid-step outside any recorded host read")
-    if ordinal < WARMUP_STEPS:
+def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_list: list[Signature],
+         new_fallback: set[str], ctx: _Context) -> Cause:
+    if warm:
+        # Every compile inside the first two training steps, host reads included.
         return Cause("warmup", WARMUP_KEY)
+    if c["at"] == "step":
+        return _mid_step(c, step, new_fallback, ctx, seen_sigs, seen_sig_list)
+    if step.phase == "dynamo":
+        return Cause("dynamo", FindingKey("dynamo"), evidence="compiled at a sync of torch.compile's XLA bridge")
+    found = _step_mechanism(step, ctx)
+    if found is not None and (step.sig_id is None or step.sig_id in seen_sigs
+                              or str(found.key) == HF_EVAL.key):
+        return found
     nodes = None if pd.isna(c["graph_nodes"]) else int(c["graph_nodes"])
-    if nodes is not None and train_nodes and nodes < EVAL_GRAPH_RATIO * train_nodes:
+    train_nodes = ctx.train_nodes
+    if step.phase == "eval" or (nodes is not None and train_nodes and nodes < EVAL_GRAPH_RATIO * train_nodes):
         return Cause("graph_change", EVAL_KEY, evidence=(
-            f"a {nodes}-node graph against the {train_nodes}-node training graph "
-            "(no backward pass or optimizer: an evaluation or inference pass)"))
+            (f"a {nodes}-node graph against the {train_nodes}-node training graph "
+             if nodes is not None and train_nodes else "a graph ")
+            + "(no backward pass or optimizer: an evaluation or inference pass)"))
+    sig_id = step.sig_id
+    if step.dd_sites and (sig_id is None or sig_id in seen_sigs):
+        site = step.dd_sites[0]
+        return Cause("data_dependent", FindingKey.sync(site), site=site, evidence=(
+            "same input shapes as before, but an op with a value-dependent output shape ran in "
+            "this step, so the tensors after it (and the barrier graph) took a new shape"))
     if new_fallback:
         ops = ",".join(sorted(new_fallback))
         return Cause("cpu_fallback", FindingKey.fallback(new_fallback),
                      evidence=f"ops without an XLA lowering ran on the CPU for the first time: {ops}")
     if sig_id is None:
-        if nodes is not None and nodes not in seen_nodes:
+        if nodes is not None and nodes not in ctx.seen_nodes:
             return Cause("graph_change", FindingKey.graph(nodes),
                          evidence=f"a {nodes}-node graph not seen before (no input shapes recorded)")
         return Cause("unknown", FindingKey("unknown", "noinputs"), evidence=(
             "no step inputs were recorded, and the graph has the same size as one seen before: "
             "most likely input shapes changed"))
     if sig_id not in seen_sigs:
-        sig = sigs.get(sig_id, ())
-        prev, name, dim, old, new = _closest(sig, seen_sig_list)
-        if name is not None:
-            return Cause("input_shape", FindingKey.input(name), input=name, dim=dim, old=old, new=new,
-                         evidence=f"{name} changed shape {_fmt(old)} -> {_fmt(new)}")
-        if prev is None:
-            # Only step 0 had inputs before: the shape is new to the steady-state graph.
-            first = sig[0] if sig else None
-            return Cause("input_shape", FindingKey.input(first[0] if first else None),
-                         input=first[0] if first else None, new=first[1] if first else None,
-                         evidence="input shapes first seen at the one-off first step")
-        return Cause("input_shape", FindingKey.input(None), evidence="a new input signature")
+        return _shape_cause(sig_id, seen_sig_list, ctx)
+    if step.dynamo:
+        return Cause("dynamo", FindingKey("dynamo"), evidence=(
+            "torch.compile traced a graph again in this step (same input shapes as before), "
+            "so the step graph changed with it"))
+    sites = step.sites
+    seen_keys = ctx.seen_keys
     if sites and (sig_id, sites) not in seen_keys:
         earlier = set().union(*[s for (sg, s) in seen_keys if sg == sig_id]) if seen_keys else set()
         new_sites = sorted(sites - earlier) or sorted(sites)
@@ -253,6 +321,76 @@ def _one(c: Any, ordinal: int, sig_id: int | None, sigs: dict[int, Signature], s
     return Cause("graph_change", FindingKey.graph(nodes), evidence=(
         "same input shapes as an earlier step, different graph"
         + (f" ({nodes} nodes)" if nodes is not None else "")))
+
+
+def base_input_name(name: str) -> str:
+    """``input_ids#2`` (the second tensor of that name in one step) -> ``input_ids``."""
+    head, sep, tail = name.rpartition("#")
+    return head if sep and tail.isdigit() else name
+
+
+def _shape_cause(sig_id: int, seen_sig_list: list[Signature], ctx: _Context) -> Cause:
+    """The input whose shape is new in this step's signature."""
+    sig = ctx.sigs.get(sig_id, ())
+    prev, name, dim, old, new = _closest(sig, seen_sig_list)
+    if name is not None:
+        # ``input_ids#2`` is the same input in the next micro-batch of the step: one finding.
+        base = base_input_name(name)
+        return Cause("input_shape", FindingKey.input(base), input=base, dim=dim, old=old, new=new,
+                     evidence=f"{name} changed shape {_fmt(old)} -> {_fmt(new)}")
+    if prev is None:
+        # Only step 0 had inputs before: the shape is new to the steady-state graph.
+        first = sig[0] if sig else None
+        return Cause("input_shape", FindingKey.input(first[0] if first else None),
+                     input=first[0] if first else None, new=first[1] if first else None,
+                     evidence="input shapes first seen at the one-off first step")
+    return Cause("input_shape", FindingKey.input(None), evidence="a new input signature")
+
+
+def _step_mechanism(step: _StepFacts, ctx: _Context) -> Cause | None:
+    """A known library mechanism that asked for this barrier, or read values in this step."""
+    candidates = ([step.barrier_site] if step.barrier_site is not None else []) + sorted(step.sites)
+    for site in candidates:
+        mech = mechanism(ctx.sites.get(site))
+        if mech is not None:
+            where = "asked for the barrier" if site == step.barrier_site else "read values in this step"
+            return Cause("library", FindingKey.parse(mech.key), site=site, evidence=(
+                f"{mech.what} {where} and ran a small graph of its own"))
+    return None
+
+
+def _mid_step(c: Any, step: _StepFacts, new_fallback: set[str], ctx: _Context, seen_sigs: set[int],
+              seen_sig_list: list[Signature]) -> Cause:
+    """A compile between two barriers: the read it happened inside, or what ran around it."""
+    row = int(c["sync_row"])
+    syncs = ctx.syncs
+    if row >= 0 and row in syncs.index:
+        read = syncs.loc[row]
+        site = int(read["site"])
+        if bool(read["deferred"]):
+            return Cause("step_closure", FindingKey("closure", str(site)), site=site, evidence=(
+                "compiled inside a read in an xm.add_step_closure callback: it runs after the "
+                "barrier, on a small graph of its own (compiled once, cached afterwards)"))
+        if read["access"] in DATA_DEPENDENT_ACCESS:
+            return Cause("data_dependent", FindingKey.sync(site), site=site,
+                         evidence="compiled inside an op whose output shape depends on values")
+        if site in ctx.seen_sites and step.sig_id is not None and step.sig_id not in seen_sigs:
+            # The same read compiled before: it compiles again only because the inputs changed.
+            return _shape_cause(step.sig_id, seen_sig_list, ctx)
+        return Cause("implicit_sync", FindingKey.sync(site), site=site,
+                     evidence="compiled inside a host read of a tensor value")
+    if step.dynamo:
+        return Cause("dynamo", FindingKey("dynamo"),
+                     evidence="compiled while torch.compile's XLA bridge traced a graph")
+    found = _step_mechanism(step, ctx)
+    if found is not None:
+        return found
+    if new_fallback:
+        ops = ",".join(sorted(new_fallback))
+        return Cause("cpu_fallback", FindingKey.fallback(new_fallback),
+                     evidence=f"compiled mid-step around ops that ran on the CPU: {ops}")
+    return Cause("unknown", FindingKey("unknown", "step"),
+                 evidence="compiled mid-step outside any recorded host read")
 
 
 def _fmt(shape: Shape | None) -> str:

@@ -6,20 +6,25 @@ import os
 import re
 from bisect import bisect_left
 from collections import Counter
+from typing import Any
 
 import pandas as pd
 
+from xprof.analysis import mechanisms as _mech
 from xprof.analysis.advice import ADVICE
-from xprof.analysis.causes import Cause, Signature
+from xprof.analysis.causes import DATA_DEPENDENT_ACCESS, Cause, Signature, base_input_name
 from xprof.analysis.model import EVAL_KEY, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.tables import live_reads
+from xprof.runfile import Site
 
 _CONDITION = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.*\belse\b")
 
 
 def sync_kind(access: str, code: str, via: str | None) -> str:
     """What the user wrote, from the hooked method, the line's code and the library path."""
+    if access in DATA_DEPENDENT_ACCESS:
+        return "data_dependent"
     if via:
         low = via.lower()
         if "grad_scaler" in low or "gradscaler" in low:
@@ -45,6 +50,11 @@ _KIND_WORDS = {
     "checkpoint": "checkpoint save", "library_sync": "a library call",
 }
 
+_DD_WORDS = {
+    "mask_index": "Boolean-mask indexing", "nonzero": "nonzero()", "masked_select": "masked_select()",
+    "unique": "unique()", "argwhere": "argwhere()", "repeat_interleave": "repeat_interleave()",
+}
+
 
 def _dur(ms: float) -> str:
     return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1e3:.2f} s"
@@ -55,16 +65,20 @@ def _loc(file: str, line: int) -> str:
 
 
 def _pattern(ordinals: list[int], steady_steps: int) -> str | None:
+    periodic = describe_period(sorted(set(ordinals)))
+    if periodic is not None:
+        return periodic
     if steady_steps and len(set(ordinals)) >= max(3, int(0.9 * steady_steps)):
         return "every step"
-    return describe_period(sorted(set(ordinals)))
+    return None
 
 
 def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], syncs: pd.DataFrame,
-          sigs: dict[int, Signature]) -> list[Finding]:
+          sigs: dict[int, Signature], sites: dict[int, Site] | None = None,
+          dynamo_guards: list[dict[str, Any]] | None = None) -> list[Finding]:
     findings: list[Finding] = []
-    ordinal_of = dict(zip(steps["i"].astype(int).tolist(), steps["ordinal"].astype(int).tolist()))
-    steady = int(((steps["work"]) & (steps["ordinal"] >= 2)).sum())
+    ordinal_of = dict(zip(steps["i"].astype(int).tolist(), steps["user_step"].astype(int).tolist()))
+    steady = int(steps.loc[steps["work"] & (steps["ordinal"] >= 2), "ordinal"].nunique())
     last_barrier = int(steps["i"].max()) if len(steps) else -1
 
     groups: dict[FindingKey, list[int]] = {}
@@ -72,20 +86,35 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         if c.cause != "warmup":
             groups.setdefault(c.key, []).append(k)
 
-    # -- host reads (and the compiles they forced) ---------------------------------------
-    live = live_reads(syncs)
-    if len(live):
-        live = live[live["step"] <= last_barrier]
-        for site, g in live.groupby("site", sort=False):
-            site = int(site)
-            ks = groups.pop(FindingKey.sync(site), [])
-            findings.append(_sync_finding(site, g, compiles, ks, ordinal_of, steady))
+    # -- host reads (and the compiles they forced), one finding per mechanism ------------
+    site_info = sites or {}
+
+    def gkey(site: int) -> str:
+        return _mech.group_key(site, site_info.get(site))
+
     for key in [k for k in groups if k.site is not None]:
+        nk = FindingKey.parse(gkey(key.site or 0))
+        if nk != key:
+            groups.setdefault(nk, []).extend(groups.pop(key))
+    keys_of = syncs["site"].map(lambda v: gkey(int(v))) if len(syncs) else pd.Series(dtype=object)
+    dynamo_reads = syncs.iloc[0:0]
+    if len(syncs):
+        live = live_reads(syncs)
+        live = live[live["step"] <= last_barrier]
+        dynamo_reads = live[keys_of[live.index] == "dynamo"]
+        live = live[keys_of[live.index] != "dynamo"]
+        for key, g in live.groupby(keys_of[live.index], sort=False):
+            ks = groups.pop(FindingKey.parse(str(key)), [])
+            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady))
+    for key in [k for k in groups if k.group in ("sync", "lib", "dd")]:
         ks = groups.pop(key)
-        site = int(key.detail)
-        g = syncs[syncs["site"] == site]
+        g = syncs[keys_of == str(key)] if len(syncs) else syncs
         if len(g):
-            findings.append(_sync_finding(site, g, compiles, ks, ordinal_of, steady))
+            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady))
+        else:
+            mech = _mech.known(str(key))
+            if mech is not None:
+                findings.append(_barrier_mechanism_finding(mech, compiles.iloc[ks], causes[ks[0]]))
 
     # -- compiles without a host read ----------------------------------------------------
     for key, ks in groups.items():
@@ -102,16 +131,58 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         if c0.cause == "cpu_fallback":
             findings.append(_fallback_finding(key, c0, rows, steps, ordinal_of, steady))
             continue
+        if c0.cause == "step_closure":
+            findings.append(_closure_finding(key, c0, rows, syncs))
+            continue
+        if c0.cause == "dynamo":
+            findings.append(_dynamo_finding(key, c0, rows, dynamo_reads, dynamo_guards or []))
+            continue
         findings.append(Finding(
             id=str(key), cause="unknown", kind="unknown",
             title=f"{len(ks)} compile{'s' if len(ks) != 1 else ''} xprof could not explain ({ms / 1e3:.2f} s)",
             count=len(ks), compiles=len(ks), seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
-            advice=ADVICE["unknown"], evidence=[c0.evidence] if c0.evidence else [], steps=comp_steps,
+            advice=ADVICE["unknown_debugged" if "torch_xla says" in c0.evidence else "unknown"],
+            evidence=[c0.evidence] if c0.evidence else [], steps=comp_steps,
             pattern=_pattern([ordinal_of.get(s, 0) for s in comp_steps], steady),
         ))
 
+    findings.extend(_uncompiled_fallbacks(findings, steps, compiles, ordinal_of, steady))
+    _to_training_steps(findings, steps)
     findings.sort(key=lambda f: (-f.seconds, f.id))
     return findings
+
+
+def _to_training_steps(findings: list[Finding], steps: pd.DataFrame) -> None:
+    """``Finding.steps`` in the user's training steps, not barrier indices: a barrier outside
+    a training step (eval, dynamo, an empty one) counts as the training step before it."""
+    user = dict(zip(steps["i"].astype(int).tolist(), steps["user_step"].astype(int).tolist()))
+    for f in findings:
+        f.steps = sorted({user.get(s, s) for s in f.steps})
+
+
+DATA_DEPENDENT_FALLBACKS = frozenset({"aten::nonzero", "aten::masked_select", "aten::_unique2",
+                                      "aten::unique_dim", "aten::unique_consecutive",
+                                      "aten::repeat_interleave", "aten::argwhere"})
+"""CPU-fallback counters of the data-dependent ops: reported by their data-dependent finding."""
+
+
+def _uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles: pd.DataFrame,
+                          ordinal_of: dict[int, int], steady: int) -> list[Finding]:
+    """CPU-fallback ops that run after warm-up without compiling anything new: each call
+    still copies to the host and cuts the graph, so it is a finding of its own."""
+    covered = {op for f in findings if f.cause == "cpu_fallback" for op in f.key.ops}
+    if any(f.cause == "data_dependent" for f in findings):
+        covered |= DATA_DEPENDENT_FALLBACKS
+    ops: set[str] = set()
+    for o, d in zip(steps["ordinal"].tolist(), steps["fallback"].tolist()):
+        if d and o >= 2:
+            ops.update(op for op in d if op not in covered)
+    if not ops:
+        return []
+    key = FindingKey.fallback(ops)
+    cause = Cause("cpu_fallback", key, evidence=f"ops without an XLA lowering ran on the CPU after warm-up: "
+                  f"{', '.join(sorted(ops))}")
+    return [_fallback_finding(key, cause, compiles.iloc[0:0], steps, ordinal_of, steady)]
 
 
 def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
@@ -141,9 +212,10 @@ def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.
     )
 
 
-def _sync_finding(site: int, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int],
+def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int],
                   ordinal_of: dict[int, int], steady: int) -> Finding:
     first = g.iloc[0]
+    mech = _mech.known(key)
     code, file, line, via = str(first["code"]), str(first["file"]), int(first["line"]), first["via"]
     kind = sync_kind(str(first["access"]), code, via if isinstance(via, str) else None)
     rows = compiles.iloc[ks] if ks else compiles.iloc[0:0]
@@ -166,25 +238,50 @@ def _sync_finding(site: int, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[i
         parts.append(f"{executions} extra execution{'s' if executions != 1 else ''}")
     when = f" {pattern}" if pattern else ""
     severity = "info" if kind == "checkpoint" and len(read_steps) <= max(1, steady // 4) else "warning"
-    if kind == "checkpoint":
+    cause = "implicit_sync"
+    if mech is not None:
+        cause, kind = "library", mech.kind
+        accesses = sorted({str(a) for a in g["access"]})
+        title = (f"{mech.what} reads {n} value{'s' if n != 1 else ''} on the host{when} "
+                 f"({', '.join(accesses)}; via {where}): {', '.join(parts[1:]) + ', ' if len(parts) > 1 else ''}"
+                 f"{seconds:.2f} s")
+    elif kind == "data_dependent":
+        cause = "data_dependent"
+        ops = list(dict.fromkeys(_DD_WORDS.get(str(a), str(a)) for a in g["access"]))
+        op = " and ".join(ops[:2])
+        recompiles = len(rows)
+        dd_parts = [f"{recompiles} recompile{'s' if recompiles != 1 else ''}"]
+        if executions:
+            dd_parts.append(f"{executions} early execution{'s' if executions != 1 else ''}")
+        title = (f"{op} at {where} gives a value-dependent shape{when}: {', '.join(dd_parts)}, "
+                 f"{seconds:.2f} s")
+    elif kind == "checkpoint":
         title = (f"{what} at {where} copies tensors to the host{when}"
                  f"{' (expected)' if severity == 'info' else ''}: {', '.join(parts)}, {seconds:.2f} s")
+    elif kind == "library_sync":
+        inner = first["inner"] if "inner" in g and isinstance(first["inner"], str) else via
+        title = f"{inner} (called from {where}) forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
     else:
         title = f"{what} at {where} forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
-    advice = ADVICE.get(kind, ADVICE["item"])
+    advice = mech.advice if mech is not None else ADVICE.get(kind, ADVICE["item"])
     if kind == "library_sync" and isinstance(via, str):
         advice = (f"{via} (called from {where}) reads a tensor's value on the host. Check whether "
                   "it needs to run every step, or whether the library has an XLA-friendly option.")
     evidence = [f"{where} in {first['func']}(): {code}" if code else f"{where} in {first['func']}()"]
+    inner = first.get("inner") if "inner" in g else None
     if isinstance(via, str):
-        evidence.append(f"the read happens inside {via}")
+        evidence.append(f"the read happens inside {via}"
+                        + (f" (innermost: {inner})" if isinstance(inner, str) else ""))
+    if kind == "data_dependent":
+        evidence.append("the op runs on the CPU and its output's length depends on the values, so "
+                        "every new count is a new shape for the ops after it and the barrier graph")
     evidence.append(f"the host waited {_dur(wait_ms)} in total ({_dur(wait_ms / max(n, 1))} a read)")
     if executions:
         evidence.append(f"{executions} execution(s) ran inside these reads ({_dur(exec_ms)})")
     if len(rows):
         evidence.append(f"{len(rows)} compile(s) forced ({_dur(compile_ms)})")
     return Finding(
-        id=str(FindingKey.sync(site)), cause="implicit_sync", kind=kind, title=title, count=n, compiles=len(ks),
+        id=key, cause=cause, kind=kind, title=title, count=n, compiles=len(ks),
         seconds=seconds, compile_seconds=compile_ms / 1e3, execute_seconds=exec_ms / 1e3,
         advice=advice, evidence=evidence, steps=read_steps, file=file, line=line,
         func=str(first["func"]), code=code, via=via if isinstance(via, str) else None,
@@ -193,18 +290,17 @@ def _sync_finding(site: int, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[i
 
 
 def _series(name: str, steps: pd.DataFrame, sigs: dict[int, Signature]) -> list[tuple[int, tuple[int, ...]]]:
-    """(ordinal, shape) of input ``name`` for every steady step that ran a graph."""
-    shape_of: dict[int, tuple[int, ...] | None] = {}
+    """(ordinal, shape) of input ``name`` for every steady step that ran a graph (each
+    micro-batch's ``name#k`` too)."""
+    shape_of: dict[int, list[tuple[int, ...]]] = {}
     for sig_id, inputs in sigs.items():
-        # The first input of that name in the signature, as the per-step search found it.
-        shape_of[sig_id] = next((shape for n, shape, _, _ in inputs if n == name), None)
+        shape_of[sig_id] = [shape for n, shape, _, _ in inputs if base_input_name(n) == name]
     sig_col = steps["sig"]
     keep = (steps["work"].to_numpy(dtype=bool) & sig_col.notna().to_numpy(dtype=bool)
             & (steps["ordinal"].to_numpy() >= 1))
     out = []
     for sig, ordinal in zip(sig_col[keep].tolist(), steps["ordinal"].to_numpy()[keep].tolist()):
-        shape = shape_of.get(int(sig))
-        if shape is not None:
+        for shape in shape_of.get(int(sig), ()):
             out.append((ordinal, shape))
     return out
 
@@ -285,7 +381,7 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         kind = "eval_pass"
         nodes = {int(v) for v in rows["graph_nodes"].dropna()}
         ran = steps[steps["graph_nodes"].isin(list(nodes))] if nodes else steps.iloc[0:0]
-        ordinals = sorted({int(o) for o in ran["ordinal"]}) or [ordinal_of.get(s, 0) for s in comp_steps]
+        ordinals = sorted({int(o) for o in ran["seq"] if o >= 0}) or [ordinal_of.get(s, 0) for s in comp_steps]
         runs = _runs(ordinals)
         # Count training steps (not eval barriers) between the starts of eval passes.
         train_before = _train_steps_before([r[0] for r in runs], sorted(set(ordinals)))
@@ -342,3 +438,66 @@ def _runs(ordinals: list[int]) -> list[tuple[int, int]]:
         else:
             out.append((o, 1))
     return out
+
+
+def _closure_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, syncs: pd.DataFrame) -> Finding:
+    """A read inside an ``xm.add_step_closure`` callback compiled a small graph: deferred."""
+    ms = float(rows["ms"].sum())
+    n = len(rows)
+    site = int(key.detail)
+    g = syncs[syncs["site"] == site]
+    first = g.iloc[0] if len(g) else None
+    file = str(first["file"]) if first is not None else None
+    line = int(first["line"]) if first is not None else None
+    code = str(first["code"]) if first is not None else None
+    where = _loc(file, line) if file and line else "a step closure"
+    reads = len(g)
+    title = (f"A step-closure read at {where} compiled {n} small graph{'s' if n != 1 else ''} of its own "
+             f"(deferred, after the barrier): {ms / 1e3:.2f} s once")
+    evidence = [c0.evidence] if c0.evidence else []
+    if code:
+        evidence.append(f"{where}: {code}")
+    evidence.append(f"{reads} deferred read{'s' if reads != 1 else ''} at this line; none ran mid-step")
+    # The step whose barrier ran the closure (the compile is counted at the next barrier).
+    compiled_in = g[g["uncached"] > 0]["step"] if len(g) else []
+    comp_steps = sorted({int(s) for s in compiled_in}) or sorted({int(s) for s in rows["step"]})
+    return Finding(
+        id=str(key), cause="step_closure", kind="deferred_read", title=title, count=reads, compiles=n,
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["deferred_read"],
+        evidence=evidence, steps=comp_steps, file=file, line=line,
+        func=str(first["func"]) if first is not None else None, code=code, severity="info",
+    )
+
+
+def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.DataFrame,
+                    guards: list[dict[str, Any]]) -> Finding:
+    ms = float(rows["ms"].sum())
+    n = len(rows)
+    comp_steps = sorted({int(s) for s in rows["step"]})
+    reasons = [str(r) for g in guards for r in g.get("reasons") or []]
+    why = f" (guard failed: {reasons[0].splitlines()[0][:120]})" if reasons else ""
+    title = (f"torch.compile (dynamo) traced and compiled {n} graph{'s' if n != 1 else ''} after warm-up"
+             f"{why}: {ms / 1e3:.2f} s")
+    evidence = [c0.evidence] if c0.evidence else []
+    for g in guards[:3]:
+        for r in (g.get("reasons") or [])[:3]:
+            evidence.append(f"dynamo recompiled {g.get('func')}() ({os.path.basename(str(g.get('file')))}:"
+                            f"{g.get('line')}): {str(r).splitlines()[0][:200]}")
+    if len(reads):
+        evidence.append(f"{len(reads)} host read(s) made by torch.compile itself while tracing (not the user's code)")
+    return Finding(
+        id=str(key), cause="dynamo", kind="dynamo_recompile", title=title, count=n, compiles=n,
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["dynamo_recompile"],
+        evidence=evidence, steps=comp_steps,
+    )
+
+
+def _barrier_mechanism_finding(mech: _mech.Mechanism, rows: pd.DataFrame, c0: Cause) -> Finding:
+    ms = float(rows["ms"].sum())
+    n = len(rows)
+    title = f"{mech.what} ran a graph of its own at a barrier: {n} compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"
+    return Finding(
+        id=mech.key, cause="library", kind=mech.kind, title=title, count=n, compiles=n,
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=mech.advice,
+        evidence=[c0.evidence] if c0.evidence else [], steps=sorted({int(s) for s in rows["step"]}),
+    )

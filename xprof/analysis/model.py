@@ -27,7 +27,8 @@ def is_missing(value: Any) -> bool:
         return False
 
 
-CAUSES = ("warmup", "input_shape", "implicit_sync", "graph_change", "cpu_fallback", "unknown")
+CAUSES = ("warmup", "input_shape", "implicit_sync", "data_dependent", "step_closure", "library",
+          "dynamo", "graph_change", "cpu_fallback", "unknown")
 """Every uncached compile gets exactly one of these causes (docs/diagnosis.md)."""
 
 WARMUP_STEPS = 2
@@ -35,6 +36,10 @@ WARMUP_STEPS = 2
 first step (optimizer state is created inside it) and the steady-state graph at the
 second, so even a perfect loop compiles twice. Uncached compiles after these steps are
 ``recompiles``."""
+
+MINOR_SHARE = 0.01
+"""A finding that cost less than this share of the run's wall time is *minor*: folded into
+one line of the summary and a collapsed section of the report (still in the JSON)."""
 
 SUMMARY_SCHEMA = "xprof-summary"
 SUMMARY_VERSION = 1
@@ -136,6 +141,8 @@ class Finding:
     as recorded."""
     severity: str = "warning"
     """``warning`` (costs time every run), ``info`` (expected, e.g. an occasional checkpoint)."""
+    minor: bool = False
+    """Cost under :data:`MINOR_SHARE` of the run: folded in the summary and the report."""
 
     @property
     def key(self) -> FindingKey:
@@ -148,7 +155,8 @@ class Finding:
 @dataclass
 class Totals:
     steps: int
-    """Step barriers that ran a graph (training steps)."""
+    """Training steps (docs/diagnosis.md: an optimizer step and the barriers it spans; in a
+    loop without an optimizer, each barrier that ran a graph)."""
     barriers: int
     """All step barriers, including empty ones (MpDeviceLoader syncs at epoch edges)."""
     wall_seconds: float
@@ -165,7 +173,7 @@ class Totals:
     """Host reads that forced the device (deferred step-closure reads excluded)."""
     deferred_reads: int
     extra_executions: int
-    """Executions beyond one per training step (caused by syncs)."""
+    """Executions beyond one per barrier that ran a graph (caused by syncs)."""
     transfers: int
     """Device-to-host transfers (``xla::_to_cpu``)."""
     fallback_ops: dict[str, int]
@@ -181,6 +189,8 @@ class Totals:
     execute_ms_p95: float | None
     compile_share: float
     """compile_seconds / wall_seconds."""
+    eval_steps: int = 0
+    """Barriers that ran a graph with grad disabled and no optimizer step (eval passes)."""
 
 
 @dataclass
@@ -231,6 +241,7 @@ class Analysis:
             "status": t.status,
             "steps": t.steps,
             "barriers": t.barriers,
+            "eval_steps": t.eval_steps,
             "compiles": t.compiles,
             "recompiles": t.recompiles,
             "cached_compiles": t.cached_compiles,
@@ -253,5 +264,8 @@ class Analysis:
             "exception": t.exception,
             "meta": self.run.meta,
             "findings": [f.to_json() for f in self.findings],
+            "minor": {"count": sum(1 for f in self.findings if f.minor),
+                      "seconds": round(sum(f.seconds for f in self.findings if f.minor), 6),
+                      "share": MINOR_SHARE},
             "notes": list(self.notes),
         }

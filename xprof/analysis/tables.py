@@ -37,7 +37,7 @@ def _int_column(values: list[Any]) -> np.ndarray:
 def step_table(run: Run) -> pd.DataFrame:
     steps = run.steps
     cols: list[tuple[Any, ...]] = list(zip(*steps)) if steps else [()] * len(Step._fields)
-    i, t0, tb, t1, barrier, counters, bu, bc, sig = cols
+    i, t0, tb, t1, barrier, counters, bu, bc, sig, opt, nograd, dz, site = cols
 
     def counter(name: str) -> np.ndarray:
         return _int_column([c.get(name, 0) for c in counters])
@@ -49,17 +49,19 @@ def step_table(run: Run) -> pd.DataFrame:
         "t1": np.asarray(t1, dtype=float),
         "barrier": list(barrier),
         "sig": pd.array(list(sig), dtype="Int64"),
+        "site": pd.array(list(site), dtype="Int64"),
         "uncached": counter(UNCACHED),
         "cached": counter(CACHED),
         "barrier_uncached": np.asarray(bu, dtype=np.int64),
         "barrier_cached": np.asarray(bc, dtype=np.int64),
         "executions": counter(EXECUTE),
         "transfers": counter(TO_CPU),
+        "opt": np.asarray(opt, dtype=np.int64),
+        "dynamo_graphs": np.asarray(dz, dtype=np.int64),
+        "nograd": np.asarray(nograd, dtype=bool),
     })
     df["work"] = (df["barrier_uncached"] + df["barrier_cached"]) > 0
     df["step_ms"] = (df["t1"] - df["t0"]) * 1e3
-    # Ordinal among steps that ran a graph: warm-up is counted in these, not in barriers.
-    df["ordinal"] = np.where(df["work"], df["work"].cumsum() - 1, -1)
     df["fallback"] = _fallback_counts(counters)
     return df
 
@@ -92,7 +94,7 @@ def _step_index_by_time(df: pd.DataFrame, times: np.ndarray) -> np.ndarray:
 
 
 SYNC_COLUMNS = ["step", "t0", "t1", "ms", "site", "access", "file", "line", "func", "code", "via",
-                "deferred", "uncached", "cached", "executions", "thread"]
+                "deferred", "uncached", "cached", "executions", "thread", "inner"]
 
 
 def sync_table(run: Run) -> pd.DataFrame:
@@ -102,10 +104,11 @@ def sync_table(run: Run) -> pd.DataFrame:
     rows = []
     for s in run.syncs:
         site = sites.get(s.site)
-        access, file, line, func, via, code = ((site.access, site.file, site.line, site.func, site.via, site.code)
-                                               if site else ("?", "?", 0, "?", None, ""))
+        access, file, line, func, via, code, inner = (
+            (site.access, site.file, site.line, site.func, site.via, site.code, site.inner)
+            if site else ("?", "?", 0, "?", None, "", None))
         rows.append((s.i, s.t0, s.t1, (s.t1 - s.t0) * 1e3, s.site, access, file, line, func, code, via,
-                     s.deferred, s.uncached, s.cached, s.executions, s.thread))
+                     s.deferred, s.uncached, s.cached, s.executions, s.thread, inner))
     return pd.DataFrame(rows, columns=SYNC_COLUMNS)
 
 
@@ -215,8 +218,13 @@ def attribute_executions(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame) -> 
     return per_step, by_sync, float(dur_s.sum())
 
 
-def sync_executions(run: Run, syncs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Executions that started inside each host read's window: (ms, count) per sync row."""
+def sync_executions(run: Run, syncs: pd.DataFrame,
+                    steps: pd.DataFrame | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Executions that started inside each host read's window: (ms, count) per sync row.
+
+    A barrier that compiled a graph launched it asynchronously: the first execution that starts
+    at or after the barrier's start is that graph's, even when a host read early in the next
+    step waited for it (and so saw it start inside its window). Those are not the read's."""
     out = np.zeros(len(syncs))
     if not run.executions or not len(syncs):
         return out, np.zeros(len(syncs), dtype=np.int64)
@@ -225,6 +233,15 @@ def sync_executions(run: Run, syncs: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
     start = ex[:, 0] - dur_s
     order = np.argsort(start, kind="stable")
     start, dur_s = start[order], dur_s[order]
+    if steps is not None and len(steps):
+        own = np.zeros(len(start), dtype=bool)
+        for tb in steps.loc[steps["work"].astype(bool), "tb"].to_numpy(dtype=float):
+            k = int(np.searchsorted(start, tb, side="left"))
+            while k < len(start) and own[k]:
+                k += 1
+            if k < len(start):
+                own[k] = True
+        start, dur_s = start[~own], dur_s[~own]
     csum = np.concatenate([[0.0], np.cumsum(dur_s)])
     lo = np.searchsorted(start, syncs["t0"].to_numpy(), side="left")
     hi = np.searchsorted(start, syncs["t1"].to_numpy(), side="right")

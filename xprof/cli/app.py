@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from xprof._version import __version__
+from xprof.report.console import SafeConsole
 from xprof.runfile import Run, RunFileError, load_run
 
 EXIT_OK = 0
@@ -28,8 +28,9 @@ EXIT_INTERNAL = 70
 """A bug in xprof itself (EX_SOFTWARE): one line, and ``XPROF_DEBUG=1`` for the traceback."""
 EXIT_INTERRUPTED = 130
 
-console = Console()
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = SafeConsole()
+err_console = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
+"""Every line the CLI prints goes through these: run-file strings are shown, never obeyed."""
 
 app = typer.Typer(
     name="xprof",

@@ -71,6 +71,7 @@ objects, named and deduplicated on the writer thread."""
 _STEP = 0
 _SYNC = 1
 _MARK = 2
+_RECORD = 3
 
 
 class Observer(Protocol):
@@ -104,6 +105,15 @@ class Recorder:
         self._inputs: list[RawInput] = []
         self._batch_ids: set[int] = set()
         self._extra: dict[str, Any] | None = None
+        self._opt_steps = 0
+        """Optimizer steps (``torch.optim`` post hook) since the last barrier."""
+        self._dynamo_graphs = 0
+        """Graphs torch.compile's XLA bridge extracted since the last barrier."""
+        self.barrier_frame: Any = None
+        """The caller of the barrier in progress (set by the barrier hook): its site is
+        recorded only when the barrier compiled, so the stack is walked only then."""
+        self.grad_enabled: Any = None
+        """``torch.is_grad_enabled``, set by ``watch()``: read once per barrier."""
         self._t0 = 0.0
         self._last_uncached = 0
         # -- the writer thread's side --
@@ -118,7 +128,7 @@ class Recorder:
         self._xfer_pending = 0
         self._dtypes: dict[Any, str] = {}
         self._sigs: dict[tuple[InputEntry, ...], int] = {}
-        self._sites: dict[tuple[str, str, int, str, str | None], int] = {}
+        self._sites: dict[tuple[str, str, int, str, str | None, str | None], int] = {}
         self._prev: dict[str, int] = {}
         self._stopped = threading.Event()
         self._wake = threading.Event()
@@ -168,11 +178,12 @@ class Recorder:
                         elif ev[0] == _SYNC:
                             self._sync_records(ev, records)
                         else:
-                            mark = ev[1]
-                            mark["i"] = self._steps_written
-                            records.append(mark)
+                            record = ev[1]
+                            if ev[0] == _MARK:
+                                record["i"] = self._steps_written
+                            records.append(record)
                     except Exception as exc:
-                        self.error(("barrier", "sync hook", "mark")[ev[0]], exc)
+                        self.error(("barrier", "sync hook", "mark", "write")[ev[0]], exc)
                 last = not left
                 if self.writer.failed is not None:
                     return
@@ -290,10 +301,12 @@ class Recorder:
         Training thread only. Reads the clock and the counters; everything else waits.
         """
         t1 = time.time()
+        frame, self.barrier_frame = self.barrier_frame, None  # never keep the user's frame alive
         counters = self.counters
         names = counters.names
         vals = counters.read(names)
         uncached = vals[0] or 0
+        site = None
         if uncached != self._last_uncached:
             # This step compiled: a new fallback op compiles too, so look for its counter
             # now, to put its first calls in this step (the cause of the compile).
@@ -301,13 +314,24 @@ class Recorder:
             if counters.refresh():
                 names = counters.names
                 vals = counters.read(names)
-        inputs = self._inputs
-        if inputs:
+            if frame is not None:
+                site = self.frames.user_site(frame)  # who asked for a barrier that compiled
+        ran = uncached != before[0] or (vals[1] or 0) != before[1]
+        inputs: list[RawInput] | None = self._inputs
+        if inputs and ran and kind != "dynamo":
             self._inputs = []
             self._batch_ids.clear()
+        else:
+            # An empty barrier (torch_xla.compile's entry sync, a loader's first next())
+            # runs nothing: the inputs moved before it feed the next barrier's graph.
+            inputs = None
         extra, self._extra = self._extra, None
+        opt, self._opt_steps = self._opt_steps, 0
+        graphs, self._dynamo_graphs = self._dynamo_graphs, 0
+        grad = self.grad_enabled
+        no_grad = grad is not None and not grad()
         self._events.append((_STEP, self.step, self._t0, tb, t1, kind, before, names, vals,
-                             inputs or None, extra))
+                             inputs, extra, site, opt, graphs, no_grad))
         self.step += 1
         self._t0 = t1
         if uncached != before[0]:
@@ -322,6 +346,18 @@ class Recorder:
             extra = self._extra = {}
         extra[key] = value
 
+    def on_optimizer_step(self) -> None:
+        """An ``optimizer.step()`` finished (any optimizer, any caller): one counter bump."""
+        self._opt_steps += 1
+
+    def on_dynamo_graph(self) -> None:
+        self._dynamo_graphs += 1
+
+    def write_dynamo_guards(self, failures: list[dict[str, Any]]) -> None:
+        """torch._dynamo's failed guards, once at the end of the run (in queue order)."""
+        if failures:
+            self._events.append((_RECORD, {"type": "dynamo", "t": time.time(), "guard_failures": failures}))
+
     # -- the hooks' side: inputs -----------------------------------------------------
 
     def on_batch(self, leaves: list[tuple[str, Any]], source: str) -> None:
@@ -334,6 +370,18 @@ class Recorder:
         for name, t in leaves[:room] if room < len(leaves) else leaves:
             inputs.append((name, t.shape, t.dtype, source))
             ids.add(id(t))
+
+    def on_call_args(self, leaves: list[tuple[str, Any]]) -> None:
+        """Training thread only: the tensor arguments of a ``torch_xla.compile`` call,
+        inputs of the step it runs. A tensor already recorded under the same name and
+        shape (moved just before the call) is not added twice."""
+        inputs = self._inputs
+        have = {(name, tuple(shape)) for name, shape, _, _ in inputs}
+        for name, t in leaves:
+            if len(inputs) >= 256:
+                break
+            if (name, tuple(t.shape)) not in have:
+                inputs.append((name, t.shape, t.dtype, "arg"))
 
     def is_batch_leaf(self, tensor: Any) -> bool:
         """Already recorded as a leaf of this step's loader batch (so ``.to`` adds nothing)."""
@@ -364,7 +412,7 @@ class Recorder:
     # -- the writer thread's side ----------------------------------------------------
 
     def _step_records(self, ev: tuple[Any, ...], out: list[dict[str, Any]]) -> None:
-        _, i, t0, tb, t1, kind, before, names, vals, inputs, extra = ev
+        _, i, t0, tb, t1, kind, before, names, vals, inputs, extra, site, opt, graphs, no_grad = ev
         self._steps_written = i + 1
         snap = {n: v for n, v in zip(names, vals) if v}
         d = m.delta(snap, self._prev)
@@ -372,12 +420,22 @@ class Recorder:
         rec: dict[str, Any] = {"type": "step", "i": i, "t0": t0, "tb": tb, "t1": t1, "barrier": kind}
         if d:
             rec["c"] = d
-        bu = snap.get(m.UNCACHED, 0) - before[0]
-        bc = snap.get(m.CACHED, 0) - before[1]
+        bu = m.increase(snap.get(m.UNCACHED, 0), before[0])
+        bc = m.increase(snap.get(m.CACHED, 0), before[1])
         if bu:
             rec["bu"] = bu
+        if site is not None and (bu or d.get(m.UNCACHED)):
+            rec["site"] = self._intern_site("barrier", site, out)
         if bc:
             rec["bc"] = bc
+        # What tells a training step from the other barriers: optimizer steps since the
+        # last barrier (``o``), graphs torch.compile extracted (``dz``), grad mode (``ng``).
+        if opt:
+            rec["o"] = opt
+        if graphs:
+            rec["dz"] = graphs
+        if no_grad:
+            rec["ng"] = 1
         if inputs:
             rec["sig"] = self._intern_sig(inputs, out)
         if extra:
@@ -448,7 +506,9 @@ class Recorder:
         self.syncs += 1
         rec: dict[str, Any] = {"type": "sync", "i": i, "site": self._intern_site(kind, site, out),
                                "t0": t0, "t1": t1}
-        du, dc, dx = after[0] - before[0], after[1] - before[1], after[2] - before[2]
+        increase = m.increase  # a counter reset (torch.compile's bridge) counts from 0
+        du, dc, dx = (increase(after[0], before[0]), increase(after[1], before[1]),
+                      increase(after[2], before[2]))
         if du:
             rec["u"] = du
         if dc:
@@ -462,12 +522,17 @@ class Recorder:
         out.append(rec)
 
     def _intern_site(self, kind: str, site: Site | None, out: list[dict[str, Any]]) -> int:
-        file, line, func, via = site if site is not None else ("?", 0, "?", None)
-        key = (kind, file, line, func, via)
+        file, line, func, via, inner, chain = site if site is not None else ("?", 0, "?", None, None, ())
+        key = (kind, file, line, func, via, inner)
         sid = self._sites.get(key)
         if sid is None:
             sid = len(self._sites)
             self._sites[key] = sid
-            out.append({"type": "site", "id": sid, "kind": kind, "file": file, "line": line,
-                        "func": func, "via": via, "code": site.code() if site else ""})
+            rec: dict[str, Any] = {"type": "site", "id": sid, "kind": kind, "file": file, "line": line,
+                                   "func": func, "via": via, "code": site.code() if site else ""}
+            if inner:
+                rec["inner"] = inner
+            if chain:
+                rec["chain"] = list(chain)
+            out.append(rec)
         return sid

@@ -91,9 +91,18 @@ class Site(NamedTuple):
     func: str
     via: str | None
     """The library function the user's line called that did the read, if any."""
+    inner: str | None = None
+    """The innermost installed-library function on the way (``transformers.trainer.Trainer.
+    _maybe_log_save_evaluate``), when it is not ``via`` itself."""
+    chain: tuple[str, ...] = ()
+    """Installed-library functions between the read and the user's line, innermost first
+    (at most :data:`CHAIN_LIMIT`): which library mechanism did the read."""
 
     def code(self) -> str:
         return linecache.getline(self.file, self.line).strip()
+
+
+CHAIN_LIMIT = 8
 
 
 class FrameClassifier:
@@ -123,6 +132,8 @@ class FrameClassifier:
         """
         first_outside: FrameType | None = None
         last_library: FrameType | None = None
+        innermost: FrameType | None = None
+        chain: list[FrameType] = []
         f = frame
         n = 0
         cache = self._cache
@@ -131,11 +142,25 @@ class FrameClassifier:
             k = cache.get(code.co_filename)
             if k is None:
                 k = self.kind(code.co_filename)
-            if k == 0:
-                return Site(code.co_filename, f.f_lineno, code.co_name,
-                            _via(last_library) if last_library is not None else None)
-            if k == 1 and first_outside is None:
+            if k == FrameKind.USER:
+                if last_library is None:  # a direct read: no library on the way
+                    return Site(code.co_filename, f.f_lineno, code.co_name, None)
+                via = _via(last_library)
+                inner = _via(innermost)
+                names = tuple(n for n in (_via(c) for c in chain) if n)
+                return Site(code.co_filename, f.f_lineno, code.co_name, via,
+                            inner if inner != via else None, names)
+            if k == FrameKind.LIBRARY and first_outside is None:
                 first_outside = f
+            if k == FrameKind.INTERNAL and f.f_code.co_filename.startswith(_XPROF_DIR):
+                f = f.f_back  # xprof's own wrappers are never the library the user called
+                n += 1
+                continue
+            if k == FrameKind.LIBRARY and "-packages" in f.f_code.co_filename:
+                if innermost is None:
+                    innermost = f
+                if len(chain) < CHAIN_LIMIT:
+                    chain.append(f)
             last_library = f
             f = f.f_back
             n += 1

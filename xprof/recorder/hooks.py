@@ -43,6 +43,11 @@ class Patches:
 
     def __init__(self) -> None:
         self._patches: list[_Patch] = []
+        self._undo: list[Callable[[], Any]] = []
+
+    def on_restore(self, undo: Callable[[], Any]) -> None:
+        """Run ``undo`` (remove a registered hook) when the patches are restored."""
+        self._undo.append(undo)
 
     def set(self, owner: Any, attr: str, wrapper: Any) -> None:
         own = owner.__dict__ if isinstance(owner, type) else vars(owner)
@@ -54,6 +59,11 @@ class Patches:
     def restore(self) -> list[str]:
         """Undo every patch; returns the ones someone else had patched over (left alone)."""
         skipped = []
+        while self._undo:
+            try:
+                self._undo.pop()()
+            except Exception:
+                pass
         while self._patches:
             p = self._patches.pop()
             current = (p.owner.__dict__ if isinstance(p.owner, type) else vars(p.owner)).get(p.attr)
@@ -75,7 +85,7 @@ _BARRIER_CALLERS = {
     "mark_step": "mark_step",
     "next": "loader",
     "_compile": "compile",
-    "_clear_pending_ops_before_compile": "compile",
+    "_clear_pending_ops_before_compile": "compile_entry",
 }
 
 
@@ -102,6 +112,9 @@ def _barrier_kind_walk(frame: Any) -> str:
     for _ in range(3):
         if f is None:
             break
+        filename = f.f_code.co_filename
+        if "/_dynamo/" in filename.replace("\\", "/"):
+            return "dynamo"  # torch.compile's XLA bridge syncs on its own: not a user step
         kind = _BARRIER_CALLERS.get(f.f_code.co_name)
         if kind is not None and "torch_xla" in f.f_code.co_filename:
             return kind
@@ -119,7 +132,11 @@ def install_barrier(rec: Recorder, patches: Patches, xlac: Any) -> None:
         try:
             tb = time.time()
             before = counts()
-            kind = _barrier_kind(sys._getframe(1))
+            caller = sys._getframe(1)
+            kind = _barrier_kind(caller)
+            if kind == "compile_entry":
+                _compile_call_inputs(rec, caller)
+            rec.barrier_frame = caller
         except Exception as exc:
             rec.error("barrier", exc)
             return original(*args, **kwargs)
@@ -131,6 +148,73 @@ def install_barrier(rec: Recorder, patches: Patches, xlac: Any) -> None:
         return result
 
     patches.set(xlac, "_xla_step_marker", _xla_step_marker)
+
+
+_SIGNATURES: dict[Any, Any] = {}
+
+
+def _compile_call_inputs(rec: Recorder, frame: Any) -> None:
+    """At ``torch_xla.compile``'s entry sync, record the call's tensor arguments by name.
+
+    ``torch_xla.compile(fn)`` wraps ``fn`` in a context-manager decorator; its ``inner``
+    frame (a few frames above the entry sync) holds ``func``, ``args`` and ``kwds``.
+    Runs once per compiled call, never on a plain barrier.
+    """
+    f = frame
+    for _ in range(6):
+        if f is None:
+            return
+        if f.f_code.co_name == "inner" and "func" in f.f_locals:
+            break
+        f = f.f_back
+    else:
+        return
+    loc = f.f_locals
+    func, args, kwds = loc.get("func"), loc.get("args") or (), loc.get("kwds") or {}
+    params = _SIGNATURES.get(func)
+    if params is None:
+        import inspect
+
+        try:
+            params = [p.name for p in inspect.signature(func).parameters.values()]
+        except (TypeError, ValueError):
+            params = []
+        _SIGNATURES[func] = params
+    named = [(params[k] if k < len(params) else f"arg{k}", v) for k, v in enumerate(args)]
+    named.extend(kwds.items())
+    tensor_type = sys.modules["torch"].Tensor
+    leaves: list[tuple[str, Any]] = []
+    for name, value in named:
+        if hasattr(value, "is_xla"):
+            leaves.append((name, value))
+        elif isinstance(value, dict):
+            leaves.extend(flatten_batch(value, tensor_type))
+        elif isinstance(value, (list, tuple)):
+            leaves.extend((f"{name}{n[5:]}", t) for n, t in flatten_batch(value, tensor_type))
+    rec.on_call_args([(n, t) for n, t in leaves if getattr(t, "is_xla", False)])
+
+
+# ---------------------------------------------------------------------------------------
+# optimizer steps
+
+def install_optimizer_steps(rec: Recorder, patches: Patches, torch: Any) -> None:
+    """Count every ``optimizer.step()`` (a training step's evidence, whatever drives it).
+
+    ``torch.optim``'s global post hook fires for every optimizer: a hand loop's, the HF
+    Trainer's, ``GradScaler.step``'s, torch_xla's syncfree ones.
+    """
+    owner = rec.owner
+    bump = rec.on_optimizer_step
+
+    def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if rec.active and threading.get_ident() == owner:
+            bump()
+
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    handle = register_optimizer_step_post_hook(post_hook)
+    patches.on_restore(handle.remove)
+    rec.grad_enabled = torch.is_grad_enabled
 
 
 # ---------------------------------------------------------------------------------------
@@ -168,14 +252,17 @@ def _to_target_kind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None
     return kind if kind in ("cpu", "xla") else None
 
 
-def _make_reader(rec: Recorder, kind: str, original: Callable[..., Any]) -> Callable[..., Any]:
+def _make_reader(rec: Recorder, kind: str, original: Callable[..., Any],
+                 method: bool = True) -> Callable[..., Any]:
+    """A host-read wrapper; ``method=False`` for a ``torch.*`` function whose first
+    argument may be something other than a tensor (then it passes through)."""
     tls = rec.tls
     counts = rec.counters.sync_counts
     site_of = rec.frames.user_site
 
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
         # CPU tensors first: this is every bool(cpu_tensor) in the process, torch's own too.
-        if not self.is_xla or tls.depth or not rec.active:
+        if not (self.is_xla if method else getattr(self, "is_xla", False)) or tls.depth or not rec.active:
             return original(self, *args, **kwargs)
         try:
             before = counts()
@@ -307,3 +394,139 @@ def _make_next(rec: Recorder, original: Callable[..., Any], tensor_type: type,
 
     __next__.__name__ = getattr(original, "__name__", "__next__")
     return __next__
+
+
+# ---------------------------------------------------------------------------------------
+# data-dependent shapes
+
+DATA_DEPENDENT = {
+    "nonzero": "nonzero",
+    "masked_select": "masked_select",
+    "unique": "unique",
+    "argwhere": "argwhere",
+    "repeat_interleave": "repeat_interleave",
+}
+"""Ops whose output shape depends on the input's values. On XLA they run on the CPU
+(``aten::nonzero``...), so the pending graph executes early and the tensors after them
+take a new shape whenever the count changes: reads of a value in disguise."""
+
+
+def _is_mask_index(index: Any, tensor_type: Any) -> bool:
+    if isinstance(index, tensor_type):
+        return index.dtype is _BOOL
+    if type(index) is tuple:
+        return any(isinstance(i, tensor_type) and i.dtype is _BOOL for i in index)
+    return False
+
+
+_BOOL: Any = None
+
+
+def install_data_dependent(rec: Recorder, patches: Patches, torch: Any) -> None:
+    """Hook the data-dependent ops like host reads (only on XLA tensors).
+
+    Boolean-mask indexing goes through ``Tensor.__getitem__``: the wrapper checks the
+    index's type first, so every other indexing is a plain pass-through.
+    """
+    global _BOOL
+    _BOOL = torch.bool
+    tensor_type = torch.Tensor
+    for attr, kind in DATA_DEPENDENT.items():
+        for owner in (tensor_type, torch):
+            original = getattr(owner, attr, None)
+            if original is not None:
+                patches.set(owner, attr, _make_reader(rec, kind, original, method=owner is tensor_type))
+    original_getitem = tensor_type.__getitem__
+    masked = _make_reader(rec, "mask_index", original_getitem)
+    tls = rec.tls
+
+    def __getitem__(self: Any, index: Any) -> Any:
+        # The index's type first: ints, slices and tuples of them (nearly every indexing)
+        # leave after one isinstance check.
+        if isinstance(index, tensor_type):
+            if index.dtype is not _BOOL:
+                return original_getitem(self, index)
+        elif type(index) is not tuple or not _is_mask_index(index, tensor_type):
+            return original_getitem(self, index)
+        if tls.depth or not rec.active:
+            return original_getitem(self, index)
+        return masked(self, index)
+
+    __getitem__.__name__ = "__getitem__"
+    __getitem__.__qualname__ = getattr(original_getitem, "__qualname__", "__getitem__")
+    patches.set(tensor_type, "__getitem__", __getitem__)
+
+
+# ---------------------------------------------------------------------------------------
+# torch.compile (dynamo) on XLA
+
+def install_dynamo(rec: Recorder, patches: Patches, torch: Any) -> None:
+    """Count the graphs torch.compile's XLA bridge extracts (a trace or a retrace for new
+    shapes): compiles in a step where it ran are dynamo's. Only where torch_xla already
+    loaded its bridge (importing it here would cost the user seconds)."""
+    bridge = sys.modules.get("torch_xla._dynamo.dynamo_bridge")
+    if bridge is None:
+        return
+    original = getattr(bridge, "extract_graph_helper", None)
+    if original is None:
+        return
+    bump = rec.on_dynamo_graph
+
+    def extract_graph_helper(*args: Any, **kwargs: Any) -> Any:
+        if rec.active:
+            bump()
+        return original(*args, **kwargs)
+
+    extract_graph_helper.__name__ = original.__name__
+    extract_graph_helper.__doc__ = original.__doc__
+    patches.set(bridge, "extract_graph_helper", extract_graph_helper)
+    _install_optimized_module(rec, patches)
+
+
+def _install_optimized_module(rec: Recorder, patches: Patches) -> None:
+    """A compile inside a ``torch.compile``'d module's call (the bridge running a graph for a
+    new input shape the first time) is dynamo's: two counter reads around each call."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    module_type = getattr(eval_frame, "OptimizedModule", None)
+    if module_type is None:
+        return
+    original = module_type.__call__
+    uncached = rec.counters.compile_counts
+    bump = rec.on_dynamo_graph
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not rec.active:
+            return original(self, *args, **kwargs)
+        before = uncached()[0]
+        result = original(self, *args, **kwargs)
+        after = uncached()[0]
+        if after != before and (after > before or after > 0):  # a reset by the bridge counts from 0
+            bump()
+        return result
+
+    __call__.__name__ = "__call__"
+    patches.set(module_type, "__call__", __call__)
+
+
+def dynamo_guard_counts() -> dict[Any, int]:
+    """How many failed guards torch._dynamo has kept per function so far (at watch start)."""
+    failures = getattr(sys.modules.get("torch._dynamo.utils"), "guard_failures", None)
+    return {code: len(reasons) for code, reasons in list(failures.items())} if failures else {}
+
+
+def dynamo_guard_failures(since: dict[Any, int] | None = None) -> list[dict[str, Any]]:
+    """Why torch.compile recompiled: torch._dynamo's own record of failed guards, by function,
+    those added after ``since`` (the counts at watch start)."""
+    failures = getattr(sys.modules.get("torch._dynamo.utils"), "guard_failures", None)
+    if not failures:
+        return []
+    since = since or {}
+    out = []
+    for code, reasons in list(failures.items())[:32]:
+        new = list(reasons)[since.get(code, 0):][:16]
+        if new:
+            out.append({"func": getattr(code, "co_name", str(code)),
+                        "file": getattr(code, "co_filename", "?"),
+                        "line": getattr(code, "co_firstlineno", 0),
+                        "reasons": [str(r)[:500] for r in new]})
+    return out

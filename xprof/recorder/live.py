@@ -11,7 +11,16 @@ each cause appears at each place after warm-up:
   with no new host read in the step, ``graph_change``;
 - a host read at a new site that ran the device (executions or compiles inside the read:
   ``implicit_sync``); reads inside ``xm.add_step_closure`` callbacks never count;
-- a CPU-fallback op running in a steady step for the first time.
+- a CPU-fallback op running in a steady step for the first time;
+- a value-dependent op (``t[mask]``, ``nonzero``, ``masked_select``, ``unique``) at a new
+  line that ran the device (``data_dependent``); the recompiles after it are its own.
+
+Steps are numbered as the report numbers them (issue 11): training steps from the
+optimizer-step evidence (``o``) when the run has any, else barriers that ran a graph, and
+warm-up is every compile of the first two, host reads included. torch.compile's own
+barriers and the graphs it retraced for (``dynamo``), eval passes (``ng``), step-closure
+graphs and reads made inside an installed library (a mechanism the report groups) are
+never notices.
 
 A cause the analysis gives to a compile is never contradicted: when the online rules are
 not sure (a host read that changed the graph, an eval pass), they stay quiet. At the end
@@ -31,17 +40,25 @@ from collections.abc import Callable
 from typing import Any
 
 from xprof.runfile import is_fallback_counter
+from xprof.untrusted import visible
 
 WARMUP_STEPS = 2
 """Steps that ran a graph before the steady state (the analysis' ``WARMUP_STEPS``)."""
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+DATA_DEPENDENT_ACCESSES = frozenset({"nonzero", "masked_select", "unique", "argwhere",
+                                     "repeat_interleave", "mask_index"})
+"""Reads of ops whose output shape depends on values (the analysis' ``data_dependent``)."""
+
+DATA_DEPENDENT_FALLBACKS = frozenset({"aten::nonzero", "aten::masked_select", "aten::_unique2",
+                                      "aten::unique_dim", "aten::unique_consecutive",
+                                      "aten::repeat_interleave", "aten::argwhere"})
+"""Their CPU-fallback counters: the data-dependent finding's, never a ``cpu_fallback``."""
 
 
 def clean(text: object, limit: int = 120) -> str:
-    """Run-file text made safe for one terminal line: control characters (escape
-    sequences, newlines, bidi overrides) removed, long text cut."""
-    s = _CONTROL.sub("", str(text)).replace("\n", " ").replace("\t", " ")
+    """Run-file text made safe for one terminal line: characters a terminal acts on
+    (escape sequences, newlines, bidi overrides) shown as escapes, long text cut."""
+    s = visible(str(text), one_line=True)
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
@@ -50,6 +67,8 @@ _READ_LABEL = {
     "to_cpu": ".to('cpu')", "bool": "a tensor used as a condition", "int": "int() of a tensor",
     "float": "float() of a tensor", "index": "a tensor used as an index",
     "repr": "printing a tensor", "format": "formatting a tensor",
+    "mask_index": "boolean-mask indexing", "nonzero": "nonzero()", "masked_select": "masked_select()",
+    "unique": "unique()", "argwhere": "argwhere()", "repeat_interleave": "repeat_interleave()",
 }
 _CALL_OF = {"item": "item", "tolist": "tolist", "numpy": "numpy", "cpu": "cpu", "to_cpu": "to"}
 _RECEIVER = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\])?$")
@@ -125,6 +144,7 @@ class LiveNotices:
         self._step_syncs: list[dict[str, Any]] = []
         self._site_steps: dict[int, set[int]] = {}
         self._forced: set[int] = set()
+        self._forced_dd: set[tuple[str, str]] = set()
         """Sites whose reads ran the device at least once."""
         self._sites_read: set[int] = set()
         """Sites read (not deferred) in an earlier step."""
@@ -139,6 +159,19 @@ class LiveNotices:
         """(sig, barrier compile seconds, compiles) of the second step that ran a graph, when
         it compiled with other inputs than the first (the analysis may blame the shape)."""
         self._first_sig_back: bool | None = None
+        self._k = -1
+        """The last training step (an optimizer step's barrier; the analysis' ordinal)."""
+        self._opt_seen = False
+        self._prev_dynamo = False
+        self._dynamo_sigs: set[int] = set()
+        self._closure_compiled = False
+        """A read in a step closure compiled since the last barrier (its graph, not the step's)."""
+
+    def _user_step(self) -> int:
+        """The training step in progress, as the report numbers them: optimizer steps when
+        the run has any (a barrier after an optimizer step closes it), else barriers that
+        ran a graph."""
+        return self._k + 1 if self._opt_seen else self._work
 
     # -- feeding ---------------------------------------------------------------------
 
@@ -180,15 +213,22 @@ class LiveNotices:
 
     def _sync(self, rec: dict[str, Any]) -> None:
         if rec.get("deferred"):
+            if rec.get("u"):
+                self._closure_compiled = True  # the analysis' step_closure: info, never a notice
             return
         sid = int(rec["site"])
-        i = int(rec["i"])
+        i = self._user_step()
         self._step_syncs.append(rec)
         steps = self._site_steps.setdefault(sid, set())
         steps.add(i)
         site = self._sites.get(sid, {})
         if _is_checkpoint(site.get("via")):
             return  # a checkpoint save reads every tensor; the report says whether it is often
+        if site.get("via") or site.get("chain"):
+            return  # a library mechanism (or torch.compile's own read): the report groups those
+        if str(site.get("kind", "")) in DATA_DEPENDENT_ACCESSES:
+            self._data_dependent(rec, sid, site, i, steps)
+            return
         label = clean(read_label(str(site.get("kind", "")), str(site.get("code", ""))), 60)
         where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
         via = f" (via {clean(site['via'], 60)})" if site.get("via") else ""
@@ -199,42 +239,97 @@ class LiveNotices:
         if not (rec.get("x") or rec.get("u")):
             return  # the value was on the host already: nothing ran
         self._forced.add(sid)
-        if self._work < WARMUP_STEPS:
+        if i < WARMUP_STEPS:
             return  # warm-up: not a notice yet (it is one if the site reads again later)
-        total = self._work + 1
+        total = i + 1
         seen = len([s for s in steps if s <= i])
         how = "every step so far" if seen >= total else f"{seen} of {total} steps so far"
         also = " and a compile" if rec.get("u") else ""
         self._say(("sync", str(sid)), f"step {i}: {label} at {where}{via} forces a host sync{also} ({how})")
 
+    def _data_dependent(self, rec: dict[str, Any], sid: int, site: dict[str, Any], i: int,
+                        steps: set[int]) -> None:
+        label = clean(read_label(str(site.get("kind", "")), str(site.get("code", ""))), 60)
+        where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
+        key = ("data_dependent", f"{site.get('file', '?')}:{site.get('line', 0)}")
+        self._add_cost(key, max(float(rec["t1"]) - float(rec["t0"]), 0.0), 0,
+                       f"{label} at {where} has a value-dependent shape: keep shapes static "
+                       "(torch.where(mask, x, fill), or multiply by the mask)")
+        if not (rec.get("x") or rec.get("u")):
+            return
+        self._forced_dd.add(key)
+        if i < WARMUP_STEPS:
+            return
+        total = i + 1
+        seen = len([s for s in steps if s <= i])
+        how = "every step so far" if seen >= total else f"{seen} of {total} steps so far"
+        self._say(key, f"step {i}: {label} at {where} has a value-dependent shape; it runs on the CPU "
+                  f"and runs the graph early ({how})")
+
     # -- steps -----------------------------------------------------------------------
 
     def _step(self, rec: dict[str, Any]) -> None:
-        i = int(rec["i"])
         self._barriers += 1
         c = rec.get("c") or {}
         work = bool(rec.get("bu") or rec.get("bc"))
         ordinal = self._work if work else -1
-        steady = self._work >= WARMUP_STEPS
+        # The analysis' phases (analysis/steps.py): torch.compile's own barriers, eval
+        # (grad off, no optimizer step) and a step closure's graph are never notices.
+        sig = rec.get("sig")
+        sig = int(sig) if sig is not None else None
+        dynamo = (rec.get("barrier") == "dynamo" or self._prev_dynamo or bool(rec.get("dz"))
+                  or (sig is not None and sig in self._dynamo_sigs))
+        if sig is not None and (rec.get("dz") or rec.get("barrier") == "dynamo"):
+            self._dynamo_sigs.add(sig)  # the shapes torch.compile retraced for compile on first use
+        self._prev_dynamo = rec.get("barrier") == "dynamo"
+        if rec.get("o"):
+            self._opt_seen = True
+            self._k += 1
+        i = self._k if self._opt_seen else self._work
+        # torch.compile's own barrier or an eval pass's: not a training step (never warm-up)
+        apart = rec.get("barrier") == "dynamo" or (work and bool(rec.get("ng")) and not rec.get("o"))
+        quiet = dynamo or apart or self._closure_compiled
+        self._closure_compiled = False
+        steady = i >= WARMUP_STEPS and not quiet
+        warm = i < WARMUP_STEPS and not apart
+        # (the analysis' warm-up: every compile of the first two training steps, reads' too)
         compiles = self._pending_compiles
         self._pending_compiles = []
         at_barrier = [x for x in compiles if x.get("at") != "step"]
         barrier_s = sum(float(x.get("ns") or 0) / 1e9 for x in at_barrier)
         n_barrier = len(at_barrier) or (1 if rec.get("bu") else 0)
-        fallback = [k for k in c if is_fallback_counter(k)]
+        fallback = [k for k in c if is_fallback_counter(k) and k not in DATA_DEPENDENT_FALLBACKS]
         new_ops = [k for k in fallback if k not in self._seen_fallback]
+        # A steady step with inputs no steady step had: its compiles inside host reads are
+        # the new shape's too (the read only ran the graph the new shape needs).
+        new_shape = (steady and bool(rec.get("bu")) and not new_ops and sig is not None
+                     and sig not in self._steady_sigs)
+        read_n, read_s = 0, 0.0
         for comp in compiles:
             self._compiles += 1
             ns = float(comp.get("ns") or 0) / 1e9
-            if comp.get("at") == "step" and not self._charge_read(comp) and new_ops:
-                # compiled mid-step around ops that ran on the CPU
-                self._fallback_cost(new_ops, ns, 1)
-            if comp.get("at") == "step" or steady:  # what the analysis counts as recompiles
+            if comp.get("at") == "step":
+                site = self._read_of(comp)
+                if site is None:
+                    if new_ops:  # compiled mid-step around ops that ran on the CPU
+                        self._fallback_cost(new_ops, ns, 1)
+                elif new_shape:
+                    read_n += 1
+                    read_s += ns
+                    key = ("sync", str(site))
+                    if key in self._cost:
+                        self._cost[key][0] = max(self._cost[key][0] - ns, 0.0)
+                elif not warm:
+                    key = ("sync", str(site))
+                    if key in self._cost:
+                        self._cost[key][1] += 1
+            if not warm:  # what the analysis counts as recompiles
                 self._recompiles += 1
                 self._recompile_s += ns
+                if dynamo:  # torch.compile traced a new graph: the dynamo finding's
+                    self._add_cost(("dynamo", ""), ns, 1, "torch.compile (dynamo) traced new graphs: keep "
+                                   "input shapes fixed (drop_last=True) or mark the dimension dynamic")
             self._compile_s += ns
-        sig = rec.get("sig")
-        sig = int(sig) if sig is not None else None
         nodes = self._graph_nodes(float(rec.get("tb") or 0), float(rec.get("t1") or 0)) if n_barrier else None
         if work and ordinal == 0:
             self._first_sig = sig
@@ -250,8 +345,13 @@ class LiveNotices:
         if steady and rec.get("bu"):
             read_sites = {int(s["site"]) for s in self._step_syncs}
             train = self._train_nodes
+            dd = [k for k in (self._dd_key(int(s["site"])) for s in self._step_syncs) if k is not None]
             if nodes is not None and train and nodes < 0.75 * train:
                 pass  # a much smaller graph: an eval pass (the analysis' info finding)
+            elif dd:
+                # a value-dependent op gave the graph a new shape: the data-dependent finding's
+                self._cost[dd[0]][0] += barrier_s
+                self._cost[dd[0]][1] += n_barrier
             elif new_ops:
                 ops = ", ".join(clean(op, 60) for op in new_ops)
                 key = self._fallback_cost(new_ops, barrier_s, n_barrier)
@@ -260,7 +360,7 @@ class LiveNotices:
                 self._say(key, f"step {i} recompiled: {ops} has no XLA lowering and ran on the CPU; {so_far}")
             elif sig is not None and sig not in self._steady_sigs:
                 name, _old, new = self._changed_input(sig)
-                self._shape_cost(name, barrier_s, n_barrier)
+                self._shape_cost(name, barrier_s + read_s, n_barrier + read_n)
                 what = (f"{clean(name, 60)} took shape {_shape(new)} (first seen)" if name and new is not None
                         else f"new input {clean(name, 60)}" if name else "the input shapes changed")
                 self._say(("input_shape", name or "?"), f"step {i} recompiled: {what}; {so_far}")
@@ -280,13 +380,21 @@ class LiveNotices:
             for op in fallback:
                 self._say(("fallback", op), f"step {i}: {clean(op, 60)} has no XLA lowering and runs on the CPU "
                           f"({c[op]} call{'s' if c[op] != 1 else ''} this step)")
-        if work:
+        if work and rec.get("barrier") != "dynamo":
             self._work += 1
-            if ordinal >= 1 and sig is not None:
+            if ordinal >= 1 and sig is not None and not quiet:
                 self._steady_sigs.add(sig)
         self._seen_fallback.update(fallback)
         self._sites_read.update(int(s["site"]) for s in self._step_syncs)
         self._step_syncs = []
+
+    def _dd_key(self, sid: int) -> tuple[str, str] | None:
+        """The data-dependent cost key of a read site (None for other reads)."""
+        site = self._sites.get(sid, {})
+        if str(site.get("kind", "")) not in DATA_DEPENDENT_ACCESSES or site.get("via") or site.get("chain"):
+            return None
+        key = ("data_dependent", f"{site.get('file', '?')}:{site.get('line', 0)}")
+        return key if key in self._cost else None
 
     def _fallback_cost(self, ops: list[str], seconds: float, compiles: int) -> tuple[str, str]:
         key = ("cpu_fallback", ",".join(sorted(ops)))
@@ -308,16 +416,14 @@ class LiveNotices:
                 return n
         return None
 
-    def _charge_read(self, comp: dict[str, Any]) -> bool:
-        """A compile inside a host read is that read's (its time is in the read's wait)."""
+    def _read_of(self, comp: dict[str, Any]) -> int | None:
+        """The site of the host read a mid-step compile ran in (its time is in the read's
+        wait), None when it ran in no read."""
         t = float(comp.get("t") or 0)
         for s in self._step_syncs:
             if float(s["t0"]) <= t <= float(s["t1"]):
-                key = ("sync", str(s["site"]))
-                if key in self._cost:
-                    self._cost[key][1] += 1
-                return True
-        return False
+                return int(s["site"])
+        return None
 
     def _changed_input(self, sig: int) -> tuple[str | None, tuple[int, ...] | None, tuple[int, ...] | None]:
         """The input that changed against the closest earlier steady signature."""
@@ -334,7 +440,8 @@ class LiveNotices:
         if best is None:
             return (mine[0][0], None, mine[0][1]) if mine else (None, None, None)
         pmap = {n: s for n, s, _, _ in best[1]}
-        changed = [(0 if src in ("batch", "loader") else 1, n, pmap.get(n), s)
+        # a loader's batch names its inputs best, then a compiled function's parameters
+        changed = [(0 if src in ("batch", "loader") else 1 if src == "arg" else 2, n, pmap.get(n), s)
                    for n, s, _, src in mine if pmap.get(n) != s]
         if not changed:
             return None, None, None
@@ -352,10 +459,11 @@ class LiveNotices:
         """Three lines (steps, compile share, the first thing to change) and the command
         that opens the report."""
         wall = max(ended - self.started, 0.0)
-        warm = min(self._work, WARMUP_STEPS)
+        steps = self._k + 1 if self._opt_seen else self._work
+        warm = min(steps, WARMUP_STEPS)
         share = self._compile_s / wall if wall > 0 else 0.0
         lines = [
-            f"xprof: {self._work} step{'s' if self._work != 1 else ''} ({warm} warm-up) in {_seconds(wall)}; "
+            f"xprof: {steps} step{'s' if steps != 1 else ''} ({warm} warm-up) in {_seconds(wall)}; "
             f"{self._compiles} compile{'s' if self._compiles != 1 else ''}, {self._recompiles} after warm-up",
             f"xprof: compiling took {_seconds(self._compile_s)}, {share:.0%} of the run",
         ]
@@ -369,7 +477,8 @@ class LiveNotices:
             self._shape_cost(name, seconds, n)
             self._recompiles += n
         ranked = sorted(self._cost.items(), key=lambda kv: (-kv[1][0], kv[0]))
-        ranked = [kv for kv in ranked if kv[0][0] != "sync" or int(kv[0][1]) in self._forced]
+        ranked = [kv for kv in ranked if (kv[0][0] != "sync" or int(kv[0][1]) in self._forced)
+                  and (kv[0][0] != "data_dependent" or kv[0] in self._forced_dd)]
         if ranked:
             self.first, (seconds, n, advice) = ranked[0]
             cost = f"{n} compile{'s' if n != 1 else ''}, " if n else ""

@@ -128,11 +128,23 @@ class CounterReader:
         return value(UNCACHED) or 0, value(CACHED) or 0, value(EXECUTE) or 0
 
 
+def increase(now: int, before: int) -> int:
+    """How much a counter rose; never negative.
+
+    torch_xla's counters can go down: ``torch.compile``'s XLA bridge calls
+    ``metrics.clear_counters()`` while it compiles. A counter below its last value was
+    reset, so it counts from 0 again.
+    """
+    return now - before if now >= before else now
+
+
 def delta(now: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    """Counter increases since ``before``; counters that did not move are left out."""
+    """Counter increases since ``before`` (a reset counts from 0); counters that did not
+    move are left out."""
     out = {}
     for name, v in now.items():
-        d = v - before.get(name, 0)
+        b = before.get(name, 0)
+        d = v - b if v >= b else v
         if d:
             out[name] = d
     return out

@@ -132,6 +132,7 @@ class watch:
         self.inert = False
         """True when another thread's watch() was already recording: this one records nothing."""
         self._thread = 0
+        self._guards_before: dict[Any, int] = {}
 
     def __enter__(self) -> watch:
         global _ACTIVE
@@ -197,6 +198,11 @@ class watch:
         try:
             hooks.install_barrier(rec, self._patches, torch_xla._XLAC)
             hooks.install_closures(rec, self._patches, xm)
+            self._install_optional("optimizer hook", hooks.install_optimizer_steps, rec, torch)
+            self._install_optional("dynamo hook", hooks.install_dynamo, rec, torch)
+            self._guards_before = hooks.dynamo_guard_counts()
+            if self.syncs:
+                self._install_optional("data-dependent hooks", hooks.install_data_dependent, rec, torch)
             if self.syncs or self.inputs:
                 hooks.install_host_reads(rec, self._patches, torch.Tensor, reads=self.syncs,
                                          inputs=self.inputs)
@@ -206,6 +212,13 @@ class watch:
             # A torch_xla whose internals moved: record less rather than break training.
             rec.error("install hooks", exc)
         rec.start()
+
+    def _install_optional(self, where: str, install: Any, rec: Recorder, torch: Any) -> None:
+        """Hooks that only add evidence: a failure records an error and nothing more."""
+        try:
+            install(rec, self._patches, torch)
+        except Exception as exc:
+            rec.error(where, exc)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -217,6 +230,8 @@ class watch:
             if rec is not None:
                 rec.active = False
                 _settle_executions()
+                rec.guard("dynamo guards", lambda: rec.write_dynamo_guards(
+                    hooks.dynamo_guard_failures(self._guards_before)))
                 if exc_type is None:
                     status, text = "ok", None
                 elif issubclass(exc_type, KeyboardInterrupt):

@@ -8,13 +8,22 @@ findings, so it can go straight into ``$GITHUB_STEP_SUMMARY`` or a PR comment.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from rich.console import Console, Group, RenderableType
-from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 
 from xprof.comparison.model import CompareResult, FindingChange, MetricChange, PairComparison, Violation
+from xprof.report.console import Text
+from xprof.untrusted import md_code
+
+Quote = Callable[[str], str]
+"""How a renderer sets a run-file string (a name, a finding's text) into its own sentence:
+as it is for the terminal and HTML (which escape it), a code span for Markdown."""
+
+
+def _as_is(text: str) -> str:
+    return text
 
 MAX_LISTED = 20
 """Findings, graphs and shapes listed per section; the rest are counted."""
@@ -49,8 +58,8 @@ def change(m: MetricChange, compact: bool = False) -> str:
     return f"{sign}{mag}, {m.rel * 100:+.0f}%" if compact else f"{sign}{mag} ({m.rel * 100:+.0f}%)"
 
 
-def _finding_line(f: FindingChange) -> str:
-    parts = [f.cause_text()]
+def _finding_line(f: FindingChange, q: Quote = _as_is) -> str:
+    parts = [q(f.cause_text())]
     if f.compiles_delta:
         parts.append(f"{f.compiles_delta:+d} compiles")
     if f.count_delta and f.count_delta != f.compiles_delta:
@@ -58,30 +67,33 @@ def _finding_line(f: FindingChange) -> str:
     if abs(f.seconds_delta) >= 0.005:
         parts.append(f"{f.seconds_delta:+.2f} s")
     if f.moved_from:
-        parts.append(f"moved from {f.moved_from}")
+        parts.append(f"moved from {q(f.moved_from)}")
     return ", ".join(parts)
 
 
-def sections(pair: PairComparison) -> list[tuple[str, list[str]]]:
+def sections(pair: PairComparison, q: Quote = _as_is) -> list[tuple[str, list[str]]]:
+    """Titled lists of what changed; ``q`` sets every run-file string (see :data:`Quote`)."""
     out: list[tuple[str, list[str]]] = []
-    for status, title in (("new", f"New findings in {pair.new.name}"),
+    new, base = q(pair.new.name), q(pair.base.name)
+    for status, title in (("new", f"New findings in {new}"),
                           ("changed", "Changed findings"),
-                          ("gone", f"Gone (fixed) since {pair.base.name}")):
+                          ("gone", f"Gone (fixed) since {base}")):
         found = [f for f in pair.findings if f.status == status]
         if found:
-            out.append((title, [f"{_finding_line(f)} — {f.title}" for f in found]))
-    for side, title in (("new", f"Graphs compiled only in {pair.new.name}"),
-                        ("base", f"Graphs compiled only in {pair.base.name}")):
+            out.append((title, [f"{_finding_line(f, q)} — {q(f.title)}" for f in found]))
+    for side, title in (("new", f"Graphs compiled only in {new}"),
+                        ("base", f"Graphs compiled only in {base}")):
         graphs = [g for g in pair.graphs if g.side == side]
         if graphs:
             out.append((title, [
-                f"{g.nodes if g.nodes is not None else '?'} nodes for {g.inputs or '(inputs not recorded)'}"
-                f" (first at step {g.first_step}, cause {g.cause or '?'})" for g in graphs]))
-    for side, title in (("new", f"Input shapes only in {pair.new.name}"),
-                        ("base", f"Input shapes only in {pair.base.name}")):
+                f"{g.nodes if g.nodes is not None else '?'} nodes for "
+                f"{q(g.inputs) if g.inputs else '(inputs not recorded)'}"
+                f" (first at step {g.first_step}, cause {q(g.cause or '?')})" for g in graphs]))
+    for side, title in (("new", f"Input shapes only in {new}"),
+                        ("base", f"Input shapes only in {base}")):
         shapes = [s for s in pair.shapes if s.side == side]
         if shapes:
-            out.append((title, [f"{s.input}[{', '.join(str(d) for d in s.shape)}] {s.dtype} "
+            out.append((title, [f"{q(s.input)}[{', '.join(str(d) for d in s.shape)}] {q(s.dtype)} "
                                 f"({s.steps} steps)" for s in shapes]))
     return out
 
@@ -92,17 +104,17 @@ def _clip(lines: list[str]) -> list[str]:
     return [*lines[:MAX_LISTED], f"… and {len(lines) - MAX_LISTED} more"]
 
 
-def verdict_line(pair: PairComparison) -> str:
+def verdict_line(pair: PairComparison, q: Quote = _as_is) -> str:
     worse = [m.label for m in pair.regressions]
     better = [m.label for m in pair.improvements]
     if not worse and not better:
-        return f"{pair.new.name} vs {pair.base.name}: no change beyond noise."
+        return f"{q(pair.new.name)} vs {q(pair.base.name)}: no change beyond noise."
     text = []
     if worse:
         text.append("worse: " + ", ".join(worse))
     if better:
         text.append("better: " + ", ".join(better))
-    return f"{pair.new.name} vs {pair.base.name}: " + "; ".join(text) + "."
+    return f"{q(pair.new.name)} vs {q(pair.base.name)}: " + "; ".join(text) + "."
 
 
 def gate_lines(violations: list[Violation] | None, gated: bool) -> list[str]:
@@ -116,11 +128,11 @@ def gate_lines(violations: list[Violation] | None, gated: bool) -> list[str]:
 # -- terminal ------------------------------------------------------------------------
 
 def _pair_table(pair: PairComparison) -> Table:
-    t = Table(title=escape(f"{pair.base.name} (base) → {pair.new.name}"), title_justify="left",
+    t = Table(title=Text(f"{pair.base.name} (base) → {pair.new.name}"), title_justify="left",
               header_style="bold")
     t.add_column("Metric", no_wrap=True)
-    t.add_column(escape(pair.base.name), justify="right", overflow="fold")
-    t.add_column(escape(pair.new.name), justify="right", overflow="fold")
+    t.add_column(Text(pair.base.name), justify="right", overflow="fold")
+    t.add_column(Text(pair.new.name), justify="right", overflow="fold")
     t.add_column("Change", justify="right", no_wrap=True)
     t.add_column("", overflow="fold", min_width=8)
     for m in pair.metric_changes:
@@ -128,27 +140,27 @@ def _pair_table(pair: PairComparison) -> Table:
         mark = _MARK.get(m.verdict, m.verdict)
         if m.note and m.verdict in ("same", "info") and m.delta:
             mark = m.note
-        t.add_row(m.label, value(m.base, m.unit), value(m.new, m.unit), change(m),
+        t.add_row(Text(m.label), Text(value(m.base, m.unit)), Text(value(m.new, m.unit)), Text(change(m)),
                   Text(mark, style=style or "dim"))
     return t
 
 
 def _trend_table(result: CompareResult) -> Table:
-    t = Table(title=escape(f"Trend against {result.base.name}"), title_justify="left",
+    t = Table(title=Text(f"Trend against {result.base.name}"), title_justify="left",
               header_style="bold")
     t.add_column("Metric", no_wrap=True)
     for r in result.runs:
-        t.add_column(escape(r.name), justify="right", overflow="fold")
+        t.add_column(Text(r.name), justify="right", overflow="fold")
     first = result.pairs[0]
     for k, m0 in enumerate(first.metric_changes):
-        cells: list[RenderableType] = [value(m0.base, m0.unit)]
+        cells: list[RenderableType] = [Text(value(m0.base, m0.unit))]
         for pair in result.pairs:
             m = pair.metric_changes[k]
             cell = Text(value(m.new, m.unit))
             if m.delta:
                 cell.append(f" ({change(m, compact=True)})", style=_STYLE.get(m.verdict, "dim"))
             cells.append(cell)
-        t.add_row(m0.label, *cells)
+        t.add_row(Text(m0.label), *cells)
     return t
 
 
@@ -183,33 +195,46 @@ def print_terminal(console: Console, result: CompareResult, violations: list[Vio
 # -- Markdown ------------------------------------------------------------------------
 
 def _md(text: str) -> str:
-    """Escape what GitHub Markdown would read as table syntax or HTML."""
+    """xprof's own words for Markdown: what GitHub would read as table syntax or HTML escaped.
+    Run-file strings never go through here; they go in code spans (:func:`_code`)."""
     return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
             .replace("\n", " "))
 
 
+def _code(text: str) -> str:
+    """A run-file string in a list or a sentence: a code span."""
+    return md_code(text)
+
+
+def _cell(text: str) -> str:
+    """A run-file string in a table cell: a code span with ``|`` escaped."""
+    return md_code(text, in_table=True)
+
+
 def render_markdown(result: CompareResult, violations: list[Violation] | None = None,
                     gated: bool = False) -> str:
+    """GitHub Markdown: xprof's own words as text, every string from a run file in a code
+    span, so a run named ``@org/team ![x](http://host/p.png)`` pings nobody and loads nothing."""
     out: list[str] = []
-    names = " → ".join(_md(r.name) for r in result.runs)
+    names = " → ".join(_code(r.name) for r in result.runs)
     out.append(f"## xprof compare: {names}")
     out.append("")
     if gated:
         if violations:
             out.append("**Gate: failed**")
             out.append("")
-            out += [f"- `{v.threshold}`: {_md(v.message)}" for v in violations]
+            out += [f"- `{v.threshold}`: {_code(v.message)}" for v in violations]
         else:
             out.append("**Gate: passed** (every threshold held)")
         out.append("")
     warnings = [(p.new.name, w) for p in result.pairs for w in p.warnings]
     for name, w in warnings:
-        out.append(f"> ⚠️ {_md(name)}: {_md(w)}")
+        out.append(f"> ⚠️ {_code(name)}: {_code(w)}")
     if warnings:
         out.append("")
     if len(result.pairs) == 1:
         pair = result.pairs[0]
-        out.append(f"| Metric | {_md(pair.base.name)} | {_md(pair.new.name)} | Change | |")
+        out.append(f"| Metric | {_cell(pair.base.name)} | {_cell(pair.new.name)} | Change | |")
         out.append("|---|---:|---:|---:|---|")
         for m in pair.metric_changes:
             mark = _MARK.get(m.verdict, m.verdict)
@@ -218,7 +243,7 @@ def render_markdown(result: CompareResult, violations: list[Violation] | None = 
             out.append(f"| {m.label} | {value(m.base, m.unit)} | {value(m.new, m.unit)} | "
                        f"{change(m)} | {_md(mark)} |")
     else:
-        out.append("| Metric | " + " | ".join(_md(r.name) for r in result.runs) + " |")
+        out.append("| Metric | " + " | ".join(_cell(r.name) for r in result.runs) + " |")
         out.append("|---|" + "---:|" * len(result.runs))
         for k, m0 in enumerate(result.pairs[0].metric_changes):
             cells = [value(m0.base, m0.unit)]
@@ -230,11 +255,11 @@ def render_markdown(result: CompareResult, violations: list[Violation] | None = 
             out.append(f"| {m0.label} | " + " | ".join(cells) + " |")
     out.append("")
     for pair in result.pairs:
-        for title, lines in sections(pair):
-            out.append(f"**{_md(title)}**")
+        for title, lines in sections(pair, _code):
+            out.append(f"**{title}**")
             out.append("")
-            out += [f"- {_md(line)}" for line in _clip(lines)]
+            out += [f"- {line}" for line in _clip(lines)]
             out.append("")
-        out.append(_md(verdict_line(pair)))
+        out.append(verdict_line(pair, _code))
         out.append("")
     return "\n".join(out)

@@ -182,6 +182,8 @@ def report_context(analysis: Analysis, ranks: RanksView | None = None) -> dict[s
         "alarm": {"Compile time": t.compile_share >= 0.2, "Recompiles": t.recompiles > 0,
                   "Host reads": t.syncs > 0},
         "findings": findings,
+        "minor": prose.minor(analysis.findings),
+        "minor_line": prose.minor_line(analysis),
         "timeline": timeline is not None,
         "bucketed": bool(timeline and timeline["layout"]["meta"]["bucketed"]),
         "bucket_size": timeline["layout"]["meta"]["bucket_size"] if timeline else 1,

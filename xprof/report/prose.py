@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding
+from xprof.analysis.model import MINOR_SHARE, WARMUP_STEPS, Analysis, Finding
 from xprof.analysis.ranks import RankFinding
 from xprof.report import fmt
 
@@ -20,6 +20,10 @@ CAUSE_LABELS = {
     "implicit_sync": "host read",
     "graph_change": "graph changed",
     "cpu_fallback": "CPU fallback",
+    "data_dependent": "data-dependent shape",
+    "step_closure": "step closure",
+    "library": "library mechanism",
+    "dynamo": "torch.compile",
     "unknown": "unknown",
 }
 
@@ -29,6 +33,10 @@ CAUSE_COLORS = {
     "implicit_sync": "#7048e8",
     "graph_change": "#c92a2a",
     "cpu_fallback": "#8d6e63",
+    "data_dependent": "#d6336c",
+    "step_closure": "#74b816",
+    "library": "#1c7ed6",
+    "dynamo": "#f08c00",
     "unknown": "#495057",
 }
 
@@ -40,8 +48,25 @@ def cause_label(cause: str | None) -> str:
 
 
 def ranked(findings: list[Finding]) -> list[Finding]:
-    """Most seconds lost first; ties keep the analysis's order."""
-    return sorted(findings, key=lambda f: -(f.seconds or 0.0))
+    """Most seconds lost first, minor ones left out (see :func:`minor`); ties keep the
+    analysis's order."""
+    return sorted((f for f in findings if not f.minor), key=lambda f: -(f.seconds or 0.0))
+
+
+def minor(findings: list[Finding]) -> list[Finding]:
+    """Findings that cost under MINOR_SHARE of the run each, most seconds first."""
+    return sorted((f for f in findings if f.minor), key=lambda f: -(f.seconds or 0.0))
+
+
+def minor_line(analysis: Analysis) -> str | None:
+    """One sentence for the folded findings, or None when there are none."""
+    folded = minor(analysis.findings)
+    if not folded:
+        return None
+    total = sum(f.seconds for f in folded)
+    kinds = fmt.short_list(sorted({f.kind.replace("_", " ") for f in folded}), 4)
+    return (f"{fmt.plural(len(folded), 'minor finding')} ({kinds}; {fmt.seconds(total)} in all, "
+            f"each under {MINOR_SHARE:.0%} of the run) folded away.")
 
 
 def status_banner(analysis: Analysis) -> str | None:
@@ -68,8 +93,10 @@ def headline(analysis: Analysis) -> list[str]:
     if t.steps == 0 and t.compiles == 0:
         return ["This run recorded no training steps: no step barrier ran a graph while "
                 "xprof.watch() was recording."]
+    counted = f" ({fmt.plural(t.barriers, 'barrier')})" if t.barriers != t.steps else ""
+    evals = f" and {fmt.plural(t.eval_steps, 'eval step')}" if t.eval_steps else ""
     out = [
-        f"This run trained {fmt.plural(t.steps, 'step')} in {fmt.seconds(t.wall_seconds)}.",
+        f"This run trained {fmt.plural(t.steps, 'step')}{evals}{counted} in {fmt.seconds(t.wall_seconds)}.",
         f"Compiling took {fmt.seconds(t.compile_seconds)}, {fmt.percent(t.compile_share)} of "
         f"the wall time: {fmt.plural(t.compiles, 'uncached compile')} of "
         f"{fmt.plural(t.distinct_graphs, 'distinct graph')}.",
@@ -84,16 +111,27 @@ def headline(analysis: Analysis) -> list[str]:
         out.append(f"Nothing recompiled after warm-up (the first {WARMUP_STEPS} steps): "
                    "the step graph is stable.")
     if t.syncs:
-        extra = (f", {fmt.plural(t.extra_executions, 'extra execution')} beyond one a step"
+        extra = (f", {fmt.plural(t.extra_executions, 'extra execution')} beyond one a barrier"
                  if t.extra_executions else "")
-        out.append(f"{fmt.plural(t.syncs, 'implicit host read')} (such as .item() or "
-                   f"print(tensor)) made the device run early{extra}.")
+        out.append(f"{fmt.plural(t.syncs, 'implicit host read')} (such as .item(), print(tensor) "
+                   f"or a boolean mask) made the device run early{extra}.")
+    elif t.extra_executions > _deferred_executions(analysis):
+        out.append(f"{fmt.plural(t.extra_executions - _deferred_executions(analysis), 'execution')} "
+                   "ran mid-step, outside any host read xprof saw.")
     else:
         out.append("No implicit host read made the device run mid-step.")
     if t.fallback_ops:
         ops = fmt.short_list(sorted(t.fallback_ops), 5)
         out.append(f"{fmt.plural(len(t.fallback_ops), 'op')} fell back to the CPU: {ops}.")
     return out
+
+
+def _deferred_executions(analysis: Analysis) -> int:
+    """Executions run by reads in step closures (after the barrier: not mid-step)."""
+    syncs = analysis.syncs
+    if not len(syncs):
+        return 0
+    return int(syncs.loc[syncs["deferred"].astype(bool), "executions"].sum())
 
 
 def next_step(analysis: Analysis) -> tuple[str, str]:

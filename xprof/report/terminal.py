@@ -7,14 +7,13 @@ finding with its cost, where it comes from and what to change.
 from __future__ import annotations
 
 from rich.console import Console, Group
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
-from rich.text import Text
 
 from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding
 from xprof.analysis.ranks import RanksView
 from xprof.report import fmt, prose
+from xprof.report.console import Text
 
 MAX_FINDINGS = 10
 
@@ -76,8 +75,8 @@ def _finding_block(f: Finding, rank: int) -> Panel:
         wt.add_column("compile", justify="right")
         wt.add_column("saved", justify="right")
         for w in f.what_if:
-            wt.add_row(escape(str(w.get("strategy", ""))), str(w.get("graphs", "")),
-                       fmt.seconds(w.get("compile_seconds")), fmt.seconds(w.get("saved_seconds")))
+            wt.add_row(Text(str(w.get("strategy", ""))), Text(str(w.get("graphs", ""))),
+                       Text(fmt.seconds(w.get("compile_seconds"))), Text(fmt.seconds(w.get("saved_seconds"))))
         body.append(wt)
     title = Text(f"#{rank} ", style="bold")
     title.append(prose.cause_label(f.cause), style=color)
@@ -113,6 +112,9 @@ def render_summary(analysis: Analysis, console: Console) -> None:
         if len(findings) > MAX_FINDINGS:
             console.print(Text(f"… and {len(findings) - MAX_FINDINGS} more in the HTML report "
                                f"(xprof report {run.path})", style="dim"))
+    folded = prose.minor_line(analysis)
+    if folded:
+        console.print(Text(folded, style="dim"))
     for note in analysis.notes:
         console.print(Text(f"note: {note}", style="dim"))
 
@@ -123,7 +125,7 @@ def render_ranks(view: RanksView, console: Console, details_below: bool = True) 
     for col in prose.RANK_COLUMNS:
         table.add_column(col, justify="right")
     for row in view.rows:
-        table.add_row(*prose.rank_cells(row))
+        table.add_row(*(Text(c) for c in prose.rank_cells(row)))
     console.print(table)
     for s in view.stragglers:
         console.print(Text(f"straggler: {s.message}", style="bold red"))

@@ -1,0 +1,136 @@
+"""Fast unit tests of issue 11's rules on exact data (no torch needed): which barriers are
+training steps, counters that go down, sites grouped by library mechanism."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from xprof.analysis import analyze
+from xprof.analysis import steps as steps_mod
+from xprof.analysis.mechanisms import group_key, mechanism
+from xprof.recorder.metrics import delta, increase
+from xprof.runfile import RunWriter, Site, load_run
+
+
+def _table(rows: list[tuple[str, bool, int, bool]]) -> pd.DataFrame:
+    """(barrier kind, ran a graph, optimizer steps, grad off) per barrier."""
+    return pd.DataFrame({
+        "barrier": [r[0] for r in rows], "work": [r[1] for r in rows],
+        "opt": [r[2] for r in rows], "nograd": [r[3] for r in rows],
+    })
+
+
+def test_a_barrier_belongs_to_the_step_whose_optimizer_step_precedes_it() -> None:
+    df = _table([
+        ("loader", True, 0, False),      # graphs before the first optimizer step: step 0
+        ("loader", True, 1, False),      # closes step 0
+        ("mark_step", True, 1, False),   # closes step 1
+        ("sync", True, 0, False),        # logging after step 1: still step 1
+        ("sync", False, 0, False),       # empty
+        ("mark_step", True, 0, True),    # eval: grad off, no optimizer step
+        ("dynamo", True, 0, True),       # torch.compile's own sync
+        ("loader", True, 1, False),      # closes step 2
+    ])
+    steps_mod.assign(df)
+    assert df["phase"].tolist() == ["train", "train", "train", "train", "empty", "eval", "dynamo", "train"]
+    assert df["ordinal"].tolist() == [0, 0, 1, 1, -1, -1, -1, 2]
+    assert df["user_step"].tolist() == [0, 0, 1, 1, 1, 1, 1, 2]
+    assert steps_mod.training_steps(df) == 3 and steps_mod.eval_steps(df) == 1
+
+
+def test_without_an_optimizer_every_barrier_that_ran_a_graph_is_a_step() -> None:
+    df = _table([("sync", True, 0, True), ("sync", False, 0, True), ("sync", True, 0, True),
+                 ("dynamo", True, 0, True)])
+    steps_mod.assign(df)
+    assert df["ordinal"].tolist() == [0, -1, 1, -1]
+    assert steps_mod.training_steps(df) == 2 and steps_mod.eval_steps(df) == 0
+
+
+def test_a_counter_that_went_down_was_reset() -> None:
+    assert increase(7, 5) == 2
+    assert increase(3, 40) == 3  # dynamo's bridge cleared the counters: count from 0
+    assert delta({"UncachedCompile": 2, "MarkStep": 50}, {"UncachedCompile": 9, "MarkStep": 49}) == {
+        "UncachedCompile": 2, "MarkStep": 1}
+
+
+def _site(sid: int, access: str, via: str | None, inner: str | None = None, chain: tuple[str, ...] = (),
+          line: int = 10) -> Site:
+    return Site(sid, access, "/u/train.py", line, "main", via, "trainer.train()", inner, chain)
+
+
+def test_sites_group_by_mechanism() -> None:
+    log_chain = ("transformers.trainer_pt_utils.nested_xla_mesh_reduce",
+                 "transformers.trainer.Trainer._maybe_log_save_evaluate", "transformers.trainer.Trainer.train")
+    a = _site(1, "item", "transformers.trainer.Trainer.train", log_chain[0], log_chain)
+    b = _site(2, "cpu", "transformers.trainer.Trainer.train", log_chain[1], log_chain[1:])
+    assert mechanism(a) is not None and mechanism(a) == mechanism(b)
+    assert group_key(1, a) == group_key(2, b) == "lib:hf_trainer_logging"
+    # An unknown library: its own innermost function at that line; a plain read: its site.
+    other = _site(3, "item", "somelib.fit", "somelib.metrics.mean")
+    assert group_key(3, other) == "lib:somelib.metrics.mean@/u/train.py:10"
+    assert group_key(4, _site(4, "item", None)) == "sync:4"
+    # Two value-dependent ops on one line are one finding; torch.compile's reads are dynamo's.
+    assert group_key(5, _site(5, "mask_index", None)) == group_key(6, _site(6, "unique", None))
+    assert group_key(7, _site(7, "repr", "torch._dynamo.eval_frame.OptimizedModule.__call__")) == "dynamo"
+
+
+def _write(path: Path, records: list[dict[str, Any]]) -> None:
+    w = RunWriter(path, {"name": "u", "started_unix": 1000.0, "meta": {}})
+    for r in records:
+        w.write(r)
+    w.write({"type": "end", "t": 1010.0, "status": "ok", "steps": 0, "syncs": 0, "errors": 0})
+    w.close()
+
+
+def _steps(n: int, t: float = 1000.0, **extra: Any) -> list[dict[str, Any]]:
+    out = []
+    for i in range(n):
+        rec = {"type": "step", "i": i, "t0": t + i, "tb": t + i + 0.5, "t1": t + i + 0.9, "barrier": "mark_step",
+               "c": {"MarkStep": 1, "ExecuteComputation": 1, "CachedCompile": 1}, "bc": 1}
+        rec.update({k: v(i) if callable(v) else v for k, v in extra.items()})
+        out.append(rec)
+    return out
+
+
+def test_old_files_without_optimizer_evidence_still_read(tmp_path: Path) -> None:
+    _write(tmp_path / "old.json", _steps(5))
+    run = load_run(tmp_path / "old.json")
+    assert [(s.opt, s.nograd, s.dynamo_graphs, s.site) for s in run.steps] == [(0, False, 0, None)] * 5
+    assert analyze(run).totals.steps == 5
+
+
+def test_eval_barriers_are_counted_apart(tmp_path: Path) -> None:
+    # Training steps with an optimizer step each; every 3rd barrier is an eval (grad off).
+    recs = _steps(9, o=lambda i: 0 if i % 3 == 2 else 1, ng=lambda i: 1 if i % 3 == 2 else 0)
+    for r in recs:
+        if not r["o"]:
+            del r["o"]
+        if not r["ng"]:
+            del r["ng"]
+    _write(tmp_path / "r.json", recs)
+    t = analyze(load_run(tmp_path / "r.json")).totals
+    assert (t.steps, t.eval_steps, t.barriers) == (6, 3, 9)
+
+
+def test_a_barriers_own_execution_is_not_the_next_reads() -> None:
+    # Barrier 0 (t 10.0) launched its graph asynchronously; it started at 10.5, inside the
+    # window of a read early in the next step (10.4-11.0), which then ran its own graph at
+    # 10.8. Barrier 1 (t 12.0) ran nothing. Only the 10.8 execution is the read's.
+    from types import SimpleNamespace
+    from typing import cast
+
+    from xprof.analysis.tables import sync_executions
+    from xprof.runfile import Run
+
+    ms = 1_000_000  # ns
+    run = cast(Run, SimpleNamespace(executions=[(10.5 + 0.2, 200 * ms), (10.8 + 0.01, 10 * ms)]))
+    syncs = pd.DataFrame({"t0": [10.4], "t1": [11.0]})
+    steps = pd.DataFrame({"tb": [10.0, 12.0], "work": [True, False]})
+    exec_ms, n = sync_executions(run, syncs, steps)
+    assert n.tolist() == [1]
+    assert abs(float(exec_ms[0]) - 10.0) < 1e-6
+    # Without the barriers, both executions fall in the read's window.
+    assert sync_executions(run, syncs)[1].tolist() == [2]

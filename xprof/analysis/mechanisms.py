@@ -1,0 +1,114 @@
+"""Library mechanisms: one finding per mechanism, not one per user line or read method.
+
+A read or a compiling barrier that happened inside an installed library carries the
+library functions it went through (the site's ``chain``, innermost first, and ``via``, the
+outermost). A few mechanisms are known by the function that drives them, with what the
+library offers to avoid the cost; any other library function groups its own reads (the
+innermost library function at the same user line is one mechanism).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xprof.runfile import Site
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    key: str
+    kind: str
+    what: str
+    advice: str
+
+
+_HF_LOGGING = Mechanism(
+    key="lib:hf_trainer_logging", kind="hf_trainer_logging",
+    what="The Trainer's logging",
+    advice=(
+        "transformers.Trainer reads the running loss (and the grad norm) on the host at every "
+        "logging step, in Trainer._maybe_log_save_evaluate: on XLA it syncs, gathers the loss "
+        "with xm.mesh_reduce and compiles a small graph for it. Raise TrainingArguments."
+        "logging_steps (logging_strategy=\"steps\") so it happens rarely; keep "
+        "include_num_input_tokens_seen off and skip grad-norm logging (max_grad_norm=0 stops "
+        "clipping, and with it the norm read) if you do not need them."),
+)
+
+HF_EVAL = Mechanism(
+    key="lib:hf_trainer_eval", kind="hf_trainer_eval", what="The Trainer's evaluation",
+    advice=(
+        "transformers.Trainer's evaluation (eval_strategy / eval_steps) runs forward-only graphs "
+        "of its own, with its own batch shapes, and gathers predictions on the host. Its graphs "
+        "compile once per eval shape: keep eval batches at one fixed shape (pad eval data to a "
+        "fixed max_length, dataloader_drop_last=True, a per_device_eval_batch_size that divides "
+        "the eval set) and evaluate less often (larger eval_steps)."),
+)
+"""Its compiles are the evaluation's whatever the inputs (an eval pass has shapes of its own)."""
+
+_KNOWN: tuple[tuple[str, Mechanism], ...] = (
+    ("transformers.trainer.Trainer.evaluation_loop", HF_EVAL),
+    ("transformers.trainer.Trainer.prediction_loop", HF_EVAL),
+    ("transformers.trainer.Trainer.evaluate", HF_EVAL),
+    ("transformers.masking_utils._ignore_bidirectional_mask_sdpa", Mechanism(
+        key="lib:hf_sdpa_mask_check", kind="hf_mask_check", what="The model's attention-mask check",
+        advice=(
+            "transformers checks padding_mask.all() in every forward (masking_utils."
+            "_ignore_bidirectional_mask_sdpa) to skip building the attention mask: on XLA that is "
+            "one small host read per step. transformers offers no switch for it (the eager "
+            "attention path checks too); fixed-length padding keeps its graph cached, and "
+            "batches without padding can be passed without attention_mask."))),
+    ("transformers.trainer.Trainer._maybe_log_save_evaluate", _HF_LOGGING),
+    ("transformers.trainer.Trainer._finalize_training", Mechanism(
+        key="lib:hf_trainer_final", kind="hf_trainer_final", what="The Trainer's end of training",
+        advice="Once at the end of training (the final loss): nothing to change.")),
+)
+
+
+def mechanism(site: Site | None) -> Mechanism | None:
+    """The known library mechanism a site went through, if any."""
+    if site is None:
+        return None
+    names = list(site.chain)
+    for extra in (site.inner, site.via):
+        if extra:
+            names.append(extra)
+    for name in names:
+        for prefix, mech in _KNOWN:
+            if name.startswith(prefix):
+                return mech
+    return None
+
+
+DYNAMO_MODULES = ("torch._dynamo", "torch_xla._dynamo")
+
+DATA_DEPENDENT_ACCESSES = frozenset({"nonzero", "masked_select", "unique", "argwhere",
+                                     "repeat_interleave", "mask_index"})
+"""Recorded accesses whose output shape depends on values (xprof.recorder.hooks)."""
+
+
+def is_dynamo(site: Site | None) -> bool:
+    """A read made by torch.compile itself (tracing, guards), not by the user's code."""
+    return site is not None and bool(site.via) and str(site.via).startswith(DYNAMO_MODULES)
+
+
+def group_key(site_id: int, site: Site | None) -> str:
+    """The finding a site's reads and compiles belong to: torch.compile's own reads, a known
+    mechanism, else the innermost library function at that user line, else the site."""
+    if is_dynamo(site):
+        return "dynamo"
+    if site is not None and site.access in DATA_DEPENDENT_ACCESSES:
+        # Several value-dependent ops on one line (t[mask] feeding unique) are one finding.
+        return f"dd:{site.file}:{site.line}"
+    mech = mechanism(site)
+    if mech is not None:
+        return mech.key
+    if site is not None and site.via:
+        return f"lib:{site.inner or site.via}@{site.file}:{site.line}"
+    return f"sync:{site_id}"
+
+
+def known(key: str) -> Mechanism | None:
+    for _, mech in _KNOWN:
+        if mech.key == key:
+            return mech
+    return None
