@@ -9,6 +9,7 @@ from collections import Counter
 
 import pandas as pd
 
+from xprof.analysis import sharding as _sharding
 from xprof.analysis.advice import ADVICE
 from xprof.analysis.causes import Cause, Signature
 from xprof.analysis.model import EVAL_KEY, Finding, FindingKey
@@ -61,7 +62,7 @@ def _pattern(ordinals: list[int], steady_steps: int) -> str | None:
 
 
 def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], syncs: pd.DataFrame,
-          sigs: dict[int, Signature]) -> list[Finding]:
+          sigs: dict[int, Signature], inputs: pd.DataFrame | None = None) -> list[Finding]:
     findings: list[Finding] = []
     ordinal_of = dict(zip(steps["i"].astype(int).tolist(), steps["ordinal"].astype(int).tolist()))
     steady = int(((steps["work"]) & (steps["ordinal"] >= 2)).sum())
@@ -93,6 +94,9 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         rows = compiles.iloc[ks]
         ms = float(rows["ms"].sum())
         comp_steps = sorted({int(s) for s in rows["step"]})
+        if c0.cause == "input_sharding" and inputs is not None:
+            findings.append(_sharding.finding(key, ks, causes, rows, steps, inputs))
+            continue
         if c0.cause == "input_shape":
             findings.append(_shape_finding(c0, ks, causes, rows, steps, sigs, ordinal_of, steady))
             continue

@@ -27,7 +27,7 @@ def is_missing(value: Any) -> bool:
         return False
 
 
-CAUSES = ("warmup", "input_shape", "implicit_sync", "graph_change", "cpu_fallback", "unknown")
+CAUSES = ("warmup", "input_shape", "input_sharding", "implicit_sync", "graph_change", "cpu_fallback", "unknown")
 """Every uncached compile gets exactly one of these causes (docs/diagnosis.md)."""
 
 WARMUP_STEPS = 2
@@ -44,6 +44,7 @@ class FindingKey(NamedTuple):
     """What groups compiles and host reads into one finding; ``str(key)`` is the finding's id.
 
     ``group`` is ``sync`` (a host-read site), ``input`` (an input that changed shape),
+    ``sharding`` (an input whose SPMD sharding changed),
     ``fallback`` (CPU-fallback ops), ``graph`` (a graph of that many nodes), ``eval``,
     ``unknown`` or ``warmup``; ``detail`` the site id, input name, ops, node count or reason.
     """
@@ -103,7 +104,7 @@ class Finding:
     """One of :data:`CAUSES` (never ``warmup``: warm-up is expected, not a finding)."""
     kind: str
     """Finer pattern: ``dynamic_padding``, ``partial_batch``, ``batch_size_change``,
-    ``shape_change``, ``item``, ``print``, ``format``, ``tensor_condition``, ``tolist``,
+    ``shape_change``, ``sharding_change``, ``item``, ``print``, ``format``, ``tensor_condition``, ``tolist``,
     ``numpy``, ``to_cpu``, ``scalar``, ``library_sync``, ``checkpoint``,
     ``periodic_graph``, ``eval_pass``, ``graph_change``, ``cpu_fallback``, ``unknown``."""
     title: str
@@ -136,6 +137,8 @@ class Finding:
     as recorded."""
     severity: str = "warning"
     """``warning`` (costs time every run), ``info`` (expected, e.g. an occasional checkpoint)."""
+    shardings: list[str] | None = None
+    """SPMD: the sharding specs an input took with the same shape (``""``: none, replicated)."""
 
     @property
     def key(self) -> FindingKey:

@@ -18,6 +18,7 @@ from typing import Any
 from xprof.recorder import metrics as m
 from xprof.recorder.frames import FrameClassifier, Site
 from xprof.recorder.inputs import dtype_name
+from xprof.recorder.spmd import ShardingOf, mesh_facts, sharding_reader, spmd_enabled, spmd_meta
 from xprof.runfile import RunWriter
 
 log = logging.getLogger("xprof")
@@ -49,7 +50,8 @@ class _Local(threading.local):
     """Inside an ``xm.add_step_closure`` callback: reads there are deferred, not syncs."""
 
 
-InputEntry = tuple[str, tuple[int, ...], str, str]
+InputEntry = tuple[str, tuple[int, ...], str, str] | tuple[str, tuple[int, ...], str, str, str]
+"""(name, shape, dtype, src), and the sharding spec last in an SPMD run."""
 
 
 class Recorder:
@@ -69,6 +71,7 @@ class Recorder:
         self._error_keys: set[str] = set()
         self._compile_cursor = m.SampleCursor(source, m.COMPILE_TIME)
         self._exec_cursor = m.SampleCursor(source, m.EXECUTE_TIME)
+        self._rexec_cursor = m.SampleCursor(source, m.EXECUTE_REPLICATED_TIME)
         self._size_cursor = m.SampleCursor(source, m.GRAPH_SIZE)
         self._xfer_cursor = m.SampleCursor(source, m.TRANSFER_FROM)
         self._exec_pending = 0
@@ -80,6 +83,18 @@ class Recorder:
         self._sigs: dict[tuple[InputEntry, ...], int] = {}
         self._sites: dict[tuple[str, str, int, str, str | None], int] = {}
         self._prev: dict[str, int] = {}
+        self.sharding_of: ShardingOf | None = None
+        """Set by ``watch()`` in an SPMD run: reads a device tensor's sharding spec."""
+        self._mesh_known = True
+        self.shardings_wanted = False
+        """Device tensors of the step's inputs are kept for a sharding read at the barrier:
+        in an SPMD run, and until the first graph runs while it is not known yet (``xprof
+        run`` starts before the script calls ``xr.use_spmd()``)."""
+        self._spmd_undecided = False
+        self._shard_tensors: dict[int, Any] = {}
+        """Index in ``_inputs`` -> the device tensor whose sharding is read at the barrier."""
+        self._batch_index: dict[int, int] = {}
+        """id of a CPU batch leaf -> its index in ``_inputs`` (SPMD: its ``.to`` result is sharded)."""
         self._t0 = 0.0
         self._stopped = threading.Event()
         self._flusher: threading.Thread | None = None
@@ -90,7 +105,8 @@ class Recorder:
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
-        for cursor in (self._compile_cursor, self._exec_cursor, self._size_cursor, self._xfer_cursor):
+        for cursor in (self._compile_cursor, self._exec_cursor, self._rexec_cursor, self._size_cursor,
+                       self._xfer_cursor):
             self.guard("start", cursor.start)
         self._prev = self.guard("start", lambda: self.counters.snapshot(refresh=True)) or {}
         self._t0 = time.time()
@@ -124,6 +140,10 @@ class Recorder:
             self._flusher.join(timeout=5)
         with self.lock:
             self.guard("stop", self._flush_samples)
+            if not self._mesh_known:
+                facts = self.guard("stop", mesh_facts)
+                if facts:
+                    self._write({"type": "spmd", **facts}, flush=False)
             self._drain(flush=False)
             tail = self.guard("stop", lambda: m.delta(self.counters.snapshot(refresh=True), self._prev))
             end: dict[str, Any] = {
@@ -138,8 +158,9 @@ class Recorder:
             if tail:
                 end["tail"] = tail
             if self._inputs:
-                end["tail_inputs"] = [[name, list(shape), dt, src] for name, shape, dt, src in self._inputs]
-            dropped = [c.name for c in (self._exec_cursor, self._size_cursor, self._xfer_cursor) if c.dropped]
+                end["tail_inputs"] = [[e[0], list(e[1]), e[2], e[3]] for e in self._inputs]
+            dropped = [c.name for c in (self._exec_cursor, self._rexec_cursor, self._size_cursor, self._xfer_cursor)
+                       if c.dropped]
             if dropped:
                 end["samples_dropped"] = dropped
             try:
@@ -226,13 +247,17 @@ class Recorder:
                 rec["bu"] = bu
             if bc:
                 rec["bc"] = bc
+            if self._spmd_undecided:
+                self._decide_spmd(bool(bu or bc))
+            if self._shard_tensors:
+                self._attach_shardings()
             if self._inputs:
                 rec["sig"] = self._intern_sig()
             if d.get(m.UNCACHED):
                 for ts, ns in self._compile_cursor.new():
                     self._write({"type": "compile", "i": self.step, "t": ts, "ns": ns,
                                  "at": "barrier" if ts >= tb else "step"}, flush=False)
-            self._exec_pending += d.get(m.EXECUTE, 0)
+            self._exec_pending += d.get(m.EXECUTE, 0) + d.get(m.REPLICATED, 0)
             self._xfer_pending += d.get(m.TO_CPU, 0) + d.get(m.LOCAL_SCALAR, 0)
             if bu or self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
                 self._flush_samples()
@@ -244,6 +269,9 @@ class Recorder:
     def _flush_samples(self) -> None:
         self._exec_pending = 0
         execs = self._exec_cursor.new()
+        replicated = self._rexec_cursor.new()
+        if replicated:  # SPMD: one sample per execution across all the process's devices
+            execs = sorted(execs + replicated) if execs else replicated
         if execs:
             self._write({"type": "exec", "samples": [list(s) for s in execs]}, flush=False)
         if self._xfer_pending:
@@ -257,26 +285,61 @@ class Recorder:
 
     # -- inputs ----------------------------------------------------------------------
 
+    def enable_spmd(self, sharding_of: ShardingOf | None, mesh_known: bool) -> None:
+        """An SPMD run: read each input's sharding at the barrier; write the mesh once it is set."""
+        self.sharding_of = sharding_of
+        self._mesh_known = mesh_known
+        self.shardings_wanted = sharding_of is not None
+        self._spmd_undecided = False
+
+    def watch_for_spmd(self, inputs: bool) -> None:
+        """SPMD is not on yet: look again at each barrier until the first graph runs."""
+        self._spmd_undecided = True
+        self.shardings_wanted = inputs
+
+    def _decide_spmd(self, ran_graph: bool) -> None:
+        if spmd_enabled():
+            meta = spmd_meta() or {}
+            self._write({"type": "spmd", **meta}, flush=False)
+            self.enable_spmd(sharding_reader() if self.shardings_wanted else None, "mesh_shape" in meta)
+        elif ran_graph:  # use_spmd() must come before any device use: this run is not SPMD
+            self._spmd_undecided = False
+            self.shardings_wanted = False
+            self._shard_tensors.clear()
+            self._batch_index.clear()
+
     def on_batch(self, leaves: list[tuple[str, Any]], source: str) -> None:
         with self.lock:
             if not self._inputs:
                 self._batch_ids.clear()
             for name, t in leaves:
-                self._add_input(name, t, source)
+                if self.shardings_wanted and source == "batch":
+                    self._batch_index[id(t)] = len(self._inputs)
+                self._add_input(name, t, source, t if source == "loader" else None)
                 self._batch_ids.add(id(t))
 
     def is_batch_leaf(self, tensor: Any) -> bool:
         """Already recorded as a leaf of this step's loader batch (so ``.to`` adds nothing)."""
         return id(tensor) in self._batch_ids
 
-    def on_to_device(self, tensor: Any, name: str) -> None:
+    def on_to_device(self, tensor: Any, name: str, moved: Any = None) -> None:
+        """``tensor`` (on the CPU) was moved to the device as ``moved``."""
         with self.lock:
             if id(tensor) not in self._batch_ids:
-                self._add_input(name, tensor, "to")
+                self._add_input(name, tensor, "to", moved)
 
-    def _add_input(self, name: str, t: Any, source: str) -> None:
+    def on_batch_leaf_moved(self, tensor: Any, moved: Any) -> None:
+        """SPMD: a CPU batch leaf was moved to the device; its sharding is ``moved``'s."""
+        with self.lock:
+            k = self._batch_index.get(id(tensor))
+            if k is not None:
+                self._shard_tensors[k] = moved
+
+    def _add_input(self, name: str, t: Any, source: str, device_tensor: Any = None) -> None:
         if len(self._inputs) >= 256:
             return
+        if device_tensor is not None and self.shardings_wanted:
+            self._shard_tensors[len(self._inputs)] = device_tensor
         taken = self._input_names.get(name, 0)
         self._input_names[name] = taken + 1
         if taken:
@@ -287,18 +350,45 @@ class Recorder:
             dt = self._dtypes[dtype] = dtype_name(dtype)
         self._inputs.append((name, tuple(t.shape), dt, source))
 
+    def _attach_shardings(self) -> None:
+        """SPMD: each input's sharding spec, read now that ``mark_sharding`` has run.
+
+        One private call a sharded input a step (about 1 µs); the spec joins the signature,
+        so it is written only when it changes for that input (a new ``sig`` record)."""
+        read = self.sharding_of
+        tensors, self._shard_tensors = self._shard_tensors, {}
+        self._batch_index.clear()
+        if read is None:
+            return
+        inputs = self._inputs
+        for k, t in tensors.items():
+            if k < len(inputs):
+                try:
+                    spec = str(read(t))
+                except Exception as exc:
+                    self.error("sharding", exc)
+                    self.sharding_of = None
+                    return
+                name, shape, dt, src = inputs[k][:4]
+                inputs[k] = (name, shape, dt, src, spec)
+        if not self._mesh_known:
+            facts = mesh_facts()
+            if facts:
+                self._mesh_known = True
+                self._write({"type": "spmd", **facts}, flush=False)
+
     def _intern_sig(self) -> int:
         key = tuple(self._inputs)
         self._inputs = []
         self._input_names.clear()
         self._batch_ids.clear()
+        self._batch_index.clear()
+        self._shard_tensors.clear()
         sid = self._sigs.get(key)
         if sid is None:
             sid = len(self._sigs)
             self._sigs[key] = sid
-            self._write({"type": "sig", "id": sid, "inputs": [
-                {"name": n, "shape": list(s), "dtype": dt, "src": src} for n, s, dt, src in key
-            ]}, flush=False)
+            self._write({"type": "sig", "id": sid, "inputs": [_input_record(e) for e in key]}, flush=False)
         return sid
 
     # -- host reads ------------------------------------------------------------------
@@ -333,3 +423,10 @@ class Recorder:
             self._write({"type": "site", "id": sid, "kind": kind, "file": file, "line": line,
                          "func": func, "via": via, "code": site.code() if site else ""}, flush=False)
         return sid
+
+
+def _input_record(entry: InputEntry) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": entry[0], "shape": list(entry[1]), "dtype": entry[2], "src": entry[3]}
+    if len(entry) > 4:
+        out["sharding"] = entry[4]  # type: ignore[misc]
+    return out

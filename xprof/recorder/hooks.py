@@ -218,7 +218,10 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
         result = original(self, *args, **kwargs)
         if inputs and threading.get_ident() == rec.owner:
             try:
-                if getattr(result, "is_xla", False) and not rec.is_batch_leaf(self):
+                if getattr(result, "is_xla", False) and rec.is_batch_leaf(self):
+                    if rec.shardings_wanted:  # SPMD: the moved leaf's sharding is read at the barrier
+                        rec.on_batch_leaf_moved(self, result)
+                elif getattr(result, "is_xla", False):
                     caller = sys._getframe(1)
                     kind = frames.kind(caller.f_code.co_filename)
                     if kind != 2:  # torch's own .to calls (Module.to) are not step inputs
@@ -229,7 +232,7 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
                             else:
                                 site = frames.user_site(caller)
                                 name = name_from_line(site.file, site.line) if site else "tensor"
-                        rec.on_to_device(self, name)
+                        rec.on_to_device(self, name, result)
             except Exception as exc:
                 rec.error("input hook", exc)
         return result

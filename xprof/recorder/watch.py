@@ -25,6 +25,7 @@ from xprof._version import __version__
 from xprof.recorder import hooks
 from xprof.recorder.core import Recorder
 from xprof.recorder.metrics import MetricsSource, XlaMetrics
+from xprof.recorder.spmd import sharding_reader, spmd_enabled, spmd_meta
 from xprof.runfile import RunWriter
 
 log = logging.getLogger("xprof")
@@ -74,8 +75,13 @@ def _process_identity() -> tuple[int | None, int | None, str | None]:
             if env_rank is not None and env_world is not None:
                 return int(env_rank), int(env_world), device
             return None, None, device
-        world = int(xr.world_size())
-        rank = int(xr.global_ordinal())
+        if spmd_enabled():
+            # SPMD: one process drives all of its host's devices; processes (hosts) are the ranks.
+            world = int(xr.process_count())
+            rank = int(xr.process_index())
+        else:
+            world = int(xr.world_size())
+            rank = int(xr.global_ordinal())
         device = str(xr.device_type() or device)
     except Exception:
         pass
@@ -143,6 +149,7 @@ class watch:
         import torch_xla.core.xla_model as xm
 
         rank, world, device = _process_identity()
+        spmd = spmd_meta()
         self.path = rank_path(self.requested_path, rank, world)
         now = _dt.datetime.now(_dt.timezone.utc)
         header = {
@@ -164,12 +171,17 @@ class watch:
                 "syncs": self.syncs,
                 "debug_level": os.environ.get("PT_XLA_DEBUG_LEVEL"),
                 "metrics_samples": os.environ.get("XLA_METRICS_SAMPLES"),
+                **({"spmd": spmd} if spmd is not None else {}),
             },
         }
         writer = RunWriter(self.path, header)
         source = self._source or XlaMetrics()
         rec = Recorder(writer, source)
         self.recorder = rec
+        if spmd is not None:
+            rec.enable_spmd(sharding_reader() if self.inputs else None, "mesh_shape" in spmd)
+        else:
+            rec.watch_for_spmd(self.inputs)
         try:
             hooks.install_barrier(rec, self._patches, torch_xla._XLAC)
             hooks.install_closures(rec, self._patches, xm)

@@ -17,6 +17,7 @@ from xprof.report import fmt
 CAUSE_LABELS = {
     "warmup": "warm-up",
     "input_shape": "input shape changed",
+    "input_sharding": "input sharding changed",
     "implicit_sync": "host read",
     "graph_change": "graph changed",
     "cpu_fallback": "CPU fallback",
@@ -26,6 +27,7 @@ CAUSE_LABELS = {
 CAUSE_COLORS = {
     "warmup": "#9aa5b1",
     "input_shape": "#e8590c",
+    "input_sharding": "#d9480f",
     "implicit_sync": "#7048e8",
     "graph_change": "#c92a2a",
     "cpu_fallback": "#8d6e63",
