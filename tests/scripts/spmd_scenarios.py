@@ -7,6 +7,8 @@ shared pytest process has one device):
 
 Writes ``OUT_DIR/NAME.json`` for each scenario and ``OUT_DIR/NAME.counters.json`` with
 torch_xla's own counter deltas over the same loop (the referee for the run's counts).
+``--bare NAME`` runs one scenario without ``watch()`` (for ``xprof run``, which starts
+recording before the script switches SPMD on).
 """
 
 from __future__ import annotations
@@ -29,12 +31,11 @@ import torch_xla.distributed.spmd as xs  # noqa: E402
 import xprof  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from tests.scenarios.common import SPMD_UNSHARDED_AT as UNSHARDED_AT  # noqa: E402
 from tests.scenarios.common import text_batch, text_loss, text_setup  # noqa: E402
 
 COUNTERS = ("UncachedCompile", "CachedCompile", "ExecuteComputation", "ExecuteReplicated", "MarkStep")
 LENGTHS = [12, 17, 12, 23, 17, 30, 12, 23, 30, 17]
-UNSHARDED_AT = (7, 14)
-"""Steps of ``sharding_change`` whose ``input_ids`` are not sharded (the line marked below)."""
 
 
 def shard_batch(batch: dict[str, torch.Tensor], mesh: xs.Mesh, skip: tuple[str, ...] = ()) -> None:
@@ -113,4 +114,9 @@ def main(out: str, names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    if sys.argv[1] == "--bare":
+        mesh = xs.Mesh(np.arange(xr.global_runtime_device_count()), (4, 1), ("data", "model"))
+        xs.set_global_mesh(mesh)
+        SCENARIOS[sys.argv[2]](torch_xla.device(), mesh)
+    else:
+        main(sys.argv[1], sys.argv[2:])

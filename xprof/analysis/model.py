@@ -255,6 +255,7 @@ class Analysis:
             "profiler_errors": t.profiler_errors,
             "exception": t.exception,
             "meta": self.run.meta,
+            "spmd": self.run.spmd._asdict() if self.run.spmd is not None else None,
             "findings": [f.to_json() for f in self.findings],
             "notes": list(self.notes),
         }

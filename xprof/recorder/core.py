@@ -85,7 +85,8 @@ class Recorder:
         self._prev: dict[str, int] = {}
         self.sharding_of: ShardingOf | None = None
         """Set by ``watch()`` in an SPMD run: reads a device tensor's sharding spec."""
-        self._mesh_known = True
+        self._mesh: dict[str, Any] | None = None
+        """The mesh last written (header or ``spmd`` record); None outside SPMD runs."""
         self.shardings_wanted = False
         """Device tensors of the step's inputs are kept for a sharding read at the barrier:
         in an SPMD run, and until the first graph runs while it is not known yet (``xprof
@@ -140,10 +141,8 @@ class Recorder:
             self._flusher.join(timeout=5)
         with self.lock:
             self.guard("stop", self._flush_samples)
-            if not self._mesh_known:
-                facts = self.guard("stop", mesh_facts)
-                if facts:
-                    self._write({"type": "spmd", **facts}, flush=False)
+            if self._mesh is not None:
+                self.guard("stop", self._note_mesh)
             self._drain(flush=False)
             tail = self.guard("stop", lambda: m.delta(self.counters.snapshot(refresh=True), self._prev))
             end: dict[str, Any] = {
@@ -285,10 +284,10 @@ class Recorder:
 
     # -- inputs ----------------------------------------------------------------------
 
-    def enable_spmd(self, sharding_of: ShardingOf | None, mesh_known: bool) -> None:
-        """An SPMD run: read each input's sharding at the barrier; write the mesh once it is set."""
+    def enable_spmd(self, sharding_of: ShardingOf | None, meta: dict[str, Any]) -> None:
+        """An SPMD run: read each input's sharding at the barrier; ``meta`` was written already."""
         self.sharding_of = sharding_of
-        self._mesh_known = mesh_known
+        self._mesh = {k: meta[k] for k in ("mesh_shape", "axis_names") if k in meta}
         self.shardings_wanted = sharding_of is not None
         self._spmd_undecided = False
 
@@ -301,7 +300,7 @@ class Recorder:
         if spmd_enabled():
             meta = spmd_meta() or {}
             self._write({"type": "spmd", **meta}, flush=False)
-            self.enable_spmd(sharding_reader() if self.shardings_wanted else None, "mesh_shape" in meta)
+            self.enable_spmd(sharding_reader() if self.shardings_wanted else None, meta)
         elif ran_graph:  # use_spmd() must come before any device use: this run is not SPMD
             self._spmd_undecided = False
             self.shardings_wanted = False
@@ -371,11 +370,14 @@ class Recorder:
                     return
                 name, shape, dt, src = inputs[k][:4]
                 inputs[k] = (name, shape, dt, src, spec)
-        if not self._mesh_known:
-            facts = mesh_facts()
-            if facts:
-                self._mesh_known = True
-                self._write({"type": "spmd", **facts}, flush=False)
+
+    def _note_mesh(self) -> None:
+        """SPMD: write the global mesh when it differs from the one written last (it is set
+        after ``watch()`` started, or replaced). Looked at with each new signature only."""
+        facts = mesh_facts()
+        if facts and facts != self._mesh:
+            self._mesh = facts
+            self._write({"type": "spmd", **facts}, flush=False)
 
     def _intern_sig(self) -> int:
         key = tuple(self._inputs)
@@ -389,6 +391,8 @@ class Recorder:
             sid = len(self._sigs)
             self._sigs[key] = sid
             self._write({"type": "sig", "id": sid, "inputs": [_input_record(e) for e in key]}, flush=False)
+            if self._mesh is not None:
+                self._note_mesh()
         return sid
 
     # -- host reads ------------------------------------------------------------------

@@ -179,7 +179,7 @@ class watch:
         rec = Recorder(writer, source)
         self.recorder = rec
         if spmd is not None:
-            rec.enable_spmd(sharding_reader() if self.inputs else None, "mesh_shape" in spmd)
+            rec.enable_spmd(sharding_reader() if self.inputs else None, spmd)
         else:
             rec.watch_for_spmd(self.inputs)
         try:

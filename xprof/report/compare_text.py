@@ -82,7 +82,8 @@ def sections(pair: PairComparison) -> list[tuple[str, list[str]]]:
         shapes = [s for s in pair.shapes if s.side == side]
         if shapes:
             out.append((title, [f"{s.input}[{', '.join(str(d) for d in s.shape)}] {s.dtype} "
-                                f"({s.steps} steps)" for s in shapes]))
+                                + (f"{s.sharding or 'unsharded'} " if s.sharding is not None else "")
+                                + f"({s.steps} steps)" for s in shapes]))
     return out
 
 

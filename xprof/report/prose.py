@@ -35,6 +35,22 @@ CAUSE_COLORS = {
 }
 
 
+def spmd_line(run: Any) -> str | None:
+    """``SPMD: 4 devices, mesh 4x1 (data, model), process 0 of 1``; None outside SPMD runs."""
+    spmd = getattr(run, "spmd", None)
+    if spmd is None:
+        return None
+    parts = [fmt.plural(spmd.devices, "device")] if spmd.devices is not None else []
+    if spmd.mesh_shape:
+        mesh = "x".join(str(d) for d in spmd.mesh_shape)
+        if spmd.axis_names:
+            mesh += " (" + ", ".join(str(n) for n in spmd.axis_names) + ")"
+        parts.append(f"mesh {mesh}")
+    if spmd.process_count and spmd.process_count > 1:
+        parts.append(f"process {spmd.process_index} of {spmd.process_count}")
+    return "SPMD" + (": " + ", ".join(parts) if parts else "")
+
+
 def cause_label(cause: str | None) -> str:
     if not cause:
         return ""
