@@ -59,15 +59,21 @@ def refine(causes: list[Cause], steps: pd.DataFrame, compiles: pd.DataFrame,
         return causes
     # The first steady-state step (ordinal >= 1) that ran each signature, and the signatures
     # that share each set of shapes, in that order.
-    work = steps[steps["work"] & (steps["ordinal"] >= 1) & steps["sig"].notna()]
+    work = steps[steps["work"] & steps["sig"].notna()]
     first_seen: dict[int, int] = {}
-    for i, sig in zip(work["i"].astype(int).tolist(), work["sig"].astype(int).tolist()):
-        first_seen.setdefault(sig, i)
+    first: tuple[int, int] | None = None
+    for i, sig, ordinal in zip(work["i"].astype(int).tolist(), work["sig"].astype(int).tolist(),
+                               work["ordinal"].astype(int).tolist()):
+        if ordinal >= 1:
+            first_seen.setdefault(sig, i)
+        elif first is None:
+            first = (i, sig)
     same_shapes: dict[Shapes, list[int]] = {}
     for sig in first_seen:
         if sig in shapes:
             same_shapes.setdefault(shapes[sig], []).append(sig)
     sig_of = dict(zip(steps["i"].astype(int).tolist(), steps["sig"].tolist()))
+    ordinal_of = dict(zip(steps["i"].astype(int).tolist(), steps["ordinal"].astype(int).tolist()))
     out = list(causes)
     for k, (c, step, at) in enumerate(zip(causes, compiles["step"].tolist(), compiles["at"].tolist())):
         if c.cause != "input_shape" or at != "barrier":
@@ -79,8 +85,12 @@ def refine(causes: list[Cause], steps: pd.DataFrame, compiles: pd.DataFrame,
         new = specs.get(sig)
         if new is None or sig not in shapes:
             continue
-        for prev in same_shapes.get(shapes[sig], []):
-            earlier_step = first_seen[prev]
+        candidates = [(first_seen[p], p) for p in same_shapes.get(shapes[sig], [])]
+        if first is not None and ordinal_of.get(int(step)) == 1 and shapes.get(first[1]) == shapes[sig]:
+            # The warm-up rule blames the second step's compile on its new inputs when the
+            # first graph was the steady one: the first step is the one to compare with.
+            candidates.insert(0, first)
+        for earlier_step, prev in candidates:
             if earlier_step >= int(step):
                 break
             if prev == sig:
