@@ -68,6 +68,10 @@ def test_spmd_executions_and_padding(spmd_runs: Path) -> None:
     spmd = a.run.spmd
     assert spmd is not None
     assert (spmd.devices, spmd.process_index, spmd.process_count) == (4, 0, 1)
+    # One process drives the 4 devices: one run file, not one per device.
+    assert (a.run.meta["rank"], a.run.meta["world_size"]) == (0, 1) and a.run.rank is None
+    assert sorted(p.name for p in spmd_runs.glob("spmd_padding*.json")) == ["spmd_padding.counters.json",
+                                                                             "spmd_padding.json"]
     assert spmd.mesh_shape == (4, 1) and spmd.axis_names == ("data", "model")
     # Every input's sharding is recorded beside its shape.
     assert set(a.inputs["sharding"]) == {SHARDED_2D, "{devices=[4]0,1,2,3}"}
