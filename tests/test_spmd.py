@@ -137,7 +137,7 @@ def test_spmd_in_summary_and_report(spmd_runs: Path, tmp_path: Path) -> None:
 def test_xprof_run_finds_spmd_switched_on_by_the_script(tmp_path: Path) -> None:
     """``xprof run`` starts recording before the script calls ``xr.use_spmd()``."""
     out = tmp_path / "run.json"
-    proc = subprocess.run([sys.executable, "-m", "xprof", "run", "--no-debug", "-o", str(out), str(SCRIPT),
+    proc = subprocess.run([sys.executable, "-m", "xprof", "run", "-o", str(out), str(SCRIPT),
                            "--bare", "spmd_sharding_change"], env=_env(), capture_output=True, text=True,
                           timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -145,6 +145,12 @@ def test_xprof_run_finds_spmd_switched_on_by_the_script(tmp_path: Path) -> None:
     assert a.run.spmd is not None and a.run.spmd.devices == 4 and a.run.spmd.mesh_shape == (4, 1)
     assert a.totals.executions == 20
     assert [(f.cause, f.input) for f in a.findings] == [("input_sharding", "input_ids")]
+    # torch_xla's own analysis (PT_XLA_DEBUG_LEVEL=2, captured by xprof run) is the referee:
+    # three distinct graph hashes, the resharded step's one of its own, and 20 executions.
+    hashes = a.compiles["graph_hash"].tolist()
+    assert len(hashes) == 3 and len(set(hashes)) == 3 and all(hashes)
+    capture = next(d for d in a.run.debug if d.kind == "capture")
+    assert capture.fields["executions"] == 20
 
 
 def test_single_device_run_records_no_sharding(device: Any, tmp_path: Path) -> None:
