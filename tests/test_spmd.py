@@ -132,6 +132,7 @@ def test_spmd_in_summary_and_report(spmd_runs: Path, tmp_path: Path) -> None:
     assert rep.returncode == 0, rep.stderr
     text = html.read_text()
     assert "Sharded 2 ways with the same shape" in text and SHARDED_2D in text
+    assert "4 devices, mesh 4x1 (data, model)" in text  # the run's metadata table
 
 
 def test_xprof_run_finds_spmd_switched_on_by_the_script(tmp_path: Path) -> None:
