@@ -78,7 +78,7 @@ def export_command(
     """
     if fmt != "chrome-trace":
         fail(f"unknown format {fmt!r} (known: chrome-trace)")
-    run = load_or_fail(run_path)
+    run = load_or_fail(run_path, records=True)
     from xprof.report.trace import chrome_trace
 
     out = output or os.path.splitext(run_path)[0] + ".trace.json"

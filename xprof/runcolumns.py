@@ -1,0 +1,688 @@
+"""The run file read into columns: the bulk records (steps, host reads, compiles, samples)
+go from JSON Lines into one numpy array per field, parsed by DuckDB's JSON reader.
+
+A long run has a million step records and a pod has hundreds of rank files; one Python
+object per record made reading them slow and large. Here the records a run has many of
+are parsed in C++ (DuckDB, several threads) straight into typed columns, and only the few
+records a run has a handful of (``site``, ``sig``, ``end``, ``error``, ``debug``,
+``dynamo``) go through :mod:`xprof.runfile`'s typed decoders, so both readers apply the
+same rules to them.
+
+The fields read from each bulk record are listed once, in :data:`BULK` (the JSON key, the
+column it becomes, its type and its default when absent): adding a field to a record is
+one line there. :func:`columns_of` builds the same columns from the typed records of
+:func:`xprof.runfile.load_run` (a ``Run`` made in a test, or read by the record reader),
+so the analysis has one input, :class:`RunColumns`.
+
+How lines are accounted for, as :func:`xprof.runfile.load_run` does: a first pass over the
+bytes (numpy, no object per line) finds the lines that start like the recorder writes a
+bulk record (``{"type":"step"`` ...); every other line is decoded in Python. DuckDB parses
+the whole file; its rows of bulk types are the columns, and a bulk-looking line it could
+not parse is a skipped line (or the cut-off tail). A file written some other way (a bulk
+record with its keys in another order) is read by the record reader instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from xprof.runfile import (
+    Compile,
+    Run,
+    RunFileError,
+    Step,
+    Sync,
+    Undecodable,
+    decode_line,
+    file_record,
+    gc_paused,
+    is_fallback_counter,
+    load_run,
+    open_run,
+)
+
+# -- what is read from each bulk record ---------------------------------------------------
+
+REQUIRED = object()
+"""Default of a field a record cannot do without: a record lacking it is skipped and counted."""
+
+
+class Field(NamedTuple):
+    """One field of a bulk record (docs/run-format.md): its JSON ``key``, the ``column`` it
+    becomes (the analysis table's name for it), its ``kind`` (``int``, ``float``, ``str``,
+    ``bool``), the value when the key is absent (None: a missing value; :data:`REQUIRED`:
+    the record is skipped) and the typed record's field it mirrors (``attr``)."""
+
+    key: str
+    column: str
+    kind: str
+    default: Any
+    attr: str
+
+
+STEP_FIELDS = (
+    Field("i", "i", "int", REQUIRED, "i"),
+    Field("t0", "t0", "float", 0.0, "t0"),
+    Field("tb", "tb", "float", 0.0, "tb"),
+    Field("t1", "t1", "float", 0.0, "t1"),
+    Field("barrier", "barrier", "str", "sync", "barrier"),
+    Field("bu", "barrier_uncached", "int", 0, "barrier_uncached"),
+    Field("bc", "barrier_cached", "int", 0, "barrier_cached"),
+    Field("sig", "sig", "int", None, "sig"),
+    Field("o", "opt", "int", 0, "opt"),
+    Field("ng", "nograd", "bool", False, "nograd"),
+    Field("dz", "dynamo_graphs", "int", 0, "dynamo_graphs"),
+    Field("site", "site", "int", None, "site"),
+)
+COUNTERS_KEY = "c"
+"""A step's counter deltas (an object): one int column per counter name, 0 where absent."""
+
+SYNC_FIELDS = (
+    Field("i", "step", "int", 0, "i"),
+    Field("site", "site", "int", -1, "site"),
+    Field("t0", "t0", "float", 0.0, "t0"),
+    Field("t1", "t1", "float", 0.0, "t1"),
+    Field("u", "uncached", "int", 0, "uncached"),
+    Field("c", "cached", "int", 0, "cached"),
+    Field("x", "executions", "int", 0, "executions"),
+    Field("deferred", "deferred", "bool", False, "deferred"),
+    Field("thread", "thread", "str", None, "thread"),
+)
+
+COMPILE_FIELDS = (
+    Field("i", "step", "int", REQUIRED, "i"),
+    Field("t", "t", "float", 0.0, "t"),
+    Field("ns", "ns", "float", 0.0, "ns"),
+    Field("at", "at", "str", "barrier", "at"),
+)
+
+BULK: dict[str, tuple[Field, ...]] = {"step": STEP_FIELDS, "sync": SYNC_FIELDS, "compile": COMPILE_FIELDS}
+"""Record type -> its fields, read into columns."""
+
+SAMPLES: dict[str, str] = {"exec": "executions", "xfer": "transfers", "graph_sizes": "graph_sizes"}
+"""Record types whose ``samples`` (``[[a, b], ...]``) become one (n, 2) float array each, under
+the name of the typed ``Run`` list they mirror."""
+
+_SQL = {"int": "BIGINT", "float": "DOUBLE", "str": "VARCHAR", "bool": "BOOLEAN"}
+_NUMPY = {"int": np.int64, "float": np.float64, "bool": np.bool_}
+
+
+# -- the columns ------------------------------------------------------------------------------
+
+
+@dataclass
+class RunColumns:
+    """The bulk records of a run as columns, in the orders :func:`xprof.runfile.load_run`
+    gives: steps sorted by index (stable), host reads, compiles and samples in file order.
+
+    ``steps``, ``syncs`` and ``compiles`` map each :class:`Field`'s column name to a numpy
+    array (``str`` fields as object arrays sharing one string per distinct value; fields
+    whose default is None as masked arrays). ``counters`` maps each counter name a step
+    recorded to an int64 array, 0 where the step did not move it.
+    """
+
+    steps: dict[str, np.ndarray]
+    counters: dict[str, np.ndarray]
+    syncs: dict[str, np.ndarray]
+    compiles: dict[str, np.ndarray]
+    samples: dict[str, np.ndarray] = field(default_factory=dict)
+    dropped: int = 0
+    """Typed records left out because an int field did not fit in 64 bits (counted with the
+    run's unreadable lines)."""
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.steps["i"])
+
+    def sample(self, name: str) -> np.ndarray:
+        """``executions``, ``transfers`` or ``graph_sizes`` as an (n, 2) float array."""
+        return self.samples.get(name, _NO_SAMPLES)
+
+    def counter(self, name: str) -> np.ndarray:
+        """One counter's per-step deltas (zeros when no step moved it)."""
+        got = self.counters.get(name)
+        return got if got is not None else np.zeros(self.n_steps, dtype=np.int64)
+
+    def fallback_counters(self) -> dict[str, np.ndarray]:
+        """The CPU-fallback counters (``aten::*`` ops without an XLA lowering)."""
+        return {k: v for k, v in self.counters.items() if is_fallback_counter(k)}
+
+
+_NO_SAMPLES = np.zeros((0, 2), dtype=np.float64)
+_NO_SAMPLES.flags.writeable = False
+
+
+def _empty(fields: Sequence[Field]) -> dict[str, np.ndarray]:
+    return {f.column: _typed([], f) for f in fields}
+
+
+def _typed(values: Sequence[Any], f: Field) -> np.ndarray:
+    """A column of ``values`` (None where missing) as :class:`RunColumns` holds it."""
+    if f.kind == "str":
+        return _shared_strings(values)
+    if f.default is None or f.default is REQUIRED:
+        mask = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+        data: np.ndarray = np.fromiter((0 if v is None else v for v in values), dtype=_NUMPY[f.kind],
+                                       count=len(values))
+        return np.ma.MaskedArray(data, mask) if f.default is None else data
+    return np.fromiter(values, dtype=_NUMPY[f.kind], count=len(values))
+
+
+def _shared_strings(values: Sequence[Any]) -> np.ndarray:
+    """An object array of ``values`` where equal strings are one object (a million steps
+    name a handful of barrier kinds)."""
+    interned: dict[Any, Any] = {}
+    out = np.empty(len(values), dtype=object)
+    out[:] = [interned.setdefault(v, v) for v in values]
+    return out
+
+
+def columns_of(run: Run) -> RunColumns:
+    """``run.columns``, or the same columns built from its typed records (a ``Run`` from
+    :func:`xprof.runfile.load_run` or made by hand)."""
+    if run.columns is not None:
+        return run.columns
+    with gc_paused():
+        return _from_records(run)
+
+
+def _record_columns(records: Sequence[NamedTuple], fields: Sequence[Field]) -> tuple[dict[str, np.ndarray], int]:
+    """Columns of typed records, and how many were dropped: a record whose int field does not
+    fit in 64 bits is dropped (the reader took it; no column holds it)."""
+    if not records:
+        return _empty(fields), 0
+    names = type(records[0])._fields
+    ints = [names.index(f.attr) for f in fields if f.kind == "int" and f.attr in names]
+    try:
+        return _convert(records, fields, names), 0
+    except OverflowError:
+        kept = [r for r in records if all(r[k] is None or _LO <= r[k] <= _HI for k in ints)]
+        return (_convert(kept, fields, names) if kept else _empty(fields)), len(records) - len(kept)
+
+
+_LO, _HI = -(1 << 63), (1 << 63) - 1
+
+
+def _convert(records: Sequence[NamedTuple], fields: Sequence[Field], names: Sequence[str]) -> dict[str, np.ndarray]:
+    cols = list(zip(*records))
+    out = {}
+    for f in fields:
+        if f.attr in names:
+            values: Sequence[Any] = cols[names.index(f.attr)]
+        else:
+            values = [None if f.default is REQUIRED else f.default] * len(records)
+        out[f.column] = _typed(values, f)
+    return out
+
+
+def _from_records(run: Run) -> RunColumns:
+    steps, dropped = _record_columns(run.steps, STEP_FIELDS)
+    kept_steps = run.steps if not dropped else [s for s in run.steps if _LO <= s.i <= _HI
+                                                 and all(v is None or _LO <= v <= _HI for v in (s.sig, s.site))]
+    counters: dict[str, np.ndarray] = {}
+    if kept_steps:
+        all_counts = [s.counters for s in kept_steps]
+        names: dict[str, None] = {}
+        for c in all_counts:
+            names.update(dict.fromkeys(c))
+        for name in names:
+            counters[name] = _int_column([c.get(name, 0) for c in all_counts])
+    syncs, n_syncs = _record_columns(run.syncs, SYNC_FIELDS)
+    compiles, n_compiles = _record_columns(run.compiles, COMPILE_FIELDS)
+    samples = {name: _pairs(getattr(run, name)) for name in SAMPLES.values()}
+    return RunColumns(steps=steps, counters=counters, syncs=syncs, compiles=compiles,
+                      samples={k: v for k, v in samples.items() if len(v)},
+                      dropped=dropped + n_syncs + n_compiles)
+
+
+def _int_column(values: list[Any]) -> np.ndarray:
+    """Counter deltas as int64: a list of Python ints converts in one numpy call; a value
+    ``int()`` cannot take, or one beyond 64 bits, counts as 0 (as DuckDB reads it)."""
+    arr = np.asarray(values)
+    if arr.dtype.kind in "ib":
+        return arr.astype(np.int64)
+    return np.asarray([_count_or_zero(v) for v in values], dtype=np.int64)
+
+
+def _count_or_zero(v: Any) -> int:
+    try:
+        n = int(v)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return n if _LO <= n <= _HI else 0
+
+
+def _pairs(values: Sequence[tuple[float, float]]) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64).reshape(-1, 2) if len(values) else _NO_SAMPLES
+
+
+def with_records(run: Run) -> Run:
+    """``run`` with its typed record lists filled from its columns (for readers that walk
+    records one by one, such as the Chrome trace). A run without columns is returned as is."""
+    cols = run.columns
+    if cols is None or run.steps or run.syncs or run.compiles:
+        return run
+    def rows(table: dict[str, np.ndarray], fields: Sequence[Field]) -> Iterator[dict[str, Any]]:
+        lists = {f.attr: _py_list(table[f.column]) for f in fields}
+        for k in range(len(table[fields[0].column])):
+            yield {a: v[k] for a, v in lists.items()}
+
+    counter_lists = {name: arr.tolist() for name, arr in cols.counters.items()}
+    steps = []
+    for k, r in enumerate(rows(cols.steps, STEP_FIELDS)):
+        counts = {name: v[k] for name, v in counter_lists.items() if v[k]}
+        steps.append(Step(counters=counts, **r))
+    syncs = [Sync(**r) for r in rows(cols.syncs, SYNC_FIELDS)]
+    compiles = [Compile(**r) for r in rows(cols.compiles, COMPILE_FIELDS)]
+    def pairs(name: str) -> list[tuple[float, float]]:
+        return [(a, b) for a, b in cols.sample(name).tolist()]
+
+    return dataclasses.replace(run, steps=steps, syncs=syncs, compiles=compiles, executions=pairs("executions"),
+                               transfers=pairs("transfers"), graph_sizes=pairs("graph_sizes"))
+
+
+def _py_list(arr: np.ndarray) -> list[Any]:
+    if isinstance(arr, np.ma.MaskedArray):
+        return [None if m else v for v, m in zip(arr.data.tolist(), np.ma.getmaskarray(arr).tolist())]
+    return arr.tolist()
+
+
+# -- reading a file into columns ----------------------------------------------------------------
+
+_PREFIX = b'{"type":"'
+_BULK_PREFIXES = tuple(_PREFIX + t.encode() + b'"' for t in (*BULK, *SAMPLES))
+"""How the recorder starts every bulk record: ``{"type":"step"`` ..."""
+
+_GLOB = re.compile(r"[*?\[\]{}]")
+_CHUNK = 32 << 20
+
+
+class _Scan(NamedTuple):
+    bulk_lines: int
+    """Lines that start like a bulk record."""
+    other: list[bytes]
+    """Every other line that is not blank, in file order (without its newline)."""
+    last_is_bulk: bool
+    """The file's last line starts like a bulk record."""
+    last_line: bytes
+    """The file's last line (without its newline)."""
+
+
+def _scan(path: str, offset: int) -> _Scan:
+    """Classify the lines after the header by their first bytes, without one object per line."""
+    bulk = 0
+    other: list[bytes] = []
+    last = b""
+    last_bulk = False
+    with open(path, "rb") as f:
+        f.seek(offset)
+        carry = b""
+        while True:
+            chunk = f.read(_CHUNK)
+            if not chunk:
+                break
+            buf = carry + chunk
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                carry = buf
+                continue
+            carry = buf[cut + 1:]
+            n, found, last, last_bulk = _classify(buf, cut + 1)
+            bulk += n
+            other.extend(found)
+        if carry:
+            n, found, last, last_bulk = _classify(carry + b"\n", len(carry) + 1)
+            bulk += n
+            other.extend(found)
+    return _Scan(bulk, other, last_bulk, last)
+
+
+def _classify(buf: bytes, size: int) -> tuple[int, list[bytes], bytes, bool]:
+    """Bulk-looking lines in ``buf[:size]`` (whole lines), the other non-empty lines, and
+    the last line with whether it looked like a bulk record."""
+    arr = np.frombuffer(buf, dtype=np.uint8, count=size)
+    ends = np.flatnonzero(arr == 10)
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    lengths = ends - starts
+    is_bulk = np.zeros(len(ends), dtype=bool)
+    padded = np.concatenate([arr, np.zeros(32, dtype=np.uint8)])
+    common = lengths >= len(_PREFIX) + 2
+    for k, byte in enumerate(_PREFIX):
+        common &= padded[starts + k] == byte
+    idx = np.flatnonzero(common)
+    for prefix in _BULK_PREFIXES:
+        m = lengths[idx] >= len(prefix)
+        for k in range(len(_PREFIX), len(prefix)):
+            m &= padded[starts[idx] + k] == prefix[k]
+        is_bulk[idx[m]] = True
+    others = np.flatnonzero(~is_bulk & (lengths > 0))
+    found = [buf[starts[k]:ends[k]] for k in others.tolist()]
+    last_k = len(ends) - 1
+    return int(is_bulk.sum()), found, buf[starts[last_k]:ends[last_k]], bool(is_bulk[last_k])
+
+
+SMALL_FILE = 1 << 20
+"""Below this many bytes a file is read record by record (then turned into columns): DuckDB's
+fixed cost per file (~20 ms) is more than the record reader takes for a few thousand steps."""
+
+
+def load_columns(path: str | os.PathLike[str], engine: str = "auto") -> Run:
+    """Read a run file with its bulk records as columns (``Run.columns``; the typed lists of
+    those records stay empty: :func:`with_records` fills them). The same checks and the same
+    accounting of unreadable lines as :func:`xprof.runfile.load_run`; one line
+    (:class:`RunFileError`) on a file that cannot be read.
+
+    ``engine``: ``duckdb``, ``records`` (the record reader), or ``auto``: records below
+    :data:`SMALL_FILE` bytes, else DuckDB.
+    """
+    p = str(path)
+    f, header = open_run(p)
+    f.close()
+    if engine == "records" or (engine == "auto" and _size(p) < SMALL_FILE):
+        return _records_as_columns(p)
+    if "type" in header:
+        return _records_as_columns(p)  # a header DuckDB would take for a record: the slow reader
+    try:
+        with open(p, "rb") as b:
+            offset = len(b.readline())
+        scan = _scan(p, offset)
+    except OSError as exc:
+        raise RunFileError(f"{p}: cannot read ({exc.strerror or exc})")
+    run = Run(path=p, header=header)
+    with gc_paused():
+        pending = False
+        for raw in scan.other:
+            if pending:
+                run.skipped_lines += 1
+                pending = False
+            line = raw.decode("utf-8", errors="surrogateescape")
+            if not line.strip():
+                continue
+            try:
+                rec = decode_line(line)
+            except Undecodable:
+                pending = True
+                continue
+            if type(rec) is dict and rec.get("type") in _BULK_TYPES:
+                return _records_as_columns(p)  # a bulk record not written the recorder's way
+            if not file_record(run, rec):
+                run.skipped_lines += 1
+        if pending:
+            # The last "other" line was unreadable: the cut-off tail when it is the file's
+            # last line, else a damaged line in the middle.
+            if not scan.last_is_bulk and scan.other and scan.other[-1] == scan.last_line:
+                run.truncated_tail = True
+            else:
+                run.skipped_lines += 1
+    cols, unread = _read_bulk(p) if scan.bulk_lines else (_no_columns(), 0)
+    bad_bulk = scan.bulk_lines - unread
+    if bad_bulk < 0:
+        return _records_as_columns(p)  # DuckDB saw more bulk rows than lines: do not guess
+    if bad_bulk and scan.last_is_bulk and _undecodable(scan.last_line):
+        run.truncated_tail = True
+        bad_bulk -= 1
+    run.skipped_lines += bad_bulk + cols.pop_skipped()
+    run.columns = cols.columns
+    return run
+
+
+_BULK_TYPES = frozenset((*BULK, *SAMPLES))
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _undecodable(raw: bytes) -> bool:
+    try:
+        decode_line(raw.decode("utf-8", errors="surrogateescape"))
+    except Undecodable:
+        return True
+    return False
+
+
+def _records_as_columns(path: str) -> Run:
+    """The record reader, its bulk records turned into columns (files not written the way
+    the recorder writes them)."""
+    run = load_run(path)
+    cols = columns_of(run)
+    skipped = run.skipped_lines + cols.dropped
+    cols.dropped = 0
+    return dataclasses.replace(run, steps=[], syncs=[], compiles=[], executions=[], transfers=[],
+                               graph_sizes=[], columns=cols, skipped_lines=skipped)
+
+
+def _no_columns() -> _Read:
+    return _Read(RunColumns(steps=_empty(STEP_FIELDS), counters={}, syncs=_empty(SYNC_FIELDS),
+                            compiles=_empty(COMPILE_FIELDS)), 0)
+
+
+@dataclass
+class _Read:
+    columns: RunColumns
+    skipped: int
+
+    def pop_skipped(self) -> int:
+        n, self.skipped = self.skipped, 0
+        return n
+
+
+# -- DuckDB ---------------------------------------------------------------------------------------
+
+_LOCAL = threading.local()
+
+
+def _connection() -> Any:
+    """This thread's DuckDB connection (in memory), made on first use."""
+    con = getattr(_LOCAL, "con", None)
+    if con is None:
+        import duckdb
+
+        con = duckdb.connect(":memory:", config={"threads": _threads(), "preserve_insertion_order": True})
+        _LOCAL.con = con
+    return con
+
+
+def _threads() -> int:
+    wanted = os.environ.get("XPROF_THREADS")
+    if wanted and wanted.isdigit() and int(wanted) > 0:
+        return int(wanted)
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _key_types() -> dict[str, str]:
+    """The SQL type each JSON key is read as: its field's type, or JSON where two record
+    types give one key different types (a step's ``c`` is an object, a read's a count)."""
+    kinds: dict[str, set[str]] = {}
+    for fields in BULK.values():
+        for f in fields:
+            kinds.setdefault(f.key, set()).add(_SQL[f.kind])
+    kinds.setdefault(COUNTERS_KEY, set()).add("JSON")
+    out = {k: (v.pop() if len(v) == 1 else "JSON") for k, v in kinds.items()}
+    out["type"] = "VARCHAR"
+    out["samples"] = "DOUBLE[][]"
+    return out
+
+
+_KEY_TYPES = _key_types()
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _sql_ident(s: str) -> str:
+    return '"' + s.replace('"', '""') + '"'
+
+
+def _select(f: Field, key_type: str) -> str:
+    """The SQL expression of one field: cast from JSON where the key is shared, with its default."""
+    col = _sql_ident(f.key)
+    expr = col if key_type != "JSON" else f"TRY_CAST({col} AS {_SQL[f.kind]})"
+    if f.default is not None and f.default is not REQUIRED:
+        expr = f"COALESCE({expr}, {_sql_literal(f.default)})"
+    return expr
+
+
+def _sql_literal(v: Any) -> str:
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, str):
+        return _sql_str(v)
+    return repr(v)
+
+
+def _read_bulk(path: str) -> tuple[_Read, int]:
+    """The bulk records of ``path`` as columns, and how many rows of bulk types DuckDB read."""
+    con = _connection()
+    with _readable_path(path) as src:
+        columns = "{" + ", ".join(f"{_sql_str(k)}: {_sql_str(t)}" for k, t in _KEY_TYPES.items()) + "}"
+        types = ", ".join(_sql_str(t) for t in _BULK_TYPES)
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE xprof_bulk AS SELECT * FROM read_json(?, format='newline_delimited', "
+            f"columns={columns}, ignore_errors=true, maximum_object_size=268435456) "
+            f"WHERE type IN ({types})", [src])
+    try:
+        bad = {record: _required(fields, record)[1] for record, fields in BULK.items()}
+        counts = con.execute("SELECT count(*), " + ", ".join(f"count(*) FILTER (WHERE {w})" for w in bad.values())
+                             + " FROM xprof_bulk").fetchone()
+        seen, skipped = int(counts[0]), sum(int(n) for n in counts[1:])
+        steps, counters = _query_steps(con)
+        syncs = _query_table(con, "sync", SYNC_FIELDS)
+        compiles = _query_table(con, "compile", COMPILE_FIELDS)
+        samples = _query_samples(con)
+    finally:
+        con.execute("DROP TABLE IF EXISTS xprof_bulk")
+    cols = RunColumns(steps=steps, counters=counters, syncs=syncs, compiles=compiles, samples=samples)
+    return _Read(cols, skipped), seen
+
+
+class _readable_path:
+    """``path`` as DuckDB should read it: a link with a plain name when the path holds
+    characters DuckDB would take for a glob pattern."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def __enter__(self) -> str:
+        if not _GLOB.search(self.path):
+            return self.path
+        self.tmp = tempfile.TemporaryDirectory(prefix="xprof-")
+        link = os.path.join(self.tmp.name, "run.json")
+        os.symlink(os.path.abspath(self.path), link)
+        return link
+
+    def __exit__(self, *exc: object) -> None:
+        if self.tmp is not None:
+            self.tmp.cleanup()
+
+
+def _fetch(con: Any, fields: Sequence[Field], where: str, extra: Sequence[str] = (),
+           source: str = "xprof_bulk") -> dict[str, Any]:
+    """Rows of one record type, each field with its default (missing values flagged)."""
+    parts = []
+    for f in fields:
+        expr = _select(f, _KEY_TYPES[f.key])
+        if f.kind == "str":
+            parts.append(f"{expr} AS {_sql_ident(f.column)}")
+        elif f.default is None:
+            parts.append(f"COALESCE({expr}, 0) AS {_sql_ident(f.column)}")
+            parts.append(f"({expr}) IS NULL AS {_sql_ident(f.column + ':missing')}")
+        else:
+            parts.append(f"{expr} AS {_sql_ident(f.column)}")
+    parts.extend(extra)
+    return dict(con.execute(f"SELECT {', '.join(parts)} FROM {source} WHERE {where}").fetchnumpy())
+
+
+def _required(fields: Sequence[Field], record: str) -> tuple[str, str]:
+    """WHERE clauses for the rows of ``record`` with every required field, and without."""
+    need = [f"({_select(f, _KEY_TYPES[f.key])}) IS NOT NULL" for f in fields if f.default is REQUIRED]
+    ok = " AND ".join([f"type = {_sql_str(record)}", *need])
+    bad = f"type = {_sql_str(record)} AND NOT ({' AND '.join(need)})" if need else "FALSE"
+    return ok, bad
+
+
+def _finish(raw: dict[str, Any], fields: Sequence[Field]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for f in fields:
+        v = raw[f.column]
+        if f.kind == "str":
+            out[f.column] = _shared_strings(_py_list(v) if isinstance(v, np.ma.MaskedArray) else v.tolist())
+        elif f.default is None:
+            out[f.column] = np.ma.MaskedArray(np.asarray(v, dtype=_NUMPY[f.kind]),
+                                              np.asarray(raw[f.column + ":missing"], dtype=bool))
+        else:
+            out[f.column] = np.asarray(v, dtype=_NUMPY[f.kind])
+    return out
+
+
+def _query_table(con: Any, record: str, fields: Sequence[Field]) -> dict[str, np.ndarray]:
+    return _finish(_fetch(con, fields, _required(fields, record)[0]), fields)
+
+
+def _query_steps(con: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    ok = _required(STEP_FIELDS, "step")[0]
+    c = _sql_ident(COUNTERS_KEY)
+    obj = f"CASE WHEN json_type({c}) = 'OBJECT' THEN {c} END"
+    names = sorted(r[0] for r in con.execute(
+        f"SELECT DISTINCT unnest(json_keys({obj})) FROM xprof_bulk WHERE {ok}").fetchall())
+    extra = [f"struct_extract(xprof_c, {_sql_str(n)}) AS {_sql_ident('counter:' + n)}" for n in names]
+    source = "xprof_bulk"
+    if names:
+        struct = "{" + ", ".join(f'{_json_str(n)}: "BIGINT"' for n in names) + "}"
+        source = f"(SELECT *, json_transform({obj}, {_sql_str(struct)}) AS xprof_c FROM xprof_bulk)"
+    raw = _fetch(con, STEP_FIELDS, ok, extra, source)
+    counters: dict[str, np.ndarray] = {}
+    for n in names:
+        v = raw.pop("counter:" + n)
+        counters[n] = np.asarray(np.ma.filled(v, 0) if isinstance(v, np.ma.MaskedArray) else v, dtype=np.int64)
+    steps = _finish(raw, STEP_FIELDS)
+    order = steps["i"]
+    if len(order) > 1 and (np.diff(order) < 0).any():
+        perm = np.argsort(order, kind="stable")
+        steps = {k: v[perm] for k, v in steps.items()}
+        counters = {k: v[perm] for k, v in counters.items()}
+    return steps, counters
+
+
+def _json_str(s: str) -> str:
+    import json
+
+    return json.dumps(s)
+
+
+def _query_samples(con: Any) -> dict[str, np.ndarray]:
+    """Every ``samples`` pair of the sample records, by record type (pairs that are not two
+    numbers are dropped, as the record reader drops them)."""
+    kinds = list(SAMPLES)
+    code = "CASE type " + " ".join(f"WHEN {_sql_str(t)} THEN {k}" for k, t in enumerate(kinds)) + " END"
+    got = con.execute(
+        f"SELECT k, s[1] AS a, s[2] AS b FROM (SELECT {code} AS k, unnest(samples) AS s FROM xprof_bulk "
+        f"WHERE type IN ({', '.join(_sql_str(t) for t in kinds)}) AND samples IS NOT NULL) "
+        "WHERE len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL").fetchnumpy()
+    k = np.asarray(got["k"])
+    pairs = np.column_stack([np.asarray(got["a"], dtype=np.float64), np.asarray(got["b"], dtype=np.float64)])
+    out: dict[str, np.ndarray] = {}
+    for n, record in enumerate(kinds):
+        mine = pairs[k == n]
+        if len(mine):
+            out[SAMPLES[record]] = mine
+    return out
+
+
+__all__ = ["BULK", "SAMPLES", "Field", "RunColumns", "columns_of", "load_columns", "with_records"]
