@@ -91,3 +91,69 @@ def test_int_column_counts_what_int_cannot_take_as_zero(values: list[Any]) -> No
     got = _int_column(values)
     assert got.dtype == np.int64
     assert got.tolist() == [v if isinstance(v, int) and abs(v) < 2**63 else 0 for v in values]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 40), max_size=30), st.lists(st.integers(0, 40), max_size=30),
+       st.booleans())
+def test_barrier_executions_match_the_loop(starts: list[int], barriers: list[int], in_order: bool) -> None:
+    from xprof.analysis.tables import _barrier_executions
+
+    start = np.asarray(sorted(starts), dtype=float)
+    tb = np.asarray(sorted(barriers) if in_order else barriers, dtype=float)
+    own = np.zeros(len(start), dtype=bool)
+    for t in tb:  # the loop it replaced
+        k = int(np.searchsorted(start, t, side="left"))
+        while k < len(start) and own[k]:
+            k += 1
+        if k < len(start):
+            own[k] = True
+    assert _barrier_executions(start, tb).tolist() == own.tolist()
+
+
+def _assign_by_row(dynamo: list[bool], opt: list[int], work: list[bool], nograd: list[bool]) -> tuple[
+        list[str], list[int]]:
+    """xprof.analysis.steps.assign's phases and ordinals as the row-by-row walk gave them."""
+    n = len(dynamo)
+    phase, ordinal = ["empty"] * n, [-1] * n
+    k, pending = -1, []
+    for r in range(n):
+        if dynamo[r]:
+            phase[r] = "dynamo"
+        elif opt[r] > 0:
+            k += 1
+            phase[r], ordinal[r] = "train", k
+            for p in pending:
+                phase[p], ordinal[p] = "train", k
+            pending = []
+        elif not work[r]:
+            phase[r] = "empty"
+        elif nograd[r]:
+            phase[r] = "eval"
+        elif k < 0:
+            pending.append(r)
+        else:
+            phase[r], ordinal[r] = "train", k
+    return phase, ordinal
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 2), st.booleans(), st.booleans()), max_size=40))
+def test_step_phases_match_the_row_by_row_walk(rows: list[tuple[bool, int, bool, bool]]) -> None:
+    from xprof.analysis.steps import assign
+
+    dynamo, opt, work, nograd = ([r[k] for r in rows] for k in range(4))
+    if not any(opt):
+        opt = [*opt[:-1], 1] if opt else opt
+    steps = pd.DataFrame({"barrier": ["dynamo" if d else "mark_step" for d in dynamo],
+                          "opt": pd.array(opt, dtype="int64"), "work": pd.array(work, dtype=bool),
+                          "nograd": pd.array(nograd, dtype=bool)})
+    assign(steps)
+    phase, ordinal = _assign_by_row(dynamo, opt, work, nograd)
+    assert steps["phase"].tolist() == phase
+    assert steps["ordinal"].tolist() == ordinal
+    last, user = 0, []
+    for o in ordinal:
+        last = o if o >= 0 else last
+        user.append(last)
+    assert steps["user_step"].tolist() == user

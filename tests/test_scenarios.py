@@ -303,3 +303,15 @@ def test_torch_compile_partial_batch(scenario: Any) -> None:
     assert not any(f["cause"] == "unknown" for f in s["findings"])
     # torch.compile's own reads while tracing are not the user's host reads.
     assert not any(f["cause"] == "implicit_sync" for f in s["findings"])
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_columnar_reader_gives_the_same_analysis(scenario: Any, name: str) -> None:
+    """Every scenario's run read by DuckDB into columns analyses exactly as the record reader's."""
+    from tests.test_columns import assert_same_analysis, assert_same_run
+    from xprof.runcolumns import load_columns
+
+    a, _ = scenario(name)
+    cols = load_columns(a.run.path, engine="duckdb")
+    assert_same_run(cols, load_run(a.run.path))
+    assert_same_analysis(analyze(cols), a)

@@ -323,53 +323,81 @@ def _scan(path: str, offset: int) -> _Scan:
     other: list[bytes] = []
     last = b""
     last_bulk = False
+    buf = bytearray(_CHUNK + (1 << 16))
+    view = memoryview(buf)
     with open(path, "rb") as f:
         f.seek(offset)
-        carry = b""
+        held = 0  # bytes of an unfinished line carried over from the last chunk
         while True:
-            chunk = f.read(_CHUNK)
-            if not chunk:
+            if held >= len(buf) - (1 << 16):  # one line longer than the buffer: grow it
+                view.release()
+                buf.extend(bytearray(len(buf)))
+                view = memoryview(buf)
+            got = f.readinto(view[held:])
+            if not got:
                 break
-            buf = carry + chunk
-            cut = buf.rfind(b"\n")
+            size = held + got
+            cut = buf.rfind(b"\n", 0, size)
             if cut < 0:
-                carry = buf
+                held = size
                 continue
-            carry = buf[cut + 1:]
             n, found, last, last_bulk = _classify(buf, cut + 1)
             bulk += n
             other.extend(found)
-        if carry:
-            n, found, last, last_bulk = _classify(carry + b"\n", len(carry) + 1)
+            held = size - cut - 1
+            buf[:held] = buf[cut + 1:size]
+        if held:
+            buf[held:held + 1] = b"\n"
+            n, found, last, last_bulk = _classify(buf, held + 1)
             bulk += n
             other.extend(found)
+    view.release()
     return _Scan(bulk, other, last_bulk, last)
 
 
-def _classify(buf: bytes, size: int) -> tuple[int, list[bytes], bytes, bool]:
+def _type_signature(name: bytes) -> tuple[int, int, int]:
+    """What tells the record types apart at the start of a line: the first two letters of
+    the type and where its closing quote is."""
+    return name[0], name[1] if len(name) > 1 else 0, len(_PREFIX) + len(name)
+
+
+_BULK_SIGNATURES = [_type_signature(t.encode()) for t in (*BULK, *SAMPLES)]
+_OTHER_SIGNATURES = {_type_signature(t.encode()) for t in ("site", "sig", "error", "debug", "dynamo", "end")}
+assert not _OTHER_SIGNATURES & set(_BULK_SIGNATURES), "two record types start alike"
+
+
+def _classify(buf: bytes | bytearray, size: int) -> tuple[int, list[bytes], bytes, bool]:
     """Bulk-looking lines in ``buf[:size]`` (whole lines), the other non-empty lines, and
-    the last line with whether it looked like a bulk record."""
+    the last line with whether it looked like a bulk record.
+
+    A line looks like a bulk record when it starts ``{"type":"`` and the type's first two
+    letters and length are those of one (an unknown type that happens to look alike is
+    counted as an unreadable bulk line, as the record reader counts unknown types)."""
     arr = np.frombuffer(buf, dtype=np.uint8, count=size)
     ends = np.flatnonzero(arr == 10)
     starts = np.empty_like(ends)
     starts[0] = 0
     starts[1:] = ends[:-1] + 1
     lengths = ends - starts
-    is_bulk = np.zeros(len(ends), dtype=bool)
-    padded = np.concatenate([arr, np.zeros(32, dtype=np.uint8)])
-    common = lengths >= len(_PREFIX) + 2
+    longest = max(sig[2] for sig in _BULK_SIGNATURES) + 1
+    cand = np.flatnonzero(lengths > len(_PREFIX) + 2)
+    at = starts[cand]
+    ok = np.ones(len(cand), dtype=bool)
     for k, byte in enumerate(_PREFIX):
-        common &= padded[starts + k] == byte
-    idx = np.flatnonzero(common)
-    for prefix in _BULK_PREFIXES:
-        m = lengths[idx] >= len(prefix)
-        for k in range(len(_PREFIX), len(prefix)):
-            m &= padded[starts[idx] + k] == prefix[k]
-        is_bulk[idx[m]] = True
+        ok &= arr[at + k] == byte
+    cand, at = cand[ok], at[ok]
+    is_bulk = np.zeros(len(ends), dtype=bool)
+    if len(cand):
+        room = np.minimum(lengths[cand], longest)
+        first, second = arr[at + len(_PREFIX)], arr[at + len(_PREFIX) + 1]
+        for c1, c2, quote in _BULK_SIGNATURES:
+            m = (first == c1) & (second == c2) & (room > quote)
+            m[m] &= arr[at[m] + quote] == ord('"')
+            is_bulk[cand[m]] = True
     others = np.flatnonzero(~is_bulk & (lengths > 0))
-    found = [buf[starts[k]:ends[k]] for k in others.tolist()]
+    found = [bytes(buf[starts[k]:ends[k]]) for k in others.tolist()]
     last_k = len(ends) - 1
-    return int(is_bulk.sum()), found, buf[starts[last_k]:ends[last_k]], bool(is_bulk[last_k])
+    return int(is_bulk.sum()), found, bytes(buf[starts[last_k]:ends[last_k]]), bool(is_bulk[last_k])
 
 
 SMALL_FILE = 1 << 20
@@ -497,6 +525,19 @@ def _connection() -> Any:
     return con
 
 
+def _release() -> None:
+    """Close this thread's connection: DuckDB keeps the memory of a big read until then."""
+    con = getattr(_LOCAL, "con", None)
+    _LOCAL.con = None
+    if con is not None:
+        con.close()
+
+
+BIG_FILE = 64 << 20
+"""After reading a file this large the connection is closed, so the memory DuckDB held for it
+goes back before the analysis needs its own (a million steps: ~300 MB)."""
+
+
 def _threads() -> int:
     wanted = os.environ.get("XPROF_THREADS")
     if wanted and wanted.isdigit() and int(wanted) > 0:
@@ -567,6 +608,8 @@ def _read_bulk(path: str) -> tuple[_Read, int]:
         samples = _query_samples(con)
     finally:
         con.execute("DROP TABLE IF EXISTS xprof_bulk")
+        if _size(path) >= BIG_FILE:
+            _release()
     cols = RunColumns(steps=steps, counters=counters, syncs=syncs, compiles=compiles, samples=samples)
     return _Read(cols, skipped), seen
 
@@ -593,12 +636,21 @@ class _readable_path:
 
 
 def _fetch(con: Any, fields: Sequence[Field], where: str, extra: Sequence[str] = (),
-           source: str = "xprof_bulk") -> dict[str, Any]:
-    """Rows of one record type, each field with its default (missing values flagged)."""
+           source: str = "xprof_bulk", coded: bool = False) -> dict[str, Any]:
+    """Rows of one record type, each field with its default (missing values flagged).
+
+    ``coded``: strings come as an index into their distinct values (``<column>:values``), so
+    a million steps do not make a million Python strings."""
     parts = []
+    values: dict[str, list[Any]] = {}
     for f in fields:
         expr = _select(f, _KEY_TYPES[f.key])
-        if f.kind == "str":
+        if f.kind == "str" and coded:
+            found = [r[0] for r in con.execute(f"SELECT DISTINCT {expr} FROM {source} WHERE {where}").fetchall()]
+            values[f.column] = found
+            listed = "[" + ", ".join(_sql_str(v) for v in found if v is not None) + "]::VARCHAR[]"
+            parts.append(f"COALESCE(list_position({listed}, {expr}), 0) AS {_sql_ident(f.column)}")
+        elif f.kind == "str":
             parts.append(f"{expr} AS {_sql_ident(f.column)}")
         elif f.default is None:
             parts.append(f"COALESCE({expr}, 0) AS {_sql_ident(f.column)}")
@@ -606,7 +658,12 @@ def _fetch(con: Any, fields: Sequence[Field], where: str, extra: Sequence[str] =
         else:
             parts.append(f"{expr} AS {_sql_ident(f.column)}")
     parts.extend(extra)
-    return dict(con.execute(f"SELECT {', '.join(parts)} FROM {source} WHERE {where}").fetchnumpy())
+    got = dict(con.execute(f"SELECT {', '.join(parts)} FROM {source} WHERE {where}").fetchnumpy())
+    for column, found in values.items():
+        table = np.empty(len(found) + 1, dtype=object)
+        table[:] = [None, *(v for v in found if v is not None), *([None] * (None in found))]
+        got[column] = table[np.asarray(got[column], dtype=np.int64)]
+    return got
 
 
 def _required(fields: Sequence[Field], record: str) -> tuple[str, str]:
@@ -621,7 +678,9 @@ def _finish(raw: dict[str, Any], fields: Sequence[Field]) -> dict[str, np.ndarra
     out: dict[str, np.ndarray] = {}
     for f in fields:
         v = raw[f.column]
-        if f.kind == "str":
+        if f.kind == "str" and v.dtype == object and not isinstance(v, np.ma.MaskedArray):
+            out[f.column] = v if len(v) > 1000 else _shared_strings(v.tolist())
+        elif f.kind == "str":
             out[f.column] = _shared_strings(_py_list(v) if isinstance(v, np.ma.MaskedArray) else v.tolist())
         elif f.default is None:
             out[f.column] = np.ma.MaskedArray(np.asarray(v, dtype=_NUMPY[f.kind]),
@@ -646,7 +705,7 @@ def _query_steps(con: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]
     if names:
         struct = "{" + ", ".join(f'{_json_str(n)}: "BIGINT"' for n in names) + "}"
         source = f"(SELECT *, json_transform({obj}, {_sql_str(struct)}) AS xprof_c FROM xprof_bulk)"
-    raw = _fetch(con, STEP_FIELDS, ok, extra, source)
+    raw = _fetch(con, STEP_FIELDS, ok, extra, source, coded=True)
     counters: dict[str, np.ndarray] = {}
     for n in names:
         v = raw.pop("counter:" + n)
@@ -671,12 +730,20 @@ def _query_samples(con: Any) -> dict[str, np.ndarray]:
     numbers are dropped, as the record reader drops them)."""
     kinds = list(SAMPLES)
     code = "CASE type " + " ".join(f"WHEN {_sql_str(t)} THEN {k}" for k, t in enumerate(kinds)) + " END"
-    got = con.execute(
-        f"SELECT k, s[1] AS a, s[2] AS b FROM (SELECT {code} AS k, unnest(samples) AS s FROM xprof_bulk "
-        f"WHERE type IN ({', '.join(_sql_str(t) for t in kinds)}) AND samples IS NOT NULL) "
-        "WHERE len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL").fetchnumpy()
-    k = np.asarray(got["k"])
-    pairs = np.column_stack([np.asarray(got["a"], dtype=np.float64), np.asarray(got["b"], dtype=np.float64)])
+    rows = f"FROM xprof_bulk WHERE type IN ({', '.join(_sql_str(t) for t in kinds)}) AND samples IS NOT NULL"
+    pair = "lambda s: len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL"
+    bad = con.execute(f"SELECT count(*) FILTER (WHERE NOT COALESCE(list_bool_and(list_transform(samples, {pair})), "
+                      f"TRUE)) {rows}").fetchone()[0]
+    if bad:
+        got = con.execute(f"SELECT k, s[1] AS a, s[2] AS b FROM (SELECT {code} AS k, unnest(samples) AS s {rows}) "
+                          "WHERE len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL").fetchnumpy()
+        k = np.asarray(got["k"])
+        pairs = np.column_stack([np.asarray(got["a"], dtype=np.float64), np.asarray(got["b"], dtype=np.float64)])
+    else:  # every pair is two numbers (what the recorder writes): flattened in one go
+        sizes = con.execute(f"SELECT {code} AS k, len(samples) AS n {rows}").fetchnumpy()
+        flat = con.execute(f"SELECT unnest(flatten(samples)) AS v {rows}").fetchnumpy()["v"]
+        pairs = np.asarray(flat, dtype=np.float64).reshape(-1, 2)
+        k = np.repeat(np.asarray(sizes["k"]), np.asarray(sizes["n"], dtype=np.int64))
     out: dict[str, np.ndarray] = {}
     for n, record in enumerate(kinds):
         mine = pairs[k == n]

@@ -167,7 +167,9 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     cached = int(steps["cached"].sum()) + int(tail.get(CACHED, 0))
     executions = int(steps["executions"].sum()) + int(tail.get(EXECUTE, 0))
     transfers = int(steps["transfers"].sum()) + int(tail.get(TO_CPU, 0))
-    work = steps[steps["work"] & (steps["ordinal"] >= 0)]
+    # Only the columns the totals read: a boolean filter of the whole table copies every
+    # column (a million rows of objects take seconds).
+    work = steps.loc[steps["work"] & (steps["ordinal"] >= 0), ["ordinal", "uncached", "step_ms", "execute_ms"]]
     n_work = _steps.training_steps(steps)
     graph_barriers = int(steps["work"].sum())
     warm = sum(1 for c in found if c.cause == "warmup")
@@ -176,7 +178,7 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     missing = max(uncached - len(compiles), 0)
     recompiles = max(uncached - warm, 0) if missing == 0 else (len(found) - warm) + missing
     fallback: dict[str, int] = {}
-    for d in steps["fallback"]:
+    for d in [d for d in steps["fallback"].tolist() if d]:
         for k, v in d.items():
             fallback[k] = fallback.get(k, 0) + int(v)
     for k, v in tail.items():

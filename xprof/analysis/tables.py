@@ -93,7 +93,7 @@ def sync_table(cols: RunColumns, sites: dict[int, Site]) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SYNC_COLUMNS})
     # Reads name a handful of sites: look each up once, then spread them by index.
     site_ids = sy["site"]
-    distinct, inverse = np.unique(site_ids, return_inverse=True)
+    inverse, distinct = pd.factorize(site_ids)
     info = [(s.access, s.file, s.line, s.func, s.via, s.code, s.inner) if (s := sites.get(int(k))) else _NO_SITE
             for k in distinct.tolist()]
     attrs = list(zip(*info)) if info else [()] * 7
@@ -239,18 +239,34 @@ def sync_executions(executions: np.ndarray, syncs: pd.DataFrame,
     order = np.argsort(start, kind="stable")
     start, dur_s = start[order], dur_s[order]
     if steps is not None and len(steps):
-        own = np.zeros(len(start), dtype=bool)
-        for tb in steps.loc[steps["work"].astype(bool), "tb"].to_numpy(dtype=float):
-            k = int(np.searchsorted(start, tb, side="left"))
-            while k < len(start) and own[k]:
-                k += 1
-            if k < len(start):
-                own[k] = True
+        own = _barrier_executions(start, steps.loc[steps["work"].astype(bool), "tb"].to_numpy(dtype=float))
         start, dur_s = start[~own], dur_s[~own]
     csum = np.concatenate([[0.0], np.cumsum(dur_s)])
     lo = np.searchsorted(start, syncs["t0"].to_numpy(), side="left")
     hi = np.searchsorted(start, syncs["t1"].to_numpy(), side="right")
     return (csum[hi] - csum[lo]) * 1e3, (hi - lo).astype(np.int64)
+
+
+def _barrier_executions(start: np.ndarray, barriers: np.ndarray) -> np.ndarray:
+    """Which executions (sorted start times) are barriers' own: each barrier, in order, takes
+    the first execution starting at or after it that no earlier barrier took.
+
+    With barriers in time order (what the recorder writes) the k-th barrier takes
+    ``max(its first candidate, what the one before took + 1)``: a running maximum, no loop.
+    """
+    own = np.zeros(len(start), dtype=bool)
+    first = np.searchsorted(start, barriers, side="left")
+    if len(barriers) and np.all(np.diff(barriers) >= 0):
+        n = np.arange(len(first))
+        taken = np.maximum.accumulate(first - n) + n
+        own[taken[taken < len(start)]] = True
+        return own
+    for k in first.tolist():  # barriers out of time order (a damaged file): one at a time
+        while k < len(start) and own[k]:
+            k += 1
+        if k < len(start):
+            own[k] = True
+    return own
 
 
 def input_table(signatures: dict[int, tuple[Input, ...]]) -> pd.DataFrame:

@@ -56,8 +56,10 @@ def _compile_rows(analysis: Analysis, sigs: dict[int, str]) -> tuple[list[dict[s
     if df is None or df.empty or "step" not in df:
         return [], 0
     steps_sig: dict[int, Any] = {}
-    if analysis.steps is not None and not analysis.steps.empty and "sig" in analysis.steps:
-        steps_sig = dict(zip(analysis.steps["i"].astype(int), analysis.steps["sig"]))
+    st = analysis.steps
+    if st is not None and not st.empty and "sig" in st:
+        mine = st.loc[st["i"].isin(df["step"].unique()), ["i", "sig"]]  # only the steps that compiled
+        steps_sig = dict(zip(mine["i"].astype(int), mine["sig"]))
     rows: list[dict[str, Any]] = []
     for step, group in df.groupby("step", sort=True):
         causes = [str(c) for c in group.get("cause", pd.Series(dtype=str)).fillna("") if c]
