@@ -157,3 +157,31 @@ def test_step_phases_match_the_row_by_row_walk(rows: list[tuple[bool, int, bool,
         last = o if o >= 0 else last
         user.append(last)
     assert steps["user_step"].tolist() == user
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(-1, 4), st.booleans()), max_size=40),
+       st.dictionaries(st.integers(0, 5), st.lists(st.tuples(st.sampled_from(["x", "x#1", "y"]),
+                                                             st.lists(st.integers(1, 4), min_size=1, max_size=2)),
+                                                   max_size=3)))
+def test_shape_series_per_signature_matches_step_by_step(rows: list[tuple[int, int, bool]],
+                                                         sig_inputs: dict[int, list[tuple[str, list[int]]]]) -> None:
+    from collections import Counter
+
+    from xprof.analysis.findings import _Series
+
+    sigs = {k: tuple((n, tuple(shape), "f32", "batch") for n, shape in v) for k, v in sig_inputs.items()}
+    steps = pd.DataFrame({"sig": pd.array([r[0] for r in rows], dtype="Int64"),
+                          "ordinal": [r[1] for r in rows], "work": [r[2] for r in rows]})
+    series = [(o, shape) for s, o, w in rows if w and o >= 1  # the step-by-step list it replaced
+              for n, shape, _, _ in sigs.get(s, ()) if n.split("#")[0] == "x"]
+    got = _Series.of("x", steps, sigs)
+    want_shapes: list[tuple[int, ...]] = []
+    for _, shape in series:
+        if shape not in want_shapes:
+            want_shapes.append(shape)
+    assert got.shapes() == want_shapes
+    want_counts = Counter(s[0] for _, s in series)
+    assert list(got.value_counts(0).items()) == list(want_counts.items())  # first-seen order too
+    assert got.ordinals_where(lambda s: s[0] % 2 == 0) == [o for o, s in series if s[0] % 2 == 0]
+    assert sorted(got.values(1)) == sorted(s[1] for _, s in series if len(s) > 1)

@@ -235,7 +235,9 @@ def _from_records(run: Run) -> RunColumns:
         for c in all_counts:
             names.update(dict.fromkeys(c))
         for name in names:
-            counters[name] = _int_column([c.get(name, 0) for c in all_counts])
+            column = _int_column([c.get(name, 0) for c in all_counts])
+            if column.any():  # (a counter no step moved is no column, as DuckDB reads it)
+                counters[name] = column
     syncs, n_syncs = _record_columns(run.syncs, SYNC_FIELDS)
     compiles, n_compiles = _record_columns(run.compiles, COMPILE_FIELDS)
     samples = {name: _pairs(getattr(run, name)) for name in SAMPLES.values()}
@@ -323,9 +325,10 @@ def _scan(path: str, offset: int) -> _Scan:
     other: list[bytes] = []
     last = b""
     last_bulk = False
-    buf = bytearray(_CHUNK + (1 << 16))
-    view = memoryview(buf)
     with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        buf = bytearray(min(_CHUNK, max(size - offset, 0)) + (1 << 16))
+        view = memoryview(buf)
         f.seek(offset)
         held = 0  # bytes of an unfinished line carried over from the last chunk
         while True:
@@ -336,16 +339,16 @@ def _scan(path: str, offset: int) -> _Scan:
             got = f.readinto(view[held:])
             if not got:
                 break
-            size = held + got
-            cut = buf.rfind(b"\n", 0, size)
+            filled = held + got
+            cut = buf.rfind(b"\n", 0, filled)
             if cut < 0:
-                held = size
+                held = filled
                 continue
             n, found, last, last_bulk = _classify(buf, cut + 1)
             bulk += n
             other.extend(found)
-            held = size - cut - 1
-            buf[:held] = buf[cut + 1:size]
+            held = filled - cut - 1
+            buf[:held] = buf[cut + 1:filled]
         if held:
             buf[held:held + 1] = b"\n"
             n, found, last, last_bulk = _classify(buf, held + 1)
@@ -402,7 +405,10 @@ def _classify(buf: bytes | bytearray, size: int) -> tuple[int, list[bytes], byte
 
 SMALL_FILE = 1 << 20
 """Below this many bytes a file is read record by record (then turned into columns): DuckDB's
-fixed cost per file (~20 ms) is more than the record reader takes for a few thousand steps."""
+fixed cost per query is more than the record reader takes for a few thousand steps."""
+
+BATCH_BYTES = 96 << 20
+"""Files read by one DuckDB query at most (the files of a pod are read in batches this size)."""
 
 
 def load_columns(path: str | os.PathLike[str], engine: str = "auto") -> Run:
@@ -414,13 +420,58 @@ def load_columns(path: str | os.PathLike[str], engine: str = "auto") -> Run:
     ``engine``: ``duckdb``, ``records`` (the record reader), or ``auto``: records below
     :data:`SMALL_FILE` bytes, else DuckDB.
     """
-    p = str(path)
+    got = load_many([path], engine)[0]
+    if isinstance(got, RunFileError):
+        raise got
+    return got
+
+
+def load_many(paths: Sequence[str | os.PathLike[str]], engine: str = "auto") -> list[Run | RunFileError]:
+    """:func:`load_columns` of each path, the DuckDB ones in batches (one query for up to
+    :data:`BATCH_BYTES` of files): a file that cannot be read is its :class:`RunFileError`,
+    in its place, and the others are read."""
+    out: list[Run | RunFileError | None] = [None] * len(paths)
+    batch: list[_Pending] = []
+    size = 0
+    for k, path in enumerate(paths):
+        try:
+            got = _prepare(str(path), engine)
+        except RunFileError as exc:
+            out[k] = exc
+            continue
+        if isinstance(got, Run):
+            out[k] = got
+            continue
+        got.position = k
+        batch.append(got)
+        size += got.size
+        if size >= BATCH_BYTES:
+            _read_batch(batch, out)
+            batch, size = [], 0
+    if batch:
+        _read_batch(batch, out)
+    return [r if r is not None else RunFileError("unread") for r in out]
+
+
+@dataclass
+class _Pending:
+    """A file whose small records are read, waiting for DuckDB to read its bulk records."""
+
+    run: Run
+    scan: _Scan
+    size: int
+    position: int = 0
+
+
+def _prepare(p: str, engine: str) -> Run | _Pending:
+    """Check the header and read the small records (typed); a whole Run when the record
+    reader takes the file."""
     f, header = open_run(p)
     f.close()
-    if engine == "records" or (engine == "auto" and _size(p) < SMALL_FILE):
+    size = _size(p)
+    if engine == "records" or (engine == "auto" and size < SMALL_FILE) or "type" in header:
+        # ("type" in the header: DuckDB would take the header for a record.)
         return _records_as_columns(p)
-    if "type" in header:
-        return _records_as_columns(p)  # a header DuckDB would take for a record: the slow reader
     try:
         with open(p, "rb") as b:
             offset = len(b.readline())
@@ -453,16 +504,28 @@ def load_columns(path: str | os.PathLike[str], engine: str = "auto") -> Run:
                 run.truncated_tail = True
             else:
                 run.skipped_lines += 1
-    cols, unread = _read_bulk(p) if scan.bulk_lines else (_no_columns(), 0)
-    bad_bulk = scan.bulk_lines - unread
-    if bad_bulk < 0:
-        return _records_as_columns(p)  # DuckDB saw more bulk rows than lines: do not guess
-    if bad_bulk and scan.last_is_bulk and _undecodable(scan.last_line):
-        run.truncated_tail = True
-        bad_bulk -= 1
-    run.skipped_lines += bad_bulk + cols.pop_skipped()
-    run.columns = cols.columns
-    return run
+    return _Pending(run, scan, size)
+
+
+def _read_batch(batch: list[_Pending], out: list[Run | RunFileError | None]) -> None:
+    todo = [b for b in batch if b.scan.bulk_lines]
+    reads = _read_bulk([b.run.path for b in todo]) if todo else []
+    got = {id(b): r for b, r in zip(todo, reads)}
+    for b in batch:
+        read, seen = got.get(id(b), (_no_columns(), 0))
+        run = b.run
+        bad_bulk = b.scan.bulk_lines - seen
+        if bad_bulk < 0:
+            out[b.position] = _records_as_columns(run.path)  # more bulk rows than lines: do not guess
+            continue
+        if bad_bulk and b.scan.last_is_bulk and _undecodable(b.scan.last_line):
+            run.truncated_tail = True
+            bad_bulk -= 1
+        run.skipped_lines += bad_bulk + read.skipped
+        run.columns = read.columns
+        out[b.position] = run
+    if sum(b.size for b in batch) >= BIG_FILE:
+        _release()
 
 
 _BULK_TYPES = frozenset((*BULK, *SAMPLES))
@@ -484,8 +547,8 @@ def _undecodable(raw: bytes) -> bool:
 
 
 def _records_as_columns(path: str) -> Run:
-    """The record reader, its bulk records turned into columns (files not written the way
-    the recorder writes them)."""
+    """The record reader, its bulk records turned into columns (small files, and files not
+    written the way the recorder writes them)."""
     run = load_run(path)
     cols = columns_of(run)
     skipped = run.skipped_lines + cols.dropped
@@ -499,14 +562,10 @@ def _no_columns() -> _Read:
                             compiles=_empty(COMPILE_FIELDS)), 0)
 
 
-@dataclass
-class _Read:
+class _Read(NamedTuple):
     columns: RunColumns
     skipped: int
-
-    def pop_skipped(self) -> int:
-        n, self.skipped = self.skipped, 0
-        return n
+    """Bulk records DuckDB read but that lack a required field."""
 
 
 # -- DuckDB ---------------------------------------------------------------------------------------
@@ -534,7 +593,7 @@ def _release() -> None:
 
 
 BIG_FILE = 64 << 20
-"""After reading a file this large the connection is closed, so the memory DuckDB held for it
+"""After reading this many bytes the connection is closed, so the memory DuckDB held for them
 goes back before the analysis needs its own (a million steps: ~300 MB)."""
 
 
@@ -587,61 +646,108 @@ def _sql_literal(v: Any) -> str:
     return repr(v)
 
 
-def _read_bulk(path: str) -> tuple[_Read, int]:
-    """The bulk records of ``path`` as columns, and how many rows of bulk types DuckDB read."""
+_FILE = "xprof_f"
+"""The column holding which file of the batch a row came from (its index)."""
+
+
+def _read_bulk(paths: list[str]) -> list[_Read_and_seen]:
+    """The bulk records of each file as columns, and how many rows of bulk types DuckDB read
+    from it: one query over all of them."""
     con = _connection()
-    with _readable_path(path) as src:
+    with _readable_paths(paths) as sources:
         columns = "{" + ", ".join(f"{_sql_str(k)}: {_sql_str(t)}" for k, t in _KEY_TYPES.items()) + "}"
         types = ", ".join(_sql_str(t) for t in _BULK_TYPES)
         con.execute(
-            "CREATE OR REPLACE TEMP TABLE xprof_bulk AS SELECT * FROM read_json(?, format='newline_delimited', "
-            f"columns={columns}, ignore_errors=true, maximum_object_size=268435456) "
-            f"WHERE type IN ({types})", [src])
+            f"CREATE OR REPLACE TEMP TABLE xprof_bulk AS SELECT list_position(?::VARCHAR[], filename) - 1 AS {_FILE}, "
+            "* EXCLUDE (filename) FROM read_json(?, format='newline_delimited', "
+            f"columns={columns}, ignore_errors=true, maximum_object_size=268435456, filename=true) "
+            f"WHERE type IN ({types})", [sources, sources])
+    n = len(paths)
     try:
-        bad = {record: _required(fields, record)[1] for record, fields in BULK.items()}
-        counts = con.execute("SELECT count(*), " + ", ".join(f"count(*) FILTER (WHERE {w})" for w in bad.values())
-                             + " FROM xprof_bulk").fetchone()
-        seen, skipped = int(counts[0]), sum(int(n) for n in counts[1:])
-        steps, counters = _query_steps(con)
-        syncs = _query_table(con, "sync", SYNC_FIELDS)
-        compiles = _query_table(con, "compile", COMPILE_FIELDS)
-        samples = _query_samples(con)
+        bad = [_required(fields, record)[1] for record, fields in BULK.items()]
+        counts = con.execute(f"SELECT {_FILE}, count(*), " + " + ".join(f"count(*) FILTER (WHERE {w})" for w in bad)
+                             + f" FROM xprof_bulk GROUP BY {_FILE}").fetchall()
+        seen, skipped = [0] * n, [0] * n
+        for f, total, missing in counts:
+            seen[int(f)], skipped[int(f)] = int(total), int(missing)
+        steps, counters = _split(*_query_steps(con), n)
+        syncs = _split(_query_table(con, "sync", SYNC_FIELDS), {}, n)[0]
+        compiles = _split(_query_table(con, "compile", COMPILE_FIELDS), {}, n)[0]
+        samples = _query_samples(con, n)
     finally:
         con.execute("DROP TABLE IF EXISTS xprof_bulk")
-        if _size(path) >= BIG_FILE:
-            _release()
-    cols = RunColumns(steps=steps, counters=counters, syncs=syncs, compiles=compiles, samples=samples)
-    return _Read(cols, skipped), seen
+    out = []
+    for k in range(n):
+        st, ctr = _sorted_steps(steps[k], counters[k])
+        cols = RunColumns(steps=st, counters=ctr, syncs=syncs[k], compiles=compiles[k], samples=samples[k])
+        out.append((_Read(cols, skipped[k]), seen[k]))
+    return out
 
 
-class _readable_path:
-    """``path`` as DuckDB should read it: a link with a plain name when the path holds
+_Read_and_seen = tuple[_Read, int]
+
+
+class _readable_paths:
+    """The paths as DuckDB should read them: links with plain names when a path holds
     characters DuckDB would take for a glob pattern."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
         self.tmp: tempfile.TemporaryDirectory[str] | None = None
 
-    def __enter__(self) -> str:
-        if not _GLOB.search(self.path):
-            return self.path
+    def __enter__(self) -> list[str]:
+        if not any(_GLOB.search(p) for p in self.paths):
+            return list(self.paths)
         self.tmp = tempfile.TemporaryDirectory(prefix="xprof-")
-        link = os.path.join(self.tmp.name, "run.json")
-        os.symlink(os.path.abspath(self.path), link)
-        return link
+        out = []
+        for k, p in enumerate(self.paths):
+            link = os.path.join(self.tmp.name, f"run{k}.json")
+            os.symlink(os.path.abspath(p), link)
+            out.append(link)
+        return out
 
     def __exit__(self, *exc: object) -> None:
         if self.tmp is not None:
             self.tmp.cleanup()
 
 
+def _split(table: dict[str, np.ndarray], counters: dict[str, np.ndarray],
+           n: int) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]:
+    """One query's rows cut into each file's (rows come file by file, in file order)."""
+    f = np.asarray(table.pop(_FILE), dtype=np.int64)
+    if len(f) > 1 and (np.diff(f) < 0).any():
+        order = np.argsort(f, kind="stable")
+        f = f[order]
+        table = {k: v[order] for k, v in table.items()}
+        counters = {k: v[order] for k, v in counters.items()}
+    edges = np.searchsorted(f, np.arange(n + 1), side="left")
+    if n == 1:
+        return [table], [counters]
+    return ([{k: v[edges[j]:edges[j + 1]] for k, v in table.items()} for j in range(n)],
+            [{k: v[edges[j]:edges[j + 1]] for k, v in counters.items()} for j in range(n)])
+
+
+def _sorted_steps(steps: dict[str, np.ndarray],
+                  counters: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Steps by index (stable), as the record reader sorts them; counters a step never moved
+    in this file are left out."""
+    counters = {k: v for k, v in counters.items() if v.any()}
+    order = steps["i"]
+    if len(order) > 1 and (np.diff(order) < 0).any():
+        perm = np.argsort(order, kind="stable")
+        steps = {k: v[perm] for k, v in steps.items()}
+        counters = {k: v[perm] for k, v in counters.items()}
+    return steps, counters
+
+
 def _fetch(con: Any, fields: Sequence[Field], where: str, extra: Sequence[str] = (),
            source: str = "xprof_bulk", coded: bool = False) -> dict[str, Any]:
-    """Rows of one record type, each field with its default (missing values flagged).
+    """Rows of one record type (with the file each came from), each field with its default
+    (missing values flagged).
 
-    ``coded``: strings come as an index into their distinct values (``<column>:values``), so
-    a million steps do not make a million Python strings."""
-    parts = []
+    ``coded``: strings come as an index into their distinct values, so a million steps do
+    not make a million Python strings."""
+    parts = [_FILE]
     values: dict[str, list[Any]] = {}
     for f in fields:
         expr = _select(f, _KEY_TYPES[f.key])
@@ -675,7 +781,7 @@ def _required(fields: Sequence[Field], record: str) -> tuple[str, str]:
 
 
 def _finish(raw: dict[str, Any], fields: Sequence[Field]) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, np.ndarray] = {_FILE: np.asarray(raw[_FILE])}
     for f in fields:
         v = raw[f.column]
         if f.kind == "str" and v.dtype == object and not isinstance(v, np.ma.MaskedArray):
@@ -710,13 +816,7 @@ def _query_steps(con: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]
     for n in names:
         v = raw.pop("counter:" + n)
         counters[n] = np.asarray(np.ma.filled(v, 0) if isinstance(v, np.ma.MaskedArray) else v, dtype=np.int64)
-    steps = _finish(raw, STEP_FIELDS)
-    order = steps["i"]
-    if len(order) > 1 and (np.diff(order) < 0).any():
-        perm = np.argsort(order, kind="stable")
-        steps = {k: v[perm] for k, v in steps.items()}
-        counters = {k: v[perm] for k, v in counters.items()}
-    return steps, counters
+    return _finish(raw, STEP_FIELDS), counters
 
 
 def _json_str(s: str) -> str:
@@ -725,9 +825,9 @@ def _json_str(s: str) -> str:
     return json.dumps(s)
 
 
-def _query_samples(con: Any) -> dict[str, np.ndarray]:
-    """Every ``samples`` pair of the sample records, by record type (pairs that are not two
-    numbers are dropped, as the record reader drops them)."""
+def _query_samples(con: Any, n: int) -> list[dict[str, np.ndarray]]:
+    """Every ``samples`` pair of the sample records, by file and record type (pairs that are
+    not two numbers are dropped, as the record reader drops them)."""
     kinds = list(SAMPLES)
     code = "CASE type " + " ".join(f"WHEN {_sql_str(t)} THEN {k}" for k, t in enumerate(kinds)) + " END"
     rows = f"FROM xprof_bulk WHERE type IN ({', '.join(_sql_str(t) for t in kinds)}) AND samples IS NOT NULL"
@@ -735,21 +835,25 @@ def _query_samples(con: Any) -> dict[str, np.ndarray]:
     bad = con.execute(f"SELECT count(*) FILTER (WHERE NOT COALESCE(list_bool_and(list_transform(samples, {pair})), "
                       f"TRUE)) {rows}").fetchone()[0]
     if bad:
-        got = con.execute(f"SELECT k, s[1] AS a, s[2] AS b FROM (SELECT {code} AS k, unnest(samples) AS s {rows}) "
-                          "WHERE len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL").fetchnumpy()
-        k = np.asarray(got["k"])
+        got = con.execute(f"SELECT f, k, s[1] AS a, s[2] AS b FROM (SELECT {_FILE} AS f, {code} AS k, "
+                          f"unnest(samples) AS s {rows}) WHERE len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL"
+                          ).fetchnumpy()
+        f, k = np.asarray(got["f"]), np.asarray(got["k"])
         pairs = np.column_stack([np.asarray(got["a"], dtype=np.float64), np.asarray(got["b"], dtype=np.float64)])
     else:  # every pair is two numbers (what the recorder writes): flattened in one go
-        sizes = con.execute(f"SELECT {code} AS k, len(samples) AS n {rows}").fetchnumpy()
+        sizes = con.execute(f"SELECT {_FILE} AS f, {code} AS k, len(samples) AS n {rows}").fetchnumpy()
         flat = con.execute(f"SELECT unnest(flatten(samples)) AS v {rows}").fetchnumpy()["v"]
         pairs = np.asarray(flat, dtype=np.float64).reshape(-1, 2)
-        k = np.repeat(np.asarray(sizes["k"]), np.asarray(sizes["n"], dtype=np.int64))
-    out: dict[str, np.ndarray] = {}
-    for n, record in enumerate(kinds):
-        mine = pairs[k == n]
-        if len(mine):
-            out[SAMPLES[record]] = mine
+        count = np.asarray(sizes["n"], dtype=np.int64)
+        f, k = np.repeat(np.asarray(sizes["f"]), count), np.repeat(np.asarray(sizes["k"]), count)
+    out: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
+    for j in range(n):
+        mine = f == j
+        for m, record in enumerate(kinds):
+            got_pairs = pairs[mine & (k == m)]
+            if len(got_pairs):
+                out[j][SAMPLES[record]] = got_pairs
     return out
 
 
-__all__ = ["BULK", "SAMPLES", "Field", "RunColumns", "columns_of", "load_columns", "with_records"]
+__all__ = ["BULK", "SAMPLES", "Field", "RunColumns", "columns_of", "load_columns", "load_many", "with_records"]
