@@ -584,6 +584,11 @@ def _connection() -> Any:
     return con
 
 
+def connected() -> bool:
+    """This thread holds a DuckDB connection (a forked child would inherit it without its threads)."""
+    return getattr(_LOCAL, "con", None) is not None
+
+
 def _release() -> None:
     """Close this thread's connection: DuckDB keeps the memory of a big read until then."""
     con = getattr(_LOCAL, "con", None)
@@ -664,16 +669,14 @@ def _read_bulk(paths: list[str]) -> list[_Read_and_seen]:
             f"WHERE type IN ({types})", [sources, sources])
     n = len(paths)
     try:
-        bad = [_required(fields, record)[1] for record, fields in BULK.items()]
-        counts = con.execute(f"SELECT {_FILE}, count(*), " + " + ".join(f"count(*) FILTER (WHERE {w})" for w in bad)
-                             + f" FROM xprof_bulk GROUP BY {_FILE}").fetchall()
+        facts = _facts(con)
         seen, skipped = [0] * n, [0] * n
-        for f, total, missing in counts:
+        for f, total, missing in zip(facts["files"], facts["rows"], facts["missing"]):
             seen[int(f)], skipped[int(f)] = int(total), int(missing)
-        steps, counters = _split(*_query_steps(con), n)
+        steps, counters = _split(*_query_steps(con, facts), n)
         syncs = _split(_query_table(con, "sync", SYNC_FIELDS), {}, n)[0]
         compiles = _split(_query_table(con, "compile", COMPILE_FIELDS), {}, n)[0]
-        samples = _query_samples(con, n)
+        samples = _query_samples(con, n, facts["bad_samples"])
     finally:
         con.execute("DROP TABLE IF EXISTS xprof_bulk")
     out = []
@@ -741,20 +744,18 @@ def _sorted_steps(steps: dict[str, np.ndarray],
 
 
 def _fetch(con: Any, fields: Sequence[Field], where: str, extra: Sequence[str] = (),
-           source: str = "xprof_bulk", coded: bool = False) -> dict[str, Any]:
+           source: str = "xprof_bulk", strings: dict[str, list[Any]] | None = None) -> dict[str, Any]:
     """Rows of one record type (with the file each came from), each field with its default
     (missing values flagged).
 
-    ``coded``: strings come as an index into their distinct values, so a million steps do
-    not make a million Python strings."""
+    ``strings``: the distinct values of string fields, which then come as an index into them,
+    so a million steps do not make a million Python strings."""
     parts = [_FILE]
-    values: dict[str, list[Any]] = {}
+    coded = strings or {}
     for f in fields:
         expr = _select(f, _KEY_TYPES[f.key])
-        if f.kind == "str" and coded:
-            found = [r[0] for r in con.execute(f"SELECT DISTINCT {expr} FROM {source} WHERE {where}").fetchall()]
-            values[f.column] = found
-            listed = "[" + ", ".join(_sql_str(v) for v in found if v is not None) + "]::VARCHAR[]"
+        if f.kind == "str" and f.column in coded:
+            listed = "[" + ", ".join(_sql_str(v) for v in coded[f.column] if v is not None) + "]::VARCHAR[]"
             parts.append(f"COALESCE(list_position({listed}, {expr}), 0) AS {_sql_ident(f.column)}")
         elif f.kind == "str":
             parts.append(f"{expr} AS {_sql_ident(f.column)}")
@@ -765,9 +766,10 @@ def _fetch(con: Any, fields: Sequence[Field], where: str, extra: Sequence[str] =
             parts.append(f"{expr} AS {_sql_ident(f.column)}")
     parts.extend(extra)
     got = dict(con.execute(f"SELECT {', '.join(parts)} FROM {source} WHERE {where}").fetchnumpy())
-    for column, found in values.items():
-        table = np.empty(len(found) + 1, dtype=object)
-        table[:] = [None, *(v for v in found if v is not None), *([None] * (None in found))]
+    for column, found in coded.items():
+        known = [v for v in found if v is not None]
+        table = np.empty(len(known) + 1, dtype=object)
+        table[:] = [None, *known]
         got[column] = table[np.asarray(got[column], dtype=np.int64)]
     return got
 
@@ -800,18 +802,46 @@ def _query_table(con: Any, record: str, fields: Sequence[Field]) -> dict[str, np
     return _finish(_fetch(con, fields, _required(fields, record)[0]), fields)
 
 
-def _query_steps(con: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+_COUNTERS = f"CASE WHEN json_type({_sql_ident(COUNTERS_KEY)}) = 'OBJECT' THEN {_sql_ident(COUNTERS_KEY)} END"
+"""A step's counters object (NULL where ``c`` is something else)."""
+_PAIR_OK = "lambda s: len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL"
+_SAMPLE_ROWS = (f"FROM xprof_bulk WHERE type IN ({', '.join(_sql_str(t) for t in SAMPLES)}) "
+                "AND samples IS NOT NULL")
+
+
+def _facts(con: Any) -> dict[str, Any]:
+    """What the other queries need to know first, in one round trip: rows and rows without a
+    required field per file, the counter names, the distinct strings of the step fields, and
+    whether any sample pair is not two numbers."""
+    ok_step = _required(STEP_FIELDS, "step")[0]
+    missing = " + ".join(f"count(*) FILTER (WHERE {_required(fields, record)[1]})"
+                         for record, fields in BULK.items())
+    strings = [f for f in STEP_FIELDS if f.kind == "str"]
+    parts = [
+        f"(SELECT list(f ORDER BY f) FROM (SELECT {_FILE} AS f FROM xprof_bulk GROUP BY {_FILE}))",
+        f"(SELECT list(n ORDER BY f) FROM (SELECT {_FILE} AS f, count(*) AS n FROM xprof_bulk GROUP BY {_FILE}))",
+        f"(SELECT list(m ORDER BY f) FROM (SELECT {_FILE} AS f, {missing} AS m FROM xprof_bulk GROUP BY {_FILE}))",
+        f"(SELECT list(DISTINCT k) FROM (SELECT unnest(json_keys({_COUNTERS})) AS k FROM xprof_bulk WHERE {ok_step}))",
+        *(f"(SELECT list(DISTINCT {_select(f, _KEY_TYPES[f.key])}) FROM xprof_bulk WHERE {ok_step})" for f in strings),
+        f"(SELECT count(*) FILTER (WHERE NOT COALESCE(list_bool_and(list_transform(samples, {_PAIR_OK})), TRUE)) "
+        f"{_SAMPLE_ROWS})",
+    ]
+    got = con.execute("SELECT " + ", ".join(parts)).fetchone()
+    files, rows, miss, names = (v or [] for v in got[:4])
+    return {"files": files, "rows": rows, "missing": miss, "counters": sorted(names),
+            "strings": {f.column: list(v or []) for f, v in zip(strings, got[4:4 + len(strings)])},
+            "bad_samples": int(got[-1] or 0)}
+
+
+def _query_steps(con: Any, facts: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     ok = _required(STEP_FIELDS, "step")[0]
-    c = _sql_ident(COUNTERS_KEY)
-    obj = f"CASE WHEN json_type({c}) = 'OBJECT' THEN {c} END"
-    names = sorted(r[0] for r in con.execute(
-        f"SELECT DISTINCT unnest(json_keys({obj})) FROM xprof_bulk WHERE {ok}").fetchall())
+    names = facts["counters"]
     extra = [f"struct_extract(xprof_c, {_sql_str(n)}) AS {_sql_ident('counter:' + n)}" for n in names]
     source = "xprof_bulk"
     if names:
         struct = "{" + ", ".join(f'{_json_str(n)}: "BIGINT"' for n in names) + "}"
-        source = f"(SELECT *, json_transform({obj}, {_sql_str(struct)}) AS xprof_c FROM xprof_bulk)"
-    raw = _fetch(con, STEP_FIELDS, ok, extra, source, coded=True)
+        source = f"(SELECT *, json_transform({_COUNTERS}, {_sql_str(struct)}) AS xprof_c FROM xprof_bulk)"
+    raw = _fetch(con, STEP_FIELDS, ok, extra, source, strings=facts["strings"])
     counters: dict[str, np.ndarray] = {}
     for n in names:
         v = raw.pop("counter:" + n)
@@ -825,28 +855,28 @@ def _json_str(s: str) -> str:
     return json.dumps(s)
 
 
-def _query_samples(con: Any, n: int) -> list[dict[str, np.ndarray]]:
+def _query_samples(con: Any, n: int, bad: int) -> list[dict[str, np.ndarray]]:
     """Every ``samples`` pair of the sample records, by file and record type (pairs that are
-    not two numbers are dropped, as the record reader drops them)."""
+    not two numbers are dropped, as the record reader drops them; ``bad``: how many records
+    hold such pairs)."""
     kinds = list(SAMPLES)
     code = "CASE type " + " ".join(f"WHEN {_sql_str(t)} THEN {k}" for k, t in enumerate(kinds)) + " END"
-    rows = f"FROM xprof_bulk WHERE type IN ({', '.join(_sql_str(t) for t in kinds)}) AND samples IS NOT NULL"
-    pair = "lambda s: len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL"
-    bad = con.execute(f"SELECT count(*) FILTER (WHERE NOT COALESCE(list_bool_and(list_transform(samples, {pair})), "
-                      f"TRUE)) {rows}").fetchone()[0]
     if bad:
         got = con.execute(f"SELECT f, k, s[1] AS a, s[2] AS b FROM (SELECT {_FILE} AS f, {code} AS k, "
-                          f"unnest(samples) AS s {rows}) WHERE len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL"
-                          ).fetchnumpy()
+                          f"unnest(samples) AS s {_SAMPLE_ROWS}) WHERE len(s) = 2 AND s[1] IS NOT NULL "
+                          "AND s[2] IS NOT NULL").fetchnumpy()
         f, k = np.asarray(got["f"]), np.asarray(got["k"])
         pairs = np.column_stack([np.asarray(got["a"], dtype=np.float64), np.asarray(got["b"], dtype=np.float64)])
     else:  # every pair is two numbers (what the recorder writes): flattened in one go
-        sizes = con.execute(f"SELECT {_FILE} AS f, {code} AS k, len(samples) AS n {rows}").fetchnumpy()
-        flat = con.execute(f"SELECT unnest(flatten(samples)) AS v {rows}").fetchnumpy()["v"]
-        pairs = np.asarray(flat, dtype=np.float64).reshape(-1, 2)
+        sizes = con.execute(f"SELECT {_FILE} AS f, {code} AS k, len(samples) AS n {_SAMPLE_ROWS}").fetchnumpy()
         count = np.asarray(sizes["n"], dtype=np.int64)
+        flat = (con.execute(f"SELECT unnest(flatten(samples)) AS v {_SAMPLE_ROWS}").fetchnumpy()["v"]
+                if count.sum() else np.zeros(0))
+        pairs = np.asarray(flat, dtype=np.float64).reshape(-1, 2)
         f, k = np.repeat(np.asarray(sizes["f"]), count), np.repeat(np.asarray(sizes["k"]), count)
     out: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
+    if not len(pairs):
+        return out
     for j in range(n):
         mine = f == j
         for m, record in enumerate(kinds):

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +25,8 @@ Unreadable = tuple[str, int, str]
 
 PARALLEL_FROM_BYTES = 24 << 20
 """Below this many bytes of rank files, worker processes cost more than they save."""
-CHUNK_BYTES = 24 << 20
-"""Rank files handed to a worker at a time."""
+CHUNK_BYTES = 8 << 20
+"""Rank files read at a time (one DuckDB query): small enough that the processes finish together."""
 
 
 @dataclass
@@ -88,18 +89,24 @@ def workers_for(paths: Sequence[str]) -> int:
         return max(1, int(wanted))
     if len(paths) < 4 or sum(_size(p) for p in paths) < PARALLEL_FROM_BYTES:
         return 1
-    return max(1, min(os.cpu_count() or 1, 8, len(paths)))
+    return max(1, min(os.cpu_count() or 1, 8, len(paths)))  # (this process is one of them)
 
 
 def _init_worker() -> None:
-    os.environ["XPROF_THREADS"] = "1"  # one DuckDB thread per worker: the workers are the parallelism
+    os.environ["XPROF_THREADS"] = "1"  # one DuckDB thread per worker: the processes are the parallelism
 
 
 def _context() -> Any:
+    """Fork where it is safe (this process has no DuckDB connection, whose threads a child
+    would not have): the workers start at once with everything imported. Else a fork server
+    that has imported the analysis once, else spawn."""
+    from xprof.runcolumns import connected
+
     methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and not connected():
+        return multiprocessing.get_context("fork")
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
-        # Imported once in the server, then every worker starts with them loaded.
         ctx.set_forkserver_preload(["xprof.analysis", "xprof.analysis.ranks", "xprof.runcolumns"])
         return ctx
     return multiprocessing.get_context("spawn")
@@ -107,10 +114,13 @@ def _context() -> Any:
 
 def load_pod(paths: Sequence[str], progress: Callable[[int, int], None] | None = None,
              workers: int | None = None) -> Pod:
-    """Read and analyse every rank file; ``progress(done, total)`` after each batch."""
+    """Read and analyse every rank file; ``progress(done, total)`` after each batch.
+
+    With ``workers`` > 1 this process reads batches too: it starts at once while the others
+    start, and takes the next batch whenever it is free."""
     total = len(paths)
     n = workers if workers is not None else workers_for(paths)
-    chunks = _chunks(paths)
+    pending = deque(_chunks(paths))
     found: dict[int, RankRun | Unreadable] = {}
     done = 0
 
@@ -123,14 +133,22 @@ def load_pod(paths: Sequence[str], progress: Callable[[int, int], None] | None =
             progress(done, total)
 
     if n <= 1:
-        for chunk in chunks:
-            keep(_read(chunk))
+        while pending:
+            keep(_read(pending.popleft()))
     else:
-        with ProcessPoolExecutor(max_workers=min(n, len(chunks)), mp_context=_context(),
-                                 initializer=_init_worker) as pool:
-            futures: list[Future[list[tuple[int, RankRun | Unreadable]]]] = [pool.submit(_read, c) for c in chunks]
-            for fut in futures:
-                keep(fut.result())
+        ctx = _context()
+        with ProcessPoolExecutor(max_workers=n - 1, mp_context=ctx, initializer=_init_worker) as pool:
+            running: set[Future[list[tuple[int, RankRun | Unreadable]]]] = set()
+            while pending or running:
+                for fut in [f for f in running if f.done()]:
+                    running.discard(fut)
+                    keep(fut.result())
+                while pending and len(running) < n - 1:
+                    running.add(pool.submit(_read, pending.popleft()))
+                if pending:
+                    keep(_read(pending.popleft()))  # this process works too
+                elif running:
+                    wait(running, return_when=FIRST_COMPLETED)
     pod = Pod()
     for pos in range(total):
         got = found[pos]
