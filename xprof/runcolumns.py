@@ -30,6 +30,7 @@ import re
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -600,6 +601,31 @@ def _release() -> None:
 BIG_FILE = 64 << 20
 """After reading this many bytes the connection is closed, so the memory DuckDB held for them
 goes back before the analysis needs its own (a million steps: ~300 MB)."""
+
+
+def single_threaded() -> None:
+    """DuckDB in this process on one thread from now on (a worker process among others)."""
+    os.environ["XPROF_THREADS"] = "1"
+    con = getattr(_LOCAL, "con", None)
+    if con is not None:
+        con.execute("SET threads = 1")
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """DuckDB on one thread while worker processes read beside this one."""
+    before = os.environ.get("XPROF_THREADS")
+    single_threaded()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("XPROF_THREADS", None)
+        else:
+            os.environ["XPROF_THREADS"] = before
+        con = getattr(_LOCAL, "con", None)
+        if con is not None:
+            con.execute(f"SET threads = {_threads()}")
 
 
 def _threads() -> int:

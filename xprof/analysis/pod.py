@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xprof.analysis.ranks import RankRun, RanksView, pod_view, rank_of_path, rank_run
+from xprof.runcolumns import one_thread
 
 Unreadable = tuple[str, int, str]
 """(path, rank from its name, why) of a file that could not be read."""
@@ -93,7 +94,9 @@ def workers_for(paths: Sequence[str]) -> int:
 
 
 def _init_worker() -> None:
-    os.environ["XPROF_THREADS"] = "1"  # one DuckDB thread per worker: the processes are the parallelism
+    from xprof.runcolumns import single_threaded
+
+    single_threaded()  # one DuckDB thread per process: the processes are the parallelism
 
 
 def _context() -> Any:
@@ -137,7 +140,7 @@ def load_pod(paths: Sequence[str], progress: Callable[[int, int], None] | None =
             keep(_read(pending.popleft()))
     else:
         ctx = _context()
-        with ProcessPoolExecutor(max_workers=n - 1, mp_context=ctx, initializer=_init_worker) as pool:
+        with ProcessPoolExecutor(max_workers=n - 1, mp_context=ctx, initializer=_init_worker) as pool, one_thread():
             running: set[Future[list[tuple[int, RankRun | Unreadable]]]] = set()
             while pending or running:
                 for fut in [f for f in running if f.done()]:

@@ -137,8 +137,7 @@ def compile_table(cols: RunColumns, steps: pd.DataFrame, syncs: pd.DataFrame) ->
 
 def _sorted_sizes(cols: RunColumns) -> np.ndarray:
     """The graph-size samples sorted by time (then size), as the record reader's ``sorted()`` did."""
-    gs = cols.sample("graph_sizes")
-    return gs[np.lexsort((gs[:, 1], gs[:, 0]))] if len(gs) else gs
+    return _by_time(cols.sample("graph_sizes"))
 
 
 def _graph_nodes_after(cols: RunColumns, times: np.ndarray) -> pd.array:
@@ -232,12 +231,12 @@ def sync_executions(executions: np.ndarray, syncs: pd.DataFrame,
     out = np.zeros(len(syncs))
     if not len(executions) or not len(syncs):
         return out, np.zeros(len(syncs), dtype=np.int64)
-    ex = np.asarray(executions, dtype=np.float64).reshape(-1, 2)
-    ex = ex[np.lexsort((ex[:, 1], ex[:, 0]))]
+    ex = _by_time(np.asarray(executions, dtype=np.float64).reshape(-1, 2))
     dur_s = ex[:, 1] / 1e9
     start = ex[:, 0] - dur_s
-    order = np.argsort(start, kind="stable")
-    start, dur_s = start[order], dur_s[order]
+    if len(start) > 1 and not (np.diff(start) >= 0).all():
+        order = np.argsort(start, kind="stable")
+        start, dur_s = start[order], dur_s[order]
     if steps is not None and len(steps):
         own = _barrier_executions(start, steps.loc[steps["work"].astype(bool), "tb"].to_numpy(dtype=float))
         start, dur_s = start[~own], dur_s[~own]
@@ -245,6 +244,14 @@ def sync_executions(executions: np.ndarray, syncs: pd.DataFrame,
     lo = np.searchsorted(start, syncs["t0"].to_numpy(), side="left")
     hi = np.searchsorted(start, syncs["t1"].to_numpy(), side="right")
     return (csum[hi] - csum[lo]) * 1e3, (hi - lo).astype(np.int64)
+
+
+def _by_time(pairs: np.ndarray) -> np.ndarray:
+    """(time, value) pairs sorted by time, then value (as ``sorted()`` sorts tuples); samples
+    come in time order, so mostly nothing moves."""
+    if len(pairs) > 1 and not (np.diff(pairs[:, 0]) > 0).all():
+        return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    return pairs
 
 
 def _barrier_executions(start: np.ndarray, barriers: np.ndarray) -> np.ndarray:
