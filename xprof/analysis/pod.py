@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from xprof.analysis.model import Analysis
 from xprof.analysis.ranks import RankRun, RanksView, pod_view, rank_of_path, rank_run
 from xprof.runcolumns import one_thread
 
@@ -37,13 +40,21 @@ class Pod:
 
     ranks: list[RankRun] = field(default_factory=list)
     unreadable: list[Unreadable] = field(default_factory=list)
+    first: Analysis | None = None
+    """The whole analysis of the first file (the rank shown in full when none stands out)."""
+
+    def analysis_of(self, path: str | None) -> Analysis | None:
+        """The whole analysis of ``path`` when it was kept (else read it again)."""
+        return self.first if self.first is not None and path == self.first.run.path else None
 
     def view(self) -> RanksView:
         return pod_view(self.ranks, self.unreadable)
 
 
-def _read(items: Sequence[tuple[int, str]]) -> list[tuple[int, RankRun | Unreadable]]:
-    """Read and analyse some rank files (in a worker, or here)."""
+def _read(items: Sequence[tuple[int, str]], summaries: bool = True,
+          first: list[Analysis] | None = None) -> list[tuple[int, RankRun | Unreadable]]:
+    """Read and analyse some rank files (in a worker, or here; ``first``: keep the analysis of
+    position 0 there)."""
     from xprof.analysis import analyze
     from xprof.runcolumns import load_many
     from xprof.runfile import RunFileError
@@ -55,7 +66,10 @@ def _read(items: Sequence[tuple[int, str]]) -> list[tuple[int, RankRun | Unreada
             out.append((pos, (path, rank_of_path(path, pos), str(run))))
             continue
         try:
-            out.append((pos, rank_run(analyze(run), pos)))
+            analysis = analyze(run)
+            if first is not None and pos == 0:
+                first.append(analysis)
+            out.append((pos, rank_run(analysis, pos, summaries)))
         except Exception as exc:  # one rank xprof cannot analyse must not hide the others
             if os.environ.get("XPROF_DEBUG"):
                 raise
@@ -100,13 +114,13 @@ def _init_worker() -> None:
 
 
 def _context() -> Any:
-    """Fork where it is safe (this process has no DuckDB connection, whose threads a child
-    would not have): the workers start at once with everything imported. Else a fork server
-    that has imported the analysis once, else spawn."""
+    """Fork where it is safe (Linux, and this process has no DuckDB connection, whose threads a
+    child would not have): the workers start at once with everything imported. Else a fork
+    server that has imported the analysis once, else spawn."""
     from xprof.runcolumns import connected
 
     methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and not connected():
+    if sys.platform.startswith("linux") and "fork" in methods and not connected():  # (macOS: not fork-safe)
         return multiprocessing.get_context("fork")
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
@@ -116,43 +130,63 @@ def _context() -> Any:
 
 
 def load_pod(paths: Sequence[str], progress: Callable[[int, int], None] | None = None,
-             workers: int | None = None) -> Pod:
-    """Read and analyse every rank file; ``progress(done, total)`` after each batch.
+             workers: int | None = None, summaries: bool = True) -> Pod:
+    """Read and analyse every rank file; ``progress(done, total)`` after each batch;
+    ``summaries``: keep each rank's ``xprof-summary`` object (for ``--json``).
 
-    With ``workers`` > 1 this process reads batches too: it starts at once while the others
-    start, and takes the next batch whenever it is free."""
+    With ``workers`` > 1, ``workers - 1`` processes and this one take batches from one queue:
+    a worker that finishes is handed the next batch at once, and this process starts at once
+    while the others start."""
     total = len(paths)
     n = workers if workers is not None else workers_for(paths)
     pending = deque(_chunks(paths))
     found: dict[int, RankRun | Unreadable] = {}
-    done = 0
+    lock = threading.Lock()
 
     def keep(results: list[tuple[int, RankRun | Unreadable]]) -> None:
-        nonlocal done
-        for pos, got in results:
-            found[pos] = got
-        done += len(results)
+        with lock:
+            for pos, got in results:
+                found[pos] = got
+            done = len(found)
         if progress is not None:
             progress(done, total)
 
+    def take() -> list[tuple[int, str]] | None:
+        try:
+            return pending.popleft()  # (atomic: this process and the pool's thread both take)
+        except IndexError:
+            return None
+
+    first: list[Analysis] = []
     if n <= 1:
-        while pending:
-            keep(_read(pending.popleft()))
+        while (chunk := take()) is not None:
+            keep(_read(chunk, summaries, first))
     else:
-        ctx = _context()
-        with ProcessPoolExecutor(max_workers=n - 1, mp_context=ctx, initializer=_init_worker) as pool, one_thread():
-            running: set[Future[list[tuple[int, RankRun | Unreadable]]]] = set()
-            while pending or running:
-                for fut in [f for f in running if f.done()]:
-                    running.discard(fut)
-                    keep(fut.result())
-                while pending and len(running) < n - 1:
-                    running.add(pool.submit(_read, pending.popleft()))
-                if pending:
-                    keep(_read(pending.popleft()))  # this process works too
-                elif running:
-                    wait(running, return_when=FIRST_COMPLETED)
-    pod = Pod()
+        futures: list[Future[list[tuple[int, RankRun | Unreadable]]]] = []
+        with ProcessPoolExecutor(max_workers=n - 1, mp_context=_context(), initializer=_init_worker) as pool, \
+                one_thread():
+
+            def hand_out(done: Future[Any] | None = None) -> None:
+                """Give a worker the next batch (called again when one finishes)."""
+                if done is not None and not done.cancelled() and done.exception() is None:
+                    keep(done.result())
+                chunk = take()
+                if chunk is not None:
+                    fut = pool.submit(_read, chunk, summaries)
+                    futures.append(fut)
+                    fut.add_done_callback(hand_out)
+
+            mine = take()  # the first batch is this process's: the first rank is often the one shown
+            for _ in range(n - 1):
+                hand_out()
+            while mine is not None:
+                keep(_read(mine, summaries, first))  # this process works too
+                mine = take()
+            while not all(f.done() for f in list(futures)):
+                wait(list(futures))
+            for fut in list(futures):
+                fut.result()  # a worker's error is raised here
+    pod = Pod(first=first[0] if first else None)
     for pos in range(total):
         got = found[pos]
         if isinstance(got, RankRun):

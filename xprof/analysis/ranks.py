@@ -95,8 +95,9 @@ def _world_size(run: Run) -> int | None:
     return w if isinstance(w, int) and not isinstance(w, bool) and w > 1 else None
 
 
-def rank_run(analysis: Analysis, position: int) -> RankRun:
-    """What the pod view keeps of one rank's analysis."""
+def rank_run(analysis: Analysis, position: int, summary: bool = True) -> RankRun:
+    """What the pod view keeps of one rank's analysis (``summary``: with its ``xprof-summary``
+    object, which only ``--json`` prints)."""
     a, t = analysis, analysis.totals
     live = a.live_syncs
     barrier_i = a.steps["i"].to_numpy(dtype=np.int64)
@@ -128,7 +129,8 @@ def rank_run(analysis: Analysis, position: int) -> RankRun:
         "path": a.run.path,
     }
     return RankRun(
-        rank=rank, path=a.run.path, name=a.run.name, row=row, findings=list(a.findings), summary=a.summary(),
+        rank=rank, path=a.run.path, name=a.run.name, row=row, findings=list(a.findings),
+        summary=a.summary() if summary else {},
         complete=a.run.complete, world_size=_world_size(a.run),
         recompile_steps=compile_steps[recompile], compile_steps=compile_steps,
         compile_ms=compiles["ms"].to_numpy(dtype=float) if len(compiles) else np.zeros(0),

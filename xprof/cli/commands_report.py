@@ -45,22 +45,22 @@ def _one(path: str, bar: Progress) -> Any:
     return analyze(run)
 
 
-def read_pod(files: list[str], bar: Progress) -> Any:
-    """The view of several rank files (read in parallel where that helps); exit 2 when none of
-    them can be read."""
+def read_pod(files: list[str], bar: Progress, summaries: bool = False) -> tuple[Any, Any]:
+    """The pod and its view, of several rank files (read in parallel where that helps);
+    exit 2 when none of them can be read. ``summaries``: each rank's summary for ``--json``."""
     from xprof.analysis.pod import load_pod
 
     bar.phase("reading rank files", total=len(files))
-    pod = load_pod(files, progress=bar.update)
+    pod = load_pod(files, progress=bar.update, summaries=summaries)
     if not pod.ranks:
         fail("no rank file could be read: " + "; ".join(why for _, _, why in pod.unreadable))
     bar.phase("comparing ranks")
-    return pod.view()
+    return pod, pod.view()
 
 
-def _focus(view: Any, bar: Progress) -> Any:
-    """The rank shown in full (the straggler, else the first), read again with its tables."""
-    return _one(view.focus_path, bar)
+def _focus(pod: Any, view: Any, bar: Progress) -> Any:
+    """The rank shown in full (the straggler, else the first): kept, or read again."""
+    return pod.analysis_of(view.focus_path) or _one(view.focus_path, bar)
 
 
 def _plain(text: str) -> None:
@@ -86,8 +86,8 @@ def report(
     with Progress(wanted(machine_output=False)) as bar:
         ranks = None
         if len(files) > 1:
-            ranks = read_pod(files, bar)
-            analysis = _focus(ranks, bar)
+            pod, ranks = read_pod(files, bar)
+            analysis = _focus(pod, ranks, bar)
         else:
             analysis = _one(files[0], bar)
         path = output or str(default_report_path(analysis.run.name))
@@ -114,8 +114,8 @@ def summary(
     files = _expand(runs)
     with Progress(wanted(machine_output=as_json)) as bar:
         if len(files) > 1:
-            view = read_pod(files, bar)
-            focus = None if as_json else _focus(view, bar)
+            pod, view = read_pod(files, bar, summaries=as_json)
+            focus = None if as_json else _focus(pod, view, bar)
         else:
             view, analysis = None, _one(files[0], bar)
     if view is not None:

@@ -108,7 +108,7 @@ def ranks_command(
     except ValueError as exc:
         fail(str(exc))
     with Progress(wanted(machine_output=as_json)) as bar:
-        view = read_pod(files, bar)
+        _, view = read_pod(files, bar)
     if as_json:
         sys.stdout.write(json.dumps(finite_json(view.to_json()), indent=2) + "\n")
         return

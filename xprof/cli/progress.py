@@ -54,7 +54,9 @@ class Progress:
         self._closed = False
 
     def __enter__(self) -> Progress:
-        if self.enabled:
+        if self.enabled and self.delay <= 0:
+            self._show()
+        elif self.enabled:
             self._timer = threading.Timer(self.delay, self._show)
             self._timer.daemon = True
             self._timer.start()
