@@ -213,3 +213,19 @@ def test_an_eval_pass_driven_by_the_trainer_owns_its_compiles(tmp_path: Path) ->
     # The training step with a new length is the input's, not the evaluation's.
     shape = next(f for f in a.findings if f.cause == "input_shape")
     assert (shape.input, shape.compiles, shape.steps) == ("input_ids", 1, [3])
+
+
+def test_a_stopped_run_says_how_long_its_last_step_ran(tmp_path: Path) -> None:
+    # One step, then SIGTERM 150 s after its barrier (the next step was compiling).
+    w = RunWriter(tmp_path / "r.json", {"name": "u", "started_unix": 1000.0, "meta": {}})
+    for r in _steps(1):
+        w.write(r)
+    w.write({"type": "end", "t": 1000.9 + 150.0, "status": "interrupted", "exception": "SIGTERM",
+             "steps": 1, "syncs": 0, "errors": 0})
+    w.close()
+    a = analyze(load_run(tmp_path / "r.json"))
+    assert any("stopped (SIGTERM)" in n for n in a.notes)
+    assert any("2.5 min passed after the last barrier (step 0)" in n for n in a.notes), a.notes
+    from xprof.report.prose import headline
+
+    assert any("too few to judge recompiles" in line for line in headline(a))

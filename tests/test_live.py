@@ -139,7 +139,14 @@ def test_xprof_run_summary_and_quiet(tmp_path: Path) -> None:
     lines = _xprof_lines(loud.stderr)
     assert lines[0].startswith("xprof: step 3 recompiled: x took shape [8, 8] (first seen); 1 recompile so far")
     assert lines[1].startswith("xprof: 5 steps (2 warm-up) in ")
-    assert lines[3].startswith("xprof: first thing to change: x took 2 shapes")
+    # The exit summary of `xprof run` is the analysis' own: the first finding of `xprof summary`.
+    from xprof.analysis import analyze
+
+    a = analyze(load_run(out))
+    assert lines[1].startswith("xprof: 5 steps (2 warm-up) in ") and lines[1].endswith(
+        f"; {a.totals.compiles} compiles, {a.totals.recompiles} after warm-up")
+    assert lines[3] == f"xprof: first thing to change: {a.findings[0].title}"
+    assert a.findings[0].input == "x"
     assert lines[4] == f"xprof: open the report: xprof report {out} --open"
     assert lines[5].startswith(f"xprof: wrote {out}")
     quiet = subprocess.run([*cmd, "--quiet", str(TINY), "--steps", "5", "--grow-at", "3"],

@@ -121,6 +121,8 @@ class Site(NamedTuple):
     """The innermost installed-library function on the way, when it is not ``via``."""
     chain: tuple[str, ...] = ()
     """Installed-library functions between the read and the user's line, innermost first."""
+    inner_at: tuple[str, int, str] | None = None
+    """File, line and source of the innermost installed-library frame (``inner_at``)."""
 
 
 class Sync(NamedTuple):
@@ -450,8 +452,15 @@ def _add_site(run: Run, rec: dict[str, Any]) -> bool:
     run.sites[sid] = Site(sid, str(g("kind", "?")), str(g("file", "?")), int(g("line", 0) or 0),
                           str(g("func", "?")), _opt_str(g("via")), str(g("code", "") or ""),
                           _opt_str(g("inner")),
-                          tuple(str(n) for n in chain_) if isinstance(chain_, list) else ())
+                          tuple(str(n) for n in chain_) if isinstance(chain_, list) else (),
+                          _inner_at(g("inner_at")))
     return True
+
+
+def _inner_at(value: Any) -> tuple[str, int, str] | None:
+    if isinstance(value, list) and len(value) == 3 and isinstance(value[1], int):
+        return str(value[0]), value[1], str(value[2])
+    return None
 
 
 def _input(entry: dict[str, Any]) -> Input:

@@ -128,6 +128,10 @@ def _debug_evidence(run: Run, compiles: pd.DataFrame) -> None:
         for k, d in enumerate(entries):
             frames = [f for f in d.get("frames") or [] if isinstance(f, list) and len(f) == 3]
             reasons[k] = str(d.get("cause") or "") or None
+            if d.get("cause_kind") == "barrier":
+                # Under watch() torch_xla sees xprof's wrapper as the top frame of every barrier
+                # and words it as a host read; the capture marked it a barrier (debuginfo.py).
+                reasons[k] = "a step barrier (torch_xla.sync / mark_step)"
             dyn[k] = d.get("cause_kind") == "dynamo" or any("/_dynamo/" in str(f[1]) for f in frames[:3])
             user = [f for f in d.get("user_frames") or [] if isinstance(f, list) and len(f) == 3]
             lib = [f for f in frames if "-packages" in str(f[1]) and "/torch" not in str(f[1])]
@@ -216,6 +220,17 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals) -
                      "(killed or crashed); everything up to the last step written is shown.")
     if totals.status == "error" and totals.exception:
         notes.append(f"The training loop raised {totals.exception}; the run ends there.")
+    if totals.status == "interrupted":
+        why = "SIGTERM" if totals.exception == "SIGTERM" else "Ctrl-C"
+        notes.append(f"The run was stopped ({why}); everything up to the stop is shown.")
+    if run.end is not None and run.end.t and len(steps) and totals.status != "ok":
+        # Time after the last barrier is in no step: the step that was compiling or running.
+        last = float(steps["t1"].max())
+        gap = run.end.t - last
+        if gap > max(1.0, 0.05 * totals.wall_seconds):
+            notes.append(f"{_fmt_seconds(gap)} passed after the last barrier (step "
+                         f"{int(steps['user_step'].iloc[-1])}) without reaching another: the run "
+                         "ended while the next step was tracing, compiling or running.")
     if run.errors:
         notes.append(f"xprof hit {len(run.errors)} error(s) of its own while recording; training "
                      f"was not affected. First: {run.errors[0].where}: {run.errors[0].error}")
@@ -238,3 +253,7 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals) -
         notes.append("No step inputs were recorded (no DataLoader batches or .to(device) moves "
                      "were seen), so shape changes cannot be told apart from graph changes.")
     return notes
+
+
+def _fmt_seconds(s: float) -> str:
+    return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"

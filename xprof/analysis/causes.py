@@ -16,8 +16,11 @@ The rules, in order, for a compile at a barrier (a compile inside a host read is
    the step, an eval pass, a Python scalar baked in as a constant.
 6. ``unknown``: no inputs were recorded for the step and nothing else explains it.
 
-A barrier graph far smaller than the training graph (no backward, no optimizer) is an
-eval pass (``graph_change``/``eval_pass``), whatever its input shapes.
+A compile in an eval pass (eval barriers, from the recorded grad mode, ``model.eval()`` and
+backward-pass evidence) belongs to the mechanism that ran the pass (the HF Trainer's
+evaluation) or to the pass (``graph_change``/``eval_pass``), whatever its input shapes. In
+files recorded without backward-pass evidence, a barrier graph far smaller than the
+training graph stands in for that evidence.
 """
 
 from __future__ import annotations
@@ -148,6 +151,9 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     ctx = _Context(syncs=syncs, sigs=sigs, train_nodes=train_nodes, seen_nodes=seen_nodes,
                    seen_keys=seen_keys, sites=site_info or {})
     ctx.eval_owner = _eval_pass_owners(steps, sites_by_step, ctx)
+    # A recorder that counts backward passes marks eval barriers itself (steps.assign); the
+    # graph-size guess below is only for files without that evidence.
+    ctx.size_guess = not ("backward" in steps and bool(steps["backward"].to_numpy().any()))
     prev_kind = ""
 
     for step_i, sig_id, ordinal, user_step, dz, phase, kind, bsite, work, fallback_d, nodes in zip(
@@ -229,6 +235,8 @@ class _Context:
     sites: dict[int, Site]
     seen_sites: set[int] = field(default_factory=set)
     """Read sites seen in earlier training steps (warm-up included)."""
+    size_guess: bool = True
+    """Tell eval graphs by their size (files recorded without backward-pass evidence)."""
     eval_owner: dict[int, Cause] = field(default_factory=dict)
     """For each barrier of an eval pass, the cause its compiles get (:func:`_eval_pass_owners`)."""
 
@@ -338,7 +346,7 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
         return found
     nodes = None if pd.isna(c["graph_nodes"]) else int(c["graph_nodes"])
     train_nodes = ctx.train_nodes
-    if nodes is not None and train_nodes and nodes < EVAL_GRAPH_RATIO * train_nodes:
+    if ctx.size_guess and nodes is not None and train_nodes and nodes < EVAL_GRAPH_RATIO * train_nodes:
         return Cause("graph_change", EVAL_KEY, evidence=(
             (f"a {nodes}-node graph against the {train_nodes}-node training graph "
              if nodes is not None and train_nodes else "a graph ")

@@ -105,12 +105,12 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         live = live[keys_of[live.index] != "dynamo"]
         for key, g in live.groupby(keys_of[live.index], sort=False):
             ks = groups.pop(FindingKey.parse(str(key)), [])
-            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady))
+            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady, site_info))
     for key in [k for k in groups if k.group in ("sync", "lib", "dd")]:
         ks = groups.pop(key)
         g = syncs[keys_of == str(key)] if len(syncs) else syncs
         if len(g):
-            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady))
+            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady, site_info))
         else:
             mech = _mech.known(str(key))
             if mech is not None:
@@ -213,8 +213,9 @@ def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.
 
 
 def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int],
-                  ordinal_of: dict[int, int], steady: int) -> Finding:
+                  ordinal_of: dict[int, int], steady: int, sites: dict[int, Site] | None = None) -> Finding:
     first = g.iloc[0]
+    site = (sites or {}).get(int(first["site"]))
     mech = _mech.known(key)
     code, file, line, via = str(first["code"]), str(first["file"]), int(first["line"]), first["via"]
     kind = sync_kind(str(first["access"]), code, via if isinstance(via, str) else None)
@@ -277,6 +278,10 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     if isinstance(via, str):
         evidence.append(f"the read happens inside {via}"
                         + (f" (innermost: {inner})" if isinstance(inner, str) else ""))
+        if site is not None and site.inner_at is not None:
+            lib_file, lib_line, lib_code = site.inner_at
+            evidence.append(f"the library's line: {os.path.basename(lib_file)}:{lib_line}"
+                            + (f": {lib_code}" if lib_code else ""))
     if kind == "data_dependent":
         evidence.append("the op runs on the CPU and its output's length depends on the values, so "
                         "every new count is a new shape for the ops after it and the barrier graph")
@@ -344,7 +349,10 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     what_if = None
     if kind == "dynamic_padding" and dim is not None and len(rows):
         lengths = [s[dim] for _, s in series if len(s) > dim]
-        what_if = bucketing_what_if(lengths, ms / 1e3 / len(rows), ms / 1e3)
+        # What one more length cost in this run: every graph it compiled (the step's, its
+        # reads', a micro-batch's), not one compile: the first length was warm-up's.
+        per_length = ms / 1e3 / max(len(set(lengths)) - 1, 1)
+        what_if = bucketing_what_if(lengths, per_length, ms / 1e3)
     n = len(ks)
     values_txt = ""
     if dim is not None:
@@ -385,18 +393,26 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     ms = float(rows["ms"].sum())
     n = len(rows)
     comp_steps = sorted({int(s) for s in rows["step"]})
+    advice = ""
     if key == EVAL_KEY:
         kind = "eval_pass"
-        nodes = {int(v) for v in rows["graph_nodes"].dropna()}
-        ran = steps[steps["graph_nodes"].isin(list(nodes))] if nodes else steps.iloc[0:0]
-        ordinals = sorted({int(o) for o in ran["seq"] if o >= 0}) or [ordinal_of.get(s, 0) for s in comp_steps]
-        runs = _runs(ordinals)
-        # Count training steps (not eval barriers) between the starts of eval passes.
-        train_before = _train_steps_before([r[0] for r in runs], sorted(set(ordinals)))
-        every = describe_period(train_before) if len(runs) >= 3 else None
-        if every is None and len(runs) == 2 and train_before[1] - train_before[0] > 1:
-            every = f"every {train_before[1] - train_before[0]} steps"
+        starts = _eval_pass_starts(steps)
+        if not starts:
+            # No eval barriers recorded (an older recorder): the barriers that ran these graphs.
+            nodes = {int(v) for v in rows["graph_nodes"].dropna()}
+            ran = steps[steps["graph_nodes"].isin(list(nodes))] if nodes else steps.iloc[0:0]
+            ordinals = sorted({int(o) for o in ran["seq"] if o >= 0}) or [ordinal_of.get(s, 0) for s in comp_steps]
+            runs = _runs(ordinals)
+            # Count training steps (not eval barriers) between the starts of eval passes.
+            starts = _train_steps_before([r[0] for r in runs], sorted(set(ordinals)))
+        every = describe_period(starts) if len(starts) >= 3 else None
+        if every is None and len(starts) == 2 and starts[1] - starts[0] > 1:
+            every = f"every {starts[1] - starts[0]} steps"
         pattern = every.replace("steps", "training steps") if every else None
+        advice = ADVICE["eval_pass"]
+        evaluating = steps[steps["phase"] == "eval"] if "phase" in steps else steps.iloc[0:0]
+        if len(evaluating) and bool(evaluating["nograd"].all()):
+            advice = ADVICE["eval_pass_nograd"]  # it already runs under no_grad: do not ask for it
         title = (f"An evaluation pass{(' (run ' + pattern + ')') if pattern else ''} compiled {n} graph"
                  f"{'s' if n != 1 else ''} of its own: {ms / 1e3:.2f} s once, cached afterwards")
     else:
@@ -406,19 +422,38 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         ordinals = sorted({int(o) for o in ran["ordinal"] if o >= 1})
         pattern = describe_period(ordinals)
         kind = "periodic_graph" if pattern else "graph_change"
+        advice = ADVICE[kind]
         title = (f"The step graph changes {pattern}" if pattern else
                  "The graph changed with the same input shapes") + (
             f": {n} extra graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s to compile once"
             f"{', cached afterwards' if len(ordinals) > n else ''}")
     evidence = [c0.evidence] if c0.evidence else []
-    evidence.append(f"compiled at step{'s' if len(comp_steps) != 1 else ''} "
-                    f"{', '.join(str(s) for s in comp_steps[:10])}")
+    user_steps = sorted({ordinal_of.get(s, s) for s in comp_steps})
+    where = "after training step" if kind == "eval_pass" else "at step"
+    evidence.append(f"compiled {where}{'s' if len(user_steps) != 1 else ''} "
+                    f"{', '.join(str(s) for s in user_steps[:10])}")
     return Finding(
         id=str(key), cause="graph_change", kind=kind, title=title, count=n, compiles=n,
-        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE[kind],
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=comp_steps, pattern=pattern, severity="info" if kind == "eval_pass"
         else "warning",
     )
+
+
+def _eval_pass_starts(steps: pd.DataFrame) -> list[int]:
+    """The training step each eval pass follows (runs of eval barriers, empty ones between)."""
+    if "phase" not in steps:
+        return []
+    starts: list[int] = []
+    inside = False
+    for phase, user in zip(steps["phase"].tolist(), steps["user_step"].tolist()):
+        if phase == "eval":
+            if not inside:
+                starts.append(int(user))
+            inside = True
+        elif phase != "empty":
+            inside = False
+    return starts
 
 
 def _train_steps_before(starts: list[int], eval_ordinals: list[int]) -> list[int]:
@@ -493,11 +528,29 @@ def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.Da
                             f"{g.get('line')}): {str(r).splitlines()[0][:200]}")
     if len(reads):
         evidence.append(f"{len(reads)} host read(s) made by torch.compile itself while tracing (not the user's code)")
+    advice, severity = _dynamo_advice(reasons)
     return Finding(
         id=str(key), cause="dynamo", kind="dynamo_recompile", title=title, count=n, compiles=n,
-        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["dynamo_recompile"],
-        evidence=evidence, steps=comp_steps,
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
+        evidence=evidence, steps=comp_steps, severity=severity,
     )
+
+
+_SIZE_GUARDS = ("size mismatch", "stride mismatch", "rank mismatch", "dimensionality", "dim mismatch")
+_STATE_GUARDS = ("global_state", "grad_mode")
+
+
+def _dynamo_advice(reasons: list[str]) -> tuple[str, str]:
+    """Advice for the guards that failed, as torch._dynamo worded them: sizes want fixed
+    shapes; a global-state guard (grad mode: an eval under no_grad) is a one-off per mode."""
+    low = [r.lower() for r in reasons]
+    sizes = any(k in r for r in low for k in _SIZE_GUARDS)
+    state = bool(low) and all(any(k in r for k in _STATE_GUARDS) for r in low)
+    if sizes or not low:
+        return ADVICE["dynamo_recompile"], "warning"
+    if state:
+        return ADVICE["dynamo_global_state"], "info"
+    return ADVICE["dynamo_guard"], "warning"
 
 
 def _barrier_mechanism_finding(mech: _mech.Mechanism, rows: pd.DataFrame, c0: Cause) -> Finding:

@@ -45,15 +45,29 @@ HF_EVAL = Mechanism(
 )
 """Its compiles are the evaluation's whatever the inputs (an eval pass has shapes of its own)."""
 
+_HF_CHECKPOINT = Mechanism(
+    key="lib:hf_trainer_checkpoint", kind="hf_trainer_checkpoint", what="The Trainer's checkpointing",
+    advice=(
+        "transformers.Trainer saves a checkpoint every save_steps (save_strategy=\"steps\"): on XLA "
+        "it gathers the weights and the optimizer state to the host (xm.save), which runs the "
+        "pending graph and copies every tensor. Expected when rare; raise TrainingArguments."
+        "save_steps (or save_strategy=\"epoch\") if it shows in step time."),
+)
+
 _KNOWN: tuple[tuple[str, Mechanism], ...] = (
     ("transformers.trainer.Trainer.evaluation_loop", HF_EVAL),
     ("transformers.trainer.Trainer.prediction_loop", HF_EVAL),
     ("transformers.trainer.Trainer.evaluate", HF_EVAL),
-    ("transformers.masking_utils._ignore_bidirectional_mask_sdpa", Mechanism(
+    ("transformers.trainer.Trainer._save_checkpoint", _HF_CHECKPOINT),
+    ("transformers.trainer.Trainer.save_model", _HF_CHECKPOINT),
+    ("transformers.integrations.tpu.save_tpu_checkpoint", _HF_CHECKPOINT),
+    # _ignore_bidirectional_mask_sdpa (encoders: BERT) and _ignore_causal_mask_sdpa (decoders).
+    ("transformers.masking_utils._ignore_", Mechanism(
         key="lib:hf_sdpa_mask_check", kind="hf_mask_check", what="The model's attention-mask check",
         advice=(
             "transformers checks padding_mask.all() in every forward (masking_utils."
-            "_ignore_bidirectional_mask_sdpa) to skip building the attention mask: on XLA that is "
+            "_ignore_causal_mask_sdpa / _ignore_bidirectional_mask_sdpa) to skip building the "
+            "attention mask: on XLA that is "
             "one small host read per step. transformers offers no switch for it (the eager "
             "attention path checks too); fixed-length padding keeps its graph cached, and "
             "batches without padding can be passed without attention_mask."))),

@@ -132,7 +132,7 @@ class Recorder:
         self._xfer_pending = 0
         self._dtypes: dict[Any, str] = {}
         self._sigs: dict[tuple[InputEntry, ...], int] = {}
-        self._sites: dict[tuple[str, str, int, str, str | None, str | None, tuple[str, ...]], int] = {}
+        self._sites: dict[tuple[Any, ...], int] = {}
         self._prev: dict[str, int] = {}
         self._stopped = threading.Event()
         self._wake = threading.Event()
@@ -537,11 +537,12 @@ class Recorder:
         out.append(rec)
 
     def _intern_site(self, kind: str, site: Site | None, out: list[dict[str, Any]]) -> int:
-        file, line, func, via, inner, chain = site if site is not None else ("?", 0, "?", None, None, ())
+        file, line, func, via, inner, chain, inner_file, inner_line = (
+            site if site is not None else ("?", 0, "?", None, None, (), None, 0))
         # The chain is part of a site's identity: the same user line reaches a barrier or a
         # read through different library paths (the HF Trainer's logging and its evaluation
         # both run under ``trainer.train()`` and both end in xm.mark_step's wrapper).
-        key = (kind, file, line, func, via, inner, chain)
+        key = (kind, file, line, func, via, inner, chain, inner_file, inner_line)
         sid = self._sites.get(key)
         if sid is None:
             sid = len(self._sites)
@@ -552,5 +553,7 @@ class Recorder:
                 rec["inner"] = inner
             if chain:
                 rec["chain"] = list(chain)
+            if inner_file and site is not None:
+                rec["inner_at"] = [inner_file, inner_line, site.inner_code()]
             out.append(rec)
         return sid

@@ -133,6 +133,8 @@ class watch:
         """True when another thread's watch() was already recording: this one records nothing."""
         self._thread = 0
         self._guards_before: dict[Any, int] = {}
+        self.exit_summary = True
+        """Print the live exit summary; ``xprof run`` turns it off and prints the analysis' own."""
 
     def __enter__(self) -> watch:
         global _ACTIVE
@@ -236,11 +238,12 @@ class watch:
                 if exc_type is None:
                     status, text = "ok", None
                 elif issubclass(exc_type, KeyboardInterrupt):
-                    status, text = "interrupted", "KeyboardInterrupt"
+                    # Ctrl-C, or SIGTERM under `xprof run` (recorder.runner.Terminated).
+                    status, text = "interrupted", str(exc) or exc_type.__name__
                 else:
                     status, text = "error", f"{exc_type.__name__}: {exc}"
                 rec.stop(status, text)
-                if self.notices is not None:
+                if self.notices is not None and self.exit_summary:
                     try:
                         for line in self.notices.summary(rec.ended or time.time(), self.path):
                             stderr_line(line)

@@ -110,6 +110,9 @@ def headline(analysis: Analysis) -> list[str]:
             f"{WARMUP_STEPS} steps): {'a recompile' if t.recompiles == 1 else 'recompiles'}"
             f" that a loop with fixed shapes and graphs would not pay."
         )
+    elif t.steps <= WARMUP_STEPS:
+        out.append(f"Only {fmt.plural(t.steps, 'training step')} recorded: too few to judge "
+                   f"recompiles (warm-up is the first {WARMUP_STEPS} steps).")
     else:
         out.append(f"Nothing recompiled after warm-up (the first {WARMUP_STEPS} steps): "
                    "the step graph is stable.")
@@ -206,3 +209,25 @@ def rank_finding_where(f: RankFinding) -> str:
     if f.missing_on:
         where += f" (not {', '.join(str(r) for r in f.missing_on)})"
     return where
+
+
+def exit_lines(analysis: Analysis, run_path: str) -> list[str]:
+    """The end of ``xprof run``: steps, compile share, the first thing to change (the same
+    finding the summary and the report rank first) and the command that opens the report."""
+    import shlex
+
+    t = analysis.totals
+    warm = min(t.steps, WARMUP_STEPS)
+    lines = [
+        f"xprof: {fmt.plural(t.steps, 'step')} ({warm} warm-up) in {fmt.seconds(t.wall_seconds)}; "
+        f"{fmt.plural(t.compiles, 'compile')}, {t.recompiles} after warm-up",
+        f"xprof: compiling took {fmt.seconds(t.compile_seconds)}, {fmt.percent(t.compile_share)} of the run",
+    ]
+    costly = [f for f in ranked(analysis.findings) if f.severity != "info" and f.seconds > 0]
+    if costly:
+        lines.append(f"xprof: first thing to change: {costly[0].title.rstrip('.')}")
+    else:
+        lines.append("xprof: first thing to change: nothing stands out (no recompile or host sync "
+                     "with a known cause after warm-up)")
+    lines.append(f"xprof: open the report: xprof report {shlex.quote(run_path)} --open")
+    return lines
