@@ -14,16 +14,28 @@ from typing import Any, Protocol, Sequence
 
 # The counter names are the run file's (a step record's ``c`` holds them): defined there,
 # read back by the analysis under the same names.
-from xprof.runfile import CACHED, EXECUTE, LOCAL_SCALAR, MARK_STEP, TO_CPU, UNCACHED, is_fallback_counter
+from xprof.runfile import (
+    CACHED,
+    EXECUTE,
+    LOCAL_SCALAR,
+    MARK_STEP,
+    REPLICATED,
+    TO_CPU,
+    UNCACHED,
+    is_fallback_counter,
+)
 
-__all__ = ["BASE_COUNTERS", "CACHED", "EXECUTE", "LOCAL_SCALAR", "MARK_STEP", "TO_CPU", "UNCACHED",
-           "CounterReader", "MetricsSource", "SampleCursor", "XlaMetrics", "delta", "is_fallback_counter"]
+__all__ = ["BASE_COUNTERS", "CACHED", "EXECUTE", "LOCAL_SCALAR", "MARK_STEP", "REPLICATED", "TO_CPU",
+           "UNCACHED", "CounterReader", "MetricsSource", "SampleCursor", "XlaMetrics", "delta",
+           "is_fallback_counter"]
 
 # Counters read at every barrier (when present) and written as per-step deltas.
-BASE_COUNTERS = (UNCACHED, CACHED, EXECUTE, MARK_STEP, LOCAL_SCALAR, TO_CPU)
+# ExecuteReplicated counts the executions of an SPMD run (ExecuteComputation stays 0 there).
+BASE_COUNTERS = (UNCACHED, CACHED, EXECUTE, REPLICATED, MARK_STEP, LOCAL_SCALAR, TO_CPU)
 
 COMPILE_TIME = "CompileTime"
 EXECUTE_TIME = "ExecuteTime"
+EXECUTE_REPLICATED_TIME = "ExecuteReplicatedTime"
 TRANSFER_FROM = "TransferFromDeviceTime"
 GRAPH_SIZE = "TensorsGraphSize"
 
@@ -123,9 +135,10 @@ class CounterReader:
         return value(UNCACHED) or 0, value(CACHED) or 0
 
     def sync_counts(self) -> tuple[int, int, int]:
-        """(uncached, cached, executions) so far, read around a host read."""
+        """(uncached, cached, executions) so far, read around a host read (executions of
+        either kind: a process's own, or SPMD's replicated ones)."""
         value = self.value
-        return value(UNCACHED) or 0, value(CACHED) or 0, value(EXECUTE) or 0
+        return value(UNCACHED) or 0, value(CACHED) or 0, (value(EXECUTE) or 0) + (value(REPLICATED) or 0)
 
 
 def increase(now: int, before: int) -> int:
