@@ -265,3 +265,33 @@ def test_sharding_strings_from_the_file_are_shown_not_obeyed(tmp_path: Path) -> 
     base.done()
     md = CliRunner().invoke(app, ["compare", str(tmp_path / "base.json"), str(run.path), "--markdown"]).output
     assert "@octo/team" in md and _live_markup(md) == []
+
+
+class _Counters:
+    def __init__(self, values: dict[str, int]) -> None:
+        self.values = values
+
+    def counter_names(self) -> list[str]:
+        return list(self.values)
+
+    def counter_value(self, name: str) -> int | None:
+        return self.values.get(name)
+
+    def samples(self, name: str) -> list[tuple[float, float]]:
+        return []
+
+
+def test_replicated_executions_are_read_only_once_the_run_is_spmd() -> None:
+    from xprof.recorder.metrics import CounterReader
+
+    src = _Counters({"UncachedCompile": 2, "CachedCompile": 5, "ExecuteComputation": 0,
+                     "ExecuteReplicated": 7, "aten::histc": 1})
+    reader = CounterReader(src)
+    reader.refresh()
+    assert "ExecuteReplicated" not in reader.names and reader.sync_counts() == (2, 5, 0)
+    reader.count_replicated()
+    assert reader.names[:2] == ("UncachedCompile", "CachedCompile")  # the barrier reads them first
+    assert "ExecuteReplicated" in reader.names and "aten::histc" in reader.names
+    assert reader.sync_counts() == (2, 5, 7)
+    src.values["aten::median"] = 1
+    assert reader.refresh() and {"ExecuteReplicated", "aten::median"} <= set(reader.names)

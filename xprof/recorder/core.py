@@ -444,6 +444,7 @@ class Recorder:
         each input's sharding is read at the barrier when ``inputs`` are recorded."""
         self.spmd = True
         self._spmd_undecided = False
+        self.counters.count_replicated()
         self._mesh = {k: meta[k] for k in _MESH_KEYS if k in meta}
         self._read_shardings = shardings_reader() if inputs else None
         self.keep_devices = self._read_shardings is not None
@@ -460,6 +461,9 @@ class Recorder:
         if spmd_enabled():
             self.spmd = True
             self._spmd_undecided = False
+            # From the next barrier on (this one's counters are read already): the graphs
+            # that ran before it count in the next step's ExecuteReplicated delta.
+            self.counters.count_replicated()
             meta = spmd_meta() or {}
             # The mesh is the writer thread's to write (with the step's signature).
             self._events.append((_RECORD, {"type": "spmd", **{k: v for k, v in meta.items()
@@ -629,6 +633,7 @@ class Recorder:
         graph (``use_spmd()`` forces it then) is said to be one, late."""
         if not self.spmd and spmd_enabled():
             self.spmd = True
+            self.counters.count_replicated()
             out.append({"type": "spmd", **{k: v for k, v in (spmd_meta() or {}).items() if k not in _MESH_KEYS}})
         if self.spmd:
             self._note_mesh(out)

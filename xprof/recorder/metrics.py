@@ -30,8 +30,10 @@ __all__ = ["BASE_COUNTERS", "CACHED", "EXECUTE", "LOCAL_SCALAR", "MARK_STEP", "R
            "is_fallback_counter"]
 
 # Counters read at every barrier (when present) and written as per-step deltas.
-# ExecuteReplicated counts the executions of an SPMD run (ExecuteComputation stays 0 there).
-BASE_COUNTERS = (UNCACHED, CACHED, EXECUTE, REPLICATED, MARK_STEP, LOCAL_SCALAR, TO_CPU)
+BASE_COUNTERS = (UNCACHED, CACHED, EXECUTE, MARK_STEP, LOCAL_SCALAR, TO_CPU)
+SPMD_COUNTERS = BASE_COUNTERS + (REPLICATED,)
+"""An SPMD run's: ExecuteReplicated counts its executions (ExecuteComputation stays 0).
+Read only once the run is known to be one, so other runs pay nothing for it."""
 
 COMPILE_TIME = "CompileTime"
 EXECUTE_TIME = "ExecuteTime"
@@ -98,10 +100,20 @@ class CounterReader:
 
     def __init__(self, source: MetricsSource) -> None:
         self.source = source
+        self.base: tuple[str, ...] = BASE_COUNTERS
         self.names: tuple[str, ...] = BASE_COUNTERS
         self.value = source.counter_value
         """The counter read itself (the C function, for the real source)."""
+        self.spmd = False
+        """Executions are counted in ExecuteReplicated too (see :meth:`count_replicated`)."""
         self._seen_count = -1
+
+    def count_replicated(self) -> None:
+        """An SPMD run: read ExecuteReplicated too, at barriers and around host reads."""
+        self.spmd = True
+        self.base = SPMD_COUNTERS
+        self.names = SPMD_COUNTERS + tuple(n for n in self.names if n not in SPMD_COUNTERS)
+        self._seen_count = -1  # a refresh running meanwhile rebuilds from the new base
 
     def refresh(self) -> bool:
         """Look for new fallback counters; True when ``names`` changed."""
@@ -110,7 +122,8 @@ class CounterReader:
             return False
         self._seen_count = len(names)
         extra = sorted(n for n in names if is_fallback_counter(n))
-        new = BASE_COUNTERS + tuple(n for n in extra if n not in BASE_COUNTERS)
+        base = self.base
+        new = base + tuple(n for n in extra if n not in base)
         if new == self.names:
             return False
         self.names = new
@@ -135,10 +148,12 @@ class CounterReader:
         return value(UNCACHED) or 0, value(CACHED) or 0
 
     def sync_counts(self) -> tuple[int, int, int]:
-        """(uncached, cached, executions) so far, read around a host read (executions of
-        either kind: a process's own, or SPMD's replicated ones)."""
+        """(uncached, cached, executions) so far, read around a host read (in an SPMD run,
+        executions of either kind)."""
         value = self.value
-        return value(UNCACHED) or 0, value(CACHED) or 0, (value(EXECUTE) or 0) + (value(REPLICATED) or 0)
+        if self.spmd:
+            return value(UNCACHED) or 0, value(CACHED) or 0, (value(EXECUTE) or 0) + (value(REPLICATED) or 0)
+        return value(UNCACHED) or 0, value(CACHED) or 0, value(EXECUTE) or 0
 
 
 def increase(now: int, before: int) -> int:
