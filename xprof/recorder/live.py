@@ -174,6 +174,11 @@ class LiveNotices:
         self._dynamo_sigs: set[int] = set()
         self._closure_compiled = False
         """A read in a step closure compiled since the last barrier (its graph, not the step's)."""
+        self._reads: dict[tuple[str, str], int] = {}
+        """Reads counted per cost key."""
+        self._open: list[tuple[tuple[str, str], float]] = []
+        """(cost key, wait) of the reads since the last barrier: after the last one (a final
+        print or evaluation), the analysis counts them in no finding, and nor does the summary."""
 
     def _user_step(self) -> int:
         """The training step in progress, as the report numbers them: optimizer steps when
@@ -245,6 +250,7 @@ class LiveNotices:
         where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
         via = f" (via {clean(site['via'], 60)})" if site.get("via") else ""
         wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
+        self._read_cost(("sync", str(sid)), wait)
         self._add_cost(("sync", str(sid)), wait, 0,
                        f"{label} at {where}{via} forces a host sync: read it less often, or in "
                        "xm.add_step_closure")
@@ -264,6 +270,7 @@ class LiveNotices:
         label = clean(read_label(str(site.get("kind", "")), str(site.get("code", ""))), 60)
         where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
         key = ("data_dependent", f"{site.get('file', '?')}:{site.get('line', 0)}")
+        self._read_cost(key, max(float(rec["t1"]) - float(rec["t0"]), 0.0))
         self._add_cost(key, max(float(rec["t1"]) - float(rec["t0"]), 0.0), 0,
                        f"{label} at {where} has a value-dependent shape: keep shapes static "
                        "(torch.where(mask, x, fill), or multiply by the mask)")
@@ -280,8 +287,14 @@ class LiveNotices:
 
     # -- steps -----------------------------------------------------------------------
 
+    def _read_cost(self, key: tuple[str, str], seconds: float) -> None:
+        """A read's wait, kept apart until a barrier closes its step (see :meth:`summary`)."""
+        self._reads[key] = self._reads.get(key, 0) + 1
+        self._open.append((key, seconds))
+
     def _step(self, rec: dict[str, Any]) -> None:
         self._barriers += 1
+        self._open = []
         c = rec.get("c") or {}
         work = bool(rec.get("bu") or rec.get("bc"))
         ordinal = self._work if work else -1
@@ -524,6 +537,14 @@ class LiveNotices:
             else:
                 self._shape_cost(name, seconds, n)
             self._recompiles += n
+        for key, seconds in self._open:
+            self._reads[key] -= 1
+            entry = self._cost.get(key)
+            if entry is not None:
+                entry[0] = max(entry[0] - seconds, 0.0)
+                if not self._reads[key]:
+                    del self._cost[key]
+        self._open = []
         ranked = sorted(self._cost.items(), key=lambda kv: (-kv[1][0], kv[0]))
         ranked = [kv for kv in ranked if (kv[0][0] != "sync" or int(kv[0][1]) in self._forced)
                   and (kv[0][0] != "data_dependent" or kv[0] in self._forced_dd)]
