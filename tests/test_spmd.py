@@ -215,3 +215,17 @@ def test_single_device_run_records_no_sharding(device: Any, tmp_path: Path) -> N
     raw = [json.loads(line) for line in path.read_text().splitlines()]
     assert not any("sharding" in e for r in raw if r.get("type") == "sig" for e in r["inputs"])
     assert not any(r.get("type") == "spmd" for r in raw)
+
+
+def test_spmd_ranks_are_processes(device: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A pod: each host's process writes its own file, ranked by xr.process_index()."""
+    import importlib
+
+    watch_mod = importlib.import_module("xprof.recorder.watch")
+
+    monkeypatch.setattr(watch_mod, "process_rank", lambda: (1, 2))
+    rank, world, _ = watch_mod._process_identity()
+    assert (rank, world) == (1, 2)
+    assert watch_mod.rank_path(str(tmp_path / "run.json"), rank, world) == str(tmp_path / "run.rank1.json")
+    monkeypatch.setattr(watch_mod, "process_rank", lambda: None)  # not SPMD: torch_xla's ordinal
+    assert watch_mod._process_identity()[:2] == (0, 1)
