@@ -44,45 +44,36 @@ def shard_batch(batch: dict[str, torch.Tensor], mesh: xs.Mesh, skip: tuple[str, 
             xs.mark_sharding(t, mesh, ("data",) + (None,) * (t.dim() - 1))
 
 
-def padding(device: Any, mesh: xs.Mesh, steps: int = 20) -> None:
+def train(device: Any, mesh: xs.Mesh, dim: int, steps: int, length: Callable[[int], int],
+          unsharded_at: tuple[int, ...] = (), read: bool = False) -> None:
+    """The text model trained on batches moved with ``.to`` and sharded with ``mark_sharding``;
+    ``input_ids`` left unsharded at ``unsharded_at``, the loss read on the host when ``read``."""
+    model, opt = text_setup(device, dim=dim)
+    for step in range(steps):
+        batch = {k: v.to(device) for k, v in text_batch(8, length(step), seed=step).items()}
+        shard_batch(batch, mesh, ("input_ids",) if step in unsharded_at else ())
+        loss = text_loss(model, batch)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if read:
+            loss.item()  # expect: item
+        torch_xla.sync()
+
+
+def padding(device: Any, mesh: xs.Mesh) -> None:
     """Per-batch padding under SPMD: every batch sharded the same way, lengths vary."""
-    model, opt = text_setup(device, dim=20)
-    for step in range(steps):
-        batch = {k: v.to(device) for k, v in text_batch(8, LENGTHS[step % len(LENGTHS)], seed=step).items()}
-        shard_batch(batch, mesh)
-        loss = text_loss(model, batch)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        torch_xla.sync()
+    train(device, mesh, dim=20, steps=20, length=lambda step: LENGTHS[step % len(LENGTHS)])
 
 
-def sharding_change(device: Any, mesh: xs.Mesh, steps: int = 20) -> None:
+def sharding_change(device: Any, mesh: xs.Mesh) -> None:
     """Same shapes every step; at two steps ``input_ids`` is left unsharded (replicated)."""
-    model, opt = text_setup(device, dim=21)
-    for step in range(steps):
-        batch = {k: v.to(device) for k, v in text_batch(8, 16, seed=step).items()}
-        skip = ("input_ids",) if step in UNSHARDED_AT else ()
-        shard_batch(batch, mesh, skip)  # expect: sharding_change
-        loss = text_loss(model, batch)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        torch_xla.sync()
+    train(device, mesh, dim=21, steps=20, length=lambda step: 16, unsharded_at=UNSHARDED_AT)
 
 
-def item_every_step(device: Any, mesh: xs.Mesh, steps: int = 12) -> None:
+def item_every_step(device: Any, mesh: xs.Mesh) -> None:
     """A host read of the loss every step: the read runs the graph early (ExecuteReplicated)."""
-    model, opt = text_setup(device, dim=22)
-    for step in range(steps):
-        batch = {k: v.to(device) for k, v in text_batch(8, 16, seed=step).items()}
-        shard_batch(batch, mesh)
-        loss = text_loss(model, batch)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        loss.item()  # expect: item
-        torch_xla.sync()
+    train(device, mesh, dim=22, steps=12, length=lambda step: 16, read=True)
 
 
 def fsdpv2(device: Any, mesh: xs.Mesh, steps: int = 12) -> None:
