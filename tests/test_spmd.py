@@ -45,7 +45,7 @@ class Scenarios:
         self.folder = folder
         self.stderr = stderr
 
-    def load(self, name: str) -> tuple[Analysis, dict[str, int]]:
+    def load(self, name: str) -> tuple[Analysis, dict[str, float]]:
         counters = json.loads((self.folder / f"{name}.counters.json").read_text())
         return analyze(load_run(self.folder / f"{name}.json")), counters
 
@@ -78,7 +78,9 @@ def test_spmd_executions_and_padding(spmd_runs: Scenarios) -> None:
     assert counters["ExecuteComputation"] == 0 and counters["ExecuteReplicated"] == 20
     assert t.executions == counters["ExecuteReplicated"]
     assert t.steps == 20 and t.extra_executions == 0 and t.syncs == 0
-    assert t.execute_seconds > 0  # ExecuteReplicatedTime samples
+    # ExecuteReplicatedTime: every sample torch_xla took over the loop, and only those.
+    assert counters["ExecuteReplicatedTime_samples"] == 20 and len(a.run.executions) == 20
+    assert abs(t.execute_seconds - counters["ExecuteReplicatedTime_ns"] / 1e9) < 1e-6
     steady = a.steps[a.steps["work"] & (a.steps["ordinal"] >= 2) & (a.steps["uncached"] == 0)]
     assert len(steady) and (steady["execute_ms"] > 0).mean() > 0.8
     assert t.execute_ms_median is not None and t.execute_ms_median > 0
@@ -134,6 +136,7 @@ def test_host_read_under_spmd_counts_its_executions(spmd_runs: Scenarios) -> Non
     assert t.syncs == 12 and t.extra_executions == 12
     assert [(f.cause, f.kind) for f in a.findings] == [("implicit_sync", "item")]
     assert int(a.syncs["executions"].sum()) == 12 and a.findings[0].execute_seconds > 0
+    assert abs(t.execute_seconds - counters["ExecuteReplicatedTime_ns"] / 1e9) < 1e-6
     assert not any(f.cause == "data_dependent" for f in a.findings)
 
 

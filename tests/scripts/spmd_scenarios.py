@@ -6,7 +6,8 @@ shared pytest process has one device):
     PJRT_DEVICE=CPU CPU_NUM_DEVICES=4 python tests/scripts/spmd_scenarios.py OUT_DIR [NAME...]
 
 Writes ``OUT_DIR/NAME.json`` for each scenario and ``OUT_DIR/NAME.counters.json`` with
-torch_xla's own counter deltas over the same loop (the referee for the run's counts).
+torch_xla's own counter deltas and ExecuteReplicatedTime total over the same loop (the
+referee for the run's counts and times).
 ``--bare NAME`` runs one scenario without ``watch()`` (for ``xprof run``, which starts
 recording before the script switches SPMD on).
 """
@@ -112,11 +113,21 @@ def main(out: str, names: list[str]) -> None:
         if name != "spmd_fsdpv2":
             xs.set_global_mesh(mesh)
         before = {c: met.counter_value(c) or 0 for c in COUNTERS}
+        time_before = _execute_time()
         with xprof.watch(os.path.join(out, f"{name}.json")):
             SCENARIOS[name](device, mesh)
         after = {c: met.counter_value(c) or 0 for c in COUNTERS}
+        deltas: dict[str, float] = {c: after[c] - before[c] for c in COUNTERS}
+        deltas.update({k: v - time_before[k] for k, v in _execute_time().items()})
         with open(os.path.join(out, f"{name}.counters.json"), "w") as f:
-            json.dump({c: after[c] - before[c] for c in COUNTERS}, f)
+            json.dump(deltas, f)
+
+
+def _execute_time() -> dict[str, float]:
+    """torch_xla's own total of ExecuteReplicatedTime (ns) and its sample count."""
+    data = met.metric_data("ExecuteReplicatedTime")
+    return {"ExecuteReplicatedTime_ns": float(data[1]) if data else 0.0,
+            "ExecuteReplicatedTime_samples": float(data[0]) if data else 0.0}
 
 
 if __name__ == "__main__":
