@@ -115,6 +115,8 @@ def test_sharding_change_is_its_own_cause(spmd_runs: Scenarios) -> None:
     assert f.shardings == [SHARDED_2D, "{replicated}"]  # read after the barrier: XLA replicated it
     assert f.shapes == [[8, 16]]
     assert f.evidence[0].startswith(f"step {UNSHARDED_AT[0]}: input_ids sharded {{replicated}}, at step 0 ")
+    # DataLoader leaves: the sharding of the tensor each was moved to.
+    assert set(a.inputs["src"]) == {"batch"} and len(a.inputs) == 6
     compiled = a.compiles[a.compiles["cause"] == "input_sharding"]
     assert compiled["step"].tolist() == [UNSHARDED_AT[0]]
     # The live notice names the same input and shardings, and the summary the same first fix.

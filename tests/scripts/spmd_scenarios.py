@@ -46,12 +46,15 @@ def shard_batch(batch: dict[str, torch.Tensor], mesh: xs.Mesh, skip: tuple[str, 
 
 
 def train(device: Any, mesh: xs.Mesh, dim: int, steps: int, length: Callable[[int], int],
-          unsharded_at: tuple[int, ...] = (), read: bool = False) -> None:
+          unsharded_at: tuple[int, ...] = (), read: bool = False, loader: bool = False) -> None:
     """The text model trained on batches moved with ``.to`` and sharded with ``mark_sharding``;
-    ``input_ids`` left unsharded at ``unsharded_at``, the loss read on the host when ``read``."""
+    ``input_ids`` left unsharded at ``unsharded_at``, the loss read on the host when ``read``;
+    the CPU batches come from a ``DataLoader`` when ``loader``."""
     model, opt = text_setup(device, dim=dim)
+    cpu = [text_batch(8, length(step), seed=step) for step in range(steps)]
+    batches = iter(torch.utils.data.DataLoader(cpu, batch_size=None) if loader else cpu)
     for step in range(steps):
-        batch = {k: v.to(device) for k, v in text_batch(8, length(step), seed=step).items()}
+        batch = {k: v.to(device) for k, v in next(batches).items()}
         shard_batch(batch, mesh, ("input_ids",) if step in unsharded_at else ())
         loss = text_loss(model, batch)
         loss.backward()
@@ -68,8 +71,9 @@ def padding(device: Any, mesh: xs.Mesh) -> None:
 
 
 def sharding_change(device: Any, mesh: xs.Mesh) -> None:
-    """Same shapes every step; at two steps ``input_ids`` is left unsharded (replicated)."""
-    train(device, mesh, dim=21, steps=20, length=lambda step: 16, unsharded_at=UNSHARDED_AT)
+    """Same shapes every step (DataLoader batches); at two steps ``input_ids`` is left
+    unsharded (replicated)."""
+    train(device, mesh, dim=21, steps=20, length=lambda step: 16, unsharded_at=UNSHARDED_AT, loader=True)
 
 
 def item_every_step(device: Any, mesh: xs.Mesh) -> None:
