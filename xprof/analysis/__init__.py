@@ -73,8 +73,8 @@ def _analyze(run: Run) -> Analysis:
     compiles["input"] = [c.input for c in found]
     compiles["sig"] = steps.set_index("i")["sig"].reindex(compiles["step"]).to_numpy() if len(
         compiles) else pd.array([], dtype="Int64")
-    first_cause = compiles.groupby("step")["cause"].first() if len(compiles) else pd.Series(dtype=str)
-    steps["cause"] = steps["i"].map(first_cause).fillna("")
+    first_cause = compiles.groupby("step")["cause"].first() if len(compiles) else pd.Series(dtype=object)
+    steps["cause"] = steps["i"].map(first_cause).astype(object).fillna("")
     sync_exec_ms, sync_exec_n = tables.sync_executions(run, syncs, steps)
     if len(syncs):
         syncs["kind"] = [_findings.sync_kind(a, c, v if isinstance(v, str) else None)
@@ -208,7 +208,9 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
                          and compiles["graph_hash"].notna().all() else uncached),
         executions=executions, syncs=len(live),
         deferred_reads=len(syncs) - len(live), extra_executions=max(executions - graph_barriers, 0),
-        eval_steps=_steps.eval_steps(steps),
+        eval_steps=_steps.eval_steps(steps), eval_passes=_steps.eval_passes(steps),
+        forced_reads=int(((live["executions"] > 0) | (live["uncached"] > 0) | (live["cached"] > 0)).sum())
+        if len(live) else 0,
         transfers=transfers, fallback_ops=fallback, complete=run.complete, status=status,
         exception=run.end.exception if run.end else None, profiler_errors=len(run.errors),
         step_ms_median=_pct(steady["step_ms"], 50), step_ms_p95=_pct(steady["step_ms"], 95),

@@ -175,6 +175,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     if ctx.specs:
         for sid, sig in sigs.items():
             ctx.same_shapes.setdefault(sig, []).append(sid)
+    ctx.eval_owner = _eval_pass_owners(steps, sites_by_step, ctx)
     prev_kind = ""
 
     for step_i, sig_id, ordinal, user_step, dz, phase, kind, bsite, work, fallback_d, nodes in zip(
@@ -188,7 +189,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
             fallback = set(fallback_d)
             if sig_id is not None and sig_id in dynamo_sigs:
                 dz = max(dz, 1)  # the shape dynamo retraced for: its graphs compile on first use
-            step = _StepFacts(ordinal=ordinal, phase=phase, sig_id=sig_id, sites=sites,
+            step = _StepFacts(ordinal=ordinal, phase=phase, sig_id=sig_id, sites=sites, i=step_i,
                               dd_sites=dd_by_step.get(step_i, []),
                               dynamo=kind == "dynamo" or prev_kind == "dynamo" or dz > 0 or step_i in dynamo_steps,
                               barrier_site=bsite)
@@ -244,6 +245,8 @@ class _StepFacts:
     """The barrier is torch.compile's own, or follows one (dynamo was tracing)."""
     barrier_site: int | None = None
     """Where the barrier was asked for, when it compiled (a library's logging...)."""
+    i: int = -1
+    """The barrier's index."""
 
 
 @dataclass
@@ -261,6 +264,54 @@ class _Context:
     """SPMD: signatures with the same names, shapes, dtypes and sources (they differ in sharding)."""
     sig_step: dict[int, int] = field(default_factory=dict)
     """The first training step that ran each signature."""
+    eval_owner: dict[int, Cause] = field(default_factory=dict)
+    """For each barrier of an eval pass, the cause its compiles get (:func:`_eval_pass_owners`)."""
+
+
+def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[int]],
+                      ctx: _Context) -> dict[int, Cause]:
+    """One owner per eval pass: the library mechanism that ran it, else the plain eval pass.
+
+    A pass is a run of consecutive barriers outside training steps (eval and empty ones)
+    with at least one eval barrier. Its compiles are the evaluation's whatever their input
+    shapes (an eval pass has batches of its own); which mechanism drove it is read from the
+    barriers' and the reads' sites anywhere in the pass (the HF Trainer's evaluation_loop).
+    """
+    owners: dict[int, Cause] = {}
+    run: list[int] = []
+    has_eval = False
+    site_col = _optional_ints(steps["site"])
+
+    def close() -> None:
+        if not has_eval:
+            return
+        owner: Cause | None = None
+        for r in run:
+            barrier_site = site_col[r]
+            for site in ([barrier_site] if barrier_site is not None else []) + sorted(
+                    sites_by_step.get(int(step_ids[r]), frozenset())):
+                mech = mechanism(ctx.sites.get(site))
+                if mech is not None and mech.key == HF_EVAL.key:
+                    owner = Cause("library", FindingKey.parse(mech.key), site=site, evidence=(
+                        f"{mech.what} ran this eval pass (its barriers and reads go through it)"))
+                    break
+            if owner is not None:
+                break
+        for r in run:
+            owners[int(step_ids[r])] = owner or Cause("graph_change", EVAL_KEY, evidence=(
+                "compiled in an eval pass (no optimizer step or backward pass; grad off or the "
+                "model in eval mode)"))
+
+    step_ids = steps["i"].to_numpy()
+    for r, phase in enumerate(steps["phase"].tolist()):
+        if phase in ("eval", "empty"):
+            run.append(r)
+            has_eval = has_eval or phase == "eval"
+        else:
+            close()
+            run, has_eval = [], False
+    close()
+    return owners
 
 
 def _optional_ints(column: pd.Series) -> list[int | None]:
@@ -311,13 +362,18 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
         return _mid_step(c, step, new_fallback, ctx, seen_sigs, seen_sig_list)
     if step.phase == "dynamo":
         return Cause("dynamo", FindingKey("dynamo"), evidence="compiled at a sync of torch.compile's XLA bridge")
+    owner = ctx.eval_owner.get(step.i)
+    if owner is not None:
+        return owner
     found = _step_mechanism(step, ctx)
-    if found is not None and (step.sig_id is None or step.sig_id in seen_sigs
-                              or str(found.key) == HF_EVAL.key):
+    if found is not None and (step.sig_id is None or step.sig_id in seen_sigs):
+        # A library asked for the barrier or read values in the step, with inputs seen before.
+        # (Who asked for a barrier does not make its graph theirs when the inputs are new: a
+        # training step's graph cut by the eval loader's first batch is still the step's.)
         return found
     nodes = None if pd.isna(c["graph_nodes"]) else int(c["graph_nodes"])
     train_nodes = ctx.train_nodes
-    if step.phase == "eval" or (nodes is not None and train_nodes and nodes < EVAL_GRAPH_RATIO * train_nodes):
+    if nodes is not None and train_nodes and nodes < EVAL_GRAPH_RATIO * train_nodes:
         return Cause("graph_change", EVAL_KEY, evidence=(
             (f"a {nodes}-node graph against the {train_nodes}-node training graph "
              if nodes is not None and train_nodes else "a graph ")
@@ -451,6 +507,9 @@ def _mid_step(c: Any, step: _StepFacts, new_fallback: set[str], ctx: _Context, s
     if step.dynamo:
         return Cause("dynamo", FindingKey("dynamo"),
                      evidence="compiled while torch.compile's XLA bridge traced a graph")
+    owner = ctx.eval_owner.get(step.i)
+    if owner is not None:
+        return owner
     found = _step_mechanism(step, ctx)
     if found is not None:
         return found

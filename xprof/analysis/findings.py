@@ -252,9 +252,14 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     if mech is not None:
         cause, kind = "library", mech.kind
         accesses = sorted({str(a) for a in g["access"]})
-        title = (f"{mech.what} reads {n} value{'s' if n != 1 else ''} on the host{when} "
-                 f"({', '.join(accesses)}; via {where}): {', '.join(parts[1:]) + ', ' if len(parts) > 1 else ''}"
-                 f"{seconds:.2f} s")
+        own = int((rows["at"] == "barrier").sum()) if len(rows) else 0
+        # Lead with what costs most: graphs the mechanism compiled at its own barriers (an
+        # evaluation's forward graphs), else its reads.
+        does = (f"compiled {own} graph{'s' if own != 1 else ''} of its own and reads {n} "
+                f"value{'s' if n != 1 else ''} on the host" if own
+                else f"reads {n} value{'s' if n != 1 else ''} on the host")
+        title = (f"{mech.what} {does}{when} ({', '.join(accesses)}; via {where}): "
+                 f"{', '.join(parts[1:]) + ', ' if len(parts) > 1 else ''}{seconds:.2f} s")
     elif kind == "data_dependent":
         cause = "data_dependent"
         ops = list(dict.fromkeys(_DD_WORDS.get(str(a), str(a)) for a in g["access"]))
@@ -363,16 +368,19 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         "shape_change": f"{name} changes shape",
     }[kind]
     title = f"{headline}{values_txt}: {n} recompile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"
-    evidence = []
-    for k in ks[:3]:
+    lines: list[str] = []
+    for k, barrier in zip(ks, rows["step"].tolist()):
         c = causes[k]
         if c.old is not None and c.new is not None:
-            evidence.append(f"step {int(rows.loc[rows.index[ks.index(k)], 'step'])}: {name} "
-                            f"{list(c.old)} -> {list(c.new)}")
-        elif c.evidence:
-            evidence.append(c.evidence)
-    if len(ks) > 3:
-        evidence.append(f"... and {len(ks) - 3} more")
+            # Training steps, as everywhere the user reads a step number.
+            line = f"step {ordinal_of.get(int(barrier), int(barrier))}: {name} {list(c.old)} -> {list(c.new)}"
+        else:
+            line = c.evidence
+        if line and line not in lines:
+            lines.append(line)  # a read and its barrier compiling for the same new shape: one line
+    evidence = lines[:3]
+    if len(lines) > 3:
+        evidence.append(f"... and {len(lines) - 3} more")
     evidence.append(f"mean compile {ms / max(n, 1):.0f} ms")
     return Finding(
         id=str(FindingKey.input(name)), cause="input_shape", kind=kind, title=title, count=n, compiles=n,

@@ -178,7 +178,8 @@ class Totals:
     distinct_graphs: int
     executions: int
     syncs: int
-    """Host reads that forced the device (deferred step-closure reads excluded)."""
+    """Host reads of device tensors that made the host wait (deferred step-closure reads
+    excluded)."""
     deferred_reads: int
     extra_executions: int
     """Executions beyond one per barrier that ran a graph (caused by syncs)."""
@@ -198,7 +199,13 @@ class Totals:
     compile_share: float
     """compile_seconds / wall_seconds."""
     eval_steps: int = 0
-    """Barriers that ran a graph with grad disabled and no optimizer step (eval passes)."""
+    """Barriers of eval passes that ran a graph (no optimizer step or backward pass; grad off
+    or the model in eval mode)."""
+    eval_passes: int = 0
+    """Runs of eval barriers (only empty barriers between them): how often the loop evaluated."""
+    forced_reads: int = 0
+    """Host reads (of ``syncs``) that ran or compiled a graph: the ones that made the device
+    run early. The others found their value already computed."""
 
 
 @dataclass
@@ -251,6 +258,7 @@ class Analysis:
             "steps": t.steps,
             "barriers": t.barriers,
             "eval_steps": t.eval_steps,
+            "eval_passes": t.eval_passes,
             "compiles": t.compiles,
             "recompiles": t.recompiles,
             "cached_compiles": t.cached_compiles,
@@ -263,6 +271,7 @@ class Analysis:
             "extra_executions": t.extra_executions,
             "syncs": t.syncs,
             "deferred_reads": t.deferred_reads,
+            "forced_reads": t.forced_reads,
             "transfers": t.transfers,
             "fallback_ops": t.fallback_ops,
             "step_ms_median": t.step_ms_median,

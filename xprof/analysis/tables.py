@@ -37,7 +37,7 @@ def _int_column(values: list[Any]) -> np.ndarray:
 def step_table(run: Run) -> pd.DataFrame:
     steps = run.steps
     cols: list[tuple[Any, ...]] = list(zip(*steps)) if steps else [()] * len(Step._fields)
-    i, t0, tb, t1, barrier, counters, bu, bc, sig, opt, nograd, dz, site = cols
+    i, t0, tb, t1, barrier, counters, bu, bc, sig, opt, nograd, dz, site, eval_mode, backward = cols
 
     def counter(name: str) -> np.ndarray:
         return _int_column([c.get(name, 0) for c in counters])
@@ -60,6 +60,8 @@ def step_table(run: Run) -> pd.DataFrame:
         "opt": np.asarray(opt, dtype=np.int64),
         "dynamo_graphs": np.asarray(dz, dtype=np.int64),
         "nograd": np.asarray(nograd, dtype=bool),
+        "eval_mode": np.asarray(eval_mode, dtype=bool),
+        "backward": np.asarray(backward, dtype=np.int64),
     })
     df["work"] = (df["barrier_uncached"] + df["barrier_cached"]) > 0
     df["step_ms"] = (df["t1"] - df["t0"]) * 1e3

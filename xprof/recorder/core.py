@@ -114,6 +114,10 @@ class Recorder:
         """Optimizer steps (``torch.optim`` post hook) since the last barrier."""
         self._dynamo_graphs = 0
         """Graphs torch.compile's XLA bridge extracted since the last barrier."""
+        self._backwards = 0
+        """Backward passes (``torch.autograd.backward``/``grad``) since the last barrier."""
+        self.eval_mode = False
+        """The last outermost ``Module.train(mode)`` call set eval mode (``model.eval()``)."""
         self.barrier_frame: Any = None
         """The caller of the barrier in progress (set by the barrier hook): its site is
         recorded only when the barrier compiled, so the stack is walked only then."""
@@ -151,7 +155,7 @@ class Recorder:
         self._xfer_pending = 0
         self._dtypes: dict[Any, str] = {}
         self._sigs: dict[tuple[InputEntry, ...], int] = {}
-        self._sites: dict[tuple[str, str, int, str, str | None, str | None], int] = {}
+        self._sites: dict[tuple[str, str, int, str, str | None, str | None, tuple[str, ...]], int] = {}
         self._prev: dict[str, int] = {}
         self._stopped = threading.Event()
         self._wake = threading.Event()
@@ -358,10 +362,11 @@ class Recorder:
         extra, self._extra = self._extra, None
         opt, self._opt_steps = self._opt_steps, 0
         graphs, self._dynamo_graphs = self._dynamo_graphs, 0
+        backwards, self._backwards = self._backwards, 0
         grad = self.grad_enabled
         no_grad = grad is not None and not grad()
         self._events.append((_STEP, self.step, self._t0, tb, t1, kind, before, names, vals,
-                             inputs, extra, site, opt, graphs, no_grad))
+                             inputs, extra, site, opt, graphs, no_grad, self.eval_mode, backwards))
         self.step += 1
         self._t0 = t1
         if uncached != before[0]:
@@ -379,6 +384,10 @@ class Recorder:
     def on_optimizer_step(self) -> None:
         """An ``optimizer.step()`` finished (any optimizer, any caller): one counter bump."""
         self._opt_steps += 1
+
+    def on_backward(self) -> None:
+        """A backward pass started (any thread: one counter bump)."""
+        self._backwards += 1
 
     def on_dynamo_graph(self) -> None:
         self._dynamo_graphs += 1
@@ -531,7 +540,8 @@ class Recorder:
     # -- the writer thread's side ----------------------------------------------------
 
     def _step_records(self, ev: tuple[Any, ...], out: list[dict[str, Any]]) -> None:
-        _, i, t0, tb, t1, kind, before, names, vals, inputs, extra, site, opt, graphs, no_grad = ev
+        (_, i, t0, tb, t1, kind, before, names, vals, inputs, extra, site, opt, graphs, no_grad, eval_mode,
+         backwards) = ev
         self._steps_written = i + 1
         snap = {n: v for n, v in zip(names, vals) if v}
         d = m.delta(snap, self._prev)
@@ -548,13 +558,18 @@ class Recorder:
         if bc:
             rec["bc"] = bc
         # What tells a training step from the other barriers: optimizer steps since the
-        # last barrier (``o``), graphs torch.compile extracted (``dz``), grad mode (``ng``).
+        # last barrier (``o``), graphs torch.compile extracted (``dz``), grad mode (``ng``),
+        # modules in eval mode (``ev``), backward passes (``bw``).
         if opt:
             rec["o"] = opt
         if graphs:
             rec["dz"] = graphs
         if no_grad:
             rec["ng"] = 1
+        if eval_mode:
+            rec["ev"] = 1
+        if backwards:
+            rec["bw"] = backwards
         if inputs:
             rec["sig"] = self._intern_sig(inputs, out)
         if extra:
@@ -664,7 +679,10 @@ class Recorder:
 
     def _intern_site(self, kind: str, site: Site | None, out: list[dict[str, Any]]) -> int:
         file, line, func, via, inner, chain = site if site is not None else ("?", 0, "?", None, None, ())
-        key = (kind, file, line, func, via, inner)
+        # The chain is part of a site's identity: the same user line reaches a barrier or a
+        # read through different library paths (the HF Trainer's logging and its evaluation
+        # both run under ``trainer.train()`` and both end in xm.mark_step's wrapper).
+        key = (kind, file, line, func, via, inner, chain)
         sid = self._sites.get(key)
         if sid is None:
             sid = len(self._sites)

@@ -299,7 +299,8 @@ class LiveNotices:
         work = bool(rec.get("bu") or rec.get("bc"))
         ordinal = self._work if work else -1
         # The analysis' phases (analysis/steps.py): torch.compile's own barriers, eval
-        # (grad off, no optimizer step) and a step closure's graph are never notices.
+        # (grad off or eval mode, no optimizer step or backward) and a step closure's graph
+        # are never notices.
         sig = rec.get("sig")
         sig = int(sig) if sig is not None else None
         dynamo = (rec.get("barrier") == "dynamo" or self._prev_dynamo or bool(rec.get("dz"))
@@ -312,7 +313,8 @@ class LiveNotices:
             self._k += 1
         i = self._k if self._opt_seen else self._work
         # torch.compile's own barrier or an eval pass's: not a training step (never warm-up)
-        apart = rec.get("barrier") == "dynamo" or (work and bool(rec.get("ng")) and not rec.get("o"))
+        evaluating = bool(rec.get("ng") or rec.get("ev")) and not rec.get("bw")
+        apart = rec.get("barrier") == "dynamo" or (work and evaluating and not rec.get("o"))
         quiet = dynamo or apart or self._closure_compiled
         self._closure_compiled = False
         steady = i >= WARMUP_STEPS and not quiet

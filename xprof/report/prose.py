@@ -114,9 +114,12 @@ def headline(analysis: Analysis) -> list[str]:
         return ["This run recorded no training steps: no step barrier ran a graph while "
                 "xprof.watch() was recording."]
     counted = f" ({fmt.plural(t.barriers, 'barrier')})" if t.barriers != t.steps else ""
-    evals = f" and {fmt.plural(t.eval_steps, 'eval step')}" if t.eval_steps else ""
+    if t.eval_steps:
+        # "2 eval passes (11 eval steps; 35 barriers in all)": an eval step is an eval barrier.
+        counted = (f" and ran {fmt.plural(max(t.eval_passes, 1), 'eval pass', 'eval passes')} "
+                   f"({fmt.plural(t.eval_steps, 'eval step')}; {t.barriers} barriers in all)")
     out = [
-        f"This run trained {fmt.plural(t.steps, 'step')}{evals}{counted} in {fmt.seconds(t.wall_seconds)}.",
+        f"This run trained {fmt.plural(t.steps, 'step')}{counted} in {fmt.seconds(t.wall_seconds)}.",
         f"Compiling took {fmt.seconds(t.compile_seconds)}, {fmt.percent(t.compile_share)} of "
         f"the wall time: {fmt.plural(t.compiles, 'uncached compile')} of "
         f"{fmt.plural(t.distinct_graphs, 'distinct graph')}.",
@@ -133,8 +136,16 @@ def headline(analysis: Analysis) -> list[str]:
     if t.syncs:
         extra = (f", {fmt.plural(t.extra_executions, 'extra execution')} beyond one a barrier"
                  if t.extra_executions else "")
-        out.append(f"{fmt.plural(t.syncs, 'implicit host read')} (such as .item(), print(tensor) "
-                   f"or a boolean mask) made the device run early{extra}.")
+        if t.forced_reads >= t.syncs:
+            out.append(f"{fmt.plural(t.syncs, 'implicit host read')} (such as .item(), print(tensor) "
+                       f"or a boolean mask) made the device run early{extra}.")
+        elif t.forced_reads:
+            out.append(f"{fmt.plural(t.syncs, 'implicit host read')} of device tensors (such as .item(), "
+                       f"print(tensor) or a boolean mask); {t.forced_reads} of them made the device run "
+                       f"early{extra}.")
+        else:
+            out.append(f"{fmt.plural(t.syncs, 'host read')} of device tensors, none of which made the "
+                       "device run early (the values were already computed).")
     elif t.extra_executions > _deferred_executions(analysis):
         out.append(f"{fmt.plural(t.extra_executions - _deferred_executions(analysis), 'execution')} "
                    "ran mid-step, outside any host read xprof saw.")
