@@ -16,7 +16,16 @@ from xprof.analysis import findings as _findings
 from xprof.analysis import steps as _steps
 from xprof.analysis import tables
 from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals
-from xprof.runfile import CACHED, EXECUTE, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter, load_run
+from xprof.runfile import (
+    CACHED,
+    EXECUTION_COUNTERS,
+    TO_CPU,
+    UNCACHED,
+    Run,
+    gc_paused,
+    is_fallback_counter,
+    load_run,
+)
 
 __all__ = ["CAUSES", "WARMUP_STEPS", "Analysis", "Finding", "Totals", "analyze", "analyze_path"]
 
@@ -57,7 +66,8 @@ def _analyze(run: Run) -> Analysis:
     compiles["graph_hash"] = _debug_hashes(run, len(compiles))
     _debug_evidence(run, compiles)
     sigs = _causes.signatures(inputs)
-    found = _causes.attribute(steps, compiles, syncs, sigs, run.sites)
+    specs = _causes.shardings(inputs)
+    found = _causes.attribute(steps, compiles, syncs, sigs, run.sites, specs)
     compiles["cause"] = [c.cause for c in found]
     compiles["finding"] = [str(c.key) for c in found]
     compiles["input"] = [c.input for c in found]
@@ -76,7 +86,7 @@ def _analyze(run: Run) -> Analysis:
     else:
         syncs["kind"] = pd.Series(dtype=object)
         syncs["exec_ms"] = pd.Series(dtype=float)
-    findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo)
+    findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs)
     totals = _totals(run, steps, compiles, syncs, execute_s, found)
     for f in findings:
         f.minor = f.seconds < MINOR_SHARE * totals.wall_seconds
@@ -165,7 +175,7 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     tail = run.end.tail if run.end else {}
     uncached = int(steps["uncached"].sum()) + int(tail.get(UNCACHED, 0))
     cached = int(steps["cached"].sum()) + int(tail.get(CACHED, 0))
-    executions = int(steps["executions"].sum()) + int(tail.get(EXECUTE, 0))
+    executions = int(steps["executions"].sum()) + sum(int(tail.get(name, 0)) for name in EXECUTION_COUNTERS)
     transfers = int(steps["transfers"].sum()) + int(tail.get(TO_CPU, 0))
     work = steps[steps["work"] & (steps["ordinal"] >= 0)]
     n_work = _steps.training_steps(steps)

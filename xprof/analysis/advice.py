@@ -20,6 +20,12 @@ ADVICE = {
         "Keep this input's shape fixed between steps (pad, bucket or resize to a few fixed "
         "shapes): every new shape compiles a new graph."
     ),
+    "sharding_change": (
+        "Shard every batch the same way: call xs.mark_sharding on each input with the same mesh "
+        "and partition spec every step, or let the loader shard every batch: "
+        "MpDeviceLoader(loader, device, input_sharding=xs.ShardingSpec(mesh, (\"data\", None))). "
+        "Under SPMD each sharding of an input compiles a graph of its own."
+    ),
     "item": (
         "Don't read the value on the host every step: keep it on the device and log it "
         "through xm.add_step_closure(fn, (tensor,)) (runs after the barrier, no extra "

@@ -10,6 +10,8 @@ The rules, in order, for a compile at a barrier (a compile inside a host read is
 2. ``cpu_fallback``: ops without an XLA lowering ran for the first time in this step.
 3. ``input_shape``: this step's input signature was never seen in an earlier steady-state
    step (step 0's graph is a one-off, so a shape seen only there still recompiles).
+   ``input_sharding`` (SPMD runs) when its shapes were all seen before, in a signature
+   that sharded one or more of the inputs another way: the sharding is part of the graph.
 4. ``implicit_sync``: same inputs as before, but a host read in this step (at a line not
    read from before with these inputs) materialized a tensor, which changes the graph.
 5. ``graph_change``: same inputs and reads, different graph: control flow that depends on
@@ -42,6 +44,8 @@ EVAL_GRAPH_RATIO = 0.75
 """A barrier graph with fewer nodes than this share of the training graph is an eval pass."""
 
 Signature = tuple[tuple[str, Shape, str, str], ...]
+Shardings = dict[int, dict[str, str]]
+"""SPMD runs: signature id -> input name -> its sharding spec (``""``: none)."""
 
 
 @dataclass
@@ -55,6 +59,10 @@ class Cause:
     new: Shape | None = None
     site: int | None = None
     evidence: str = ""
+    sharding: tuple[str, str] | None = None
+    """``input_sharding``: the input's sharding (before, now)."""
+    earlier: int | None = None
+    """``input_sharding``: the step that ran the same shapes sharded the other way."""
 
 
 def signatures(inputs: pd.DataFrame) -> dict[int, Signature]:
@@ -62,6 +70,22 @@ def signatures(inputs: pd.DataFrame) -> dict[int, Signature]:
     for row in inputs.itertuples(index=False):
         out.setdefault(int(row.sig), []).append((row.name, tuple(row.shape), row.dtype, row.src))
     return {k: tuple(v) for k, v in out.items()}
+
+
+def shardings(inputs: pd.DataFrame) -> Shardings:
+    """The recorded sharding of each input of each signature (empty outside SPMD runs)."""
+    out: Shardings = {}
+    if "sharding" not in inputs:
+        return out
+    for sig, name, spec in zip(inputs["sig"].tolist(), inputs["name"].tolist(), inputs["sharding"].tolist()):
+        if isinstance(spec, str):
+            out.setdefault(int(sig), {})[str(name)] = spec
+    return out
+
+
+def no_sharding(spec: str) -> str:
+    """How a spec reads to a person: ``""`` (no annotation) is replicated by XLA."""
+    return spec if spec else "no sharding (replicated)"
 
 
 def _closest(sig: Signature, previous: list[Signature]) -> tuple[Signature | None, str | None,
@@ -106,7 +130,8 @@ DATA_DEPENDENT_ACCESS = DATA_DEPENDENT_ACCESSES
 
 
 def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
-              sigs: dict[int, Signature], site_info: dict[int, Site] | None = None) -> list[Cause]:
+              sigs: dict[int, Signature], site_info: dict[int, Site] | None = None,
+              specs: Shardings | None = None) -> list[Cause]:
     """One :class:`Cause` per row of ``compiles`` (same order)."""
     causes: list[Cause] = []
     if not len(compiles):
@@ -149,7 +174,10 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     result: dict[int, Cause] = {}
     empty: frozenset[int] = frozenset()
     ctx = _Context(syncs=syncs, sigs=sigs, train_nodes=train_nodes, seen_nodes=seen_nodes,
-                   seen_keys=seen_keys, sites=site_info or {})
+                   seen_keys=seen_keys, sites=site_info or {}, specs=specs or {})
+    if ctx.specs:
+        for sid, sig in sigs.items():
+            ctx.same_shapes.setdefault(sig, []).append(sid)
     ctx.eval_owner = _eval_pass_owners(steps, sites_by_step, ctx)
     # A recorder that counts backward passes marks eval barriers itself (steps.assign); the
     # graph-size guess below is only for files without that evidence.
@@ -187,6 +215,8 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                 result[k] = _one(c, step, warm, seen_sigs, seen_sig_list, fallback - seen_fallback, ctx)
         if phase == "train":
             ctx.seen_sites.update(sites)
+            if work and sig_id is not None:
+                ctx.sig_step.setdefault(sig_id, step_i)
         if work and phase == "train" and ordinal >= 1:
             if sig_id is not None and sig_id not in seen_sigs:
                 seen_sigs.add(sig_id)
@@ -237,6 +267,11 @@ class _Context:
     """Read sites seen in earlier training steps (warm-up included)."""
     size_guess: bool = True
     """Tell eval graphs by their size (files recorded without backward-pass evidence)."""
+    specs: Shardings = field(default_factory=dict)
+    same_shapes: dict[Signature, list[int]] = field(default_factory=dict)
+    """SPMD: signatures with the same names, shapes, dtypes and sources (they differ in sharding)."""
+    sig_step: dict[int, int] = field(default_factory=dict)
+    """The first training step that ran each signature."""
     eval_owner: dict[int, Cause] = field(default_factory=dict)
     """For each barrier of an eval pass, the cause its compiles get (:func:`_eval_pass_owners`)."""
 
@@ -369,7 +404,7 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
             "no step inputs were recorded, and the graph has the same size as one seen before: "
             "most likely input shapes changed"))
     if sig_id not in seen_sigs:
-        return _shape_cause(sig_id, seen_sig_list, ctx)
+        return _shape_cause(sig_id, seen_sigs, seen_sig_list, ctx)
     if step.dynamo:
         return Cause("dynamo", FindingKey("dynamo"), evidence=(
             "torch.compile traced a graph again in this step (same input shapes as before), "
@@ -393,8 +428,13 @@ def base_input_name(name: str) -> str:
     return head if sep and tail.isdigit() else name
 
 
-def _shape_cause(sig_id: int, seen_sig_list: list[Signature], ctx: _Context) -> Cause:
-    """The input whose shape is new in this step's signature."""
+def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature], ctx: _Context) -> Cause:
+    """The input whose shape is new in this step's signature (or, under SPMD, whose
+    sharding is new while every shape was seen before)."""
+    if ctx.specs:
+        found = _sharding_cause(sig_id, seen_sigs, ctx)
+        if found is not None:
+            return found
     sig = ctx.sigs.get(sig_id, ())
     prev, name, dim, old, new = _closest(sig, seen_sig_list)
     if name is not None:
@@ -409,6 +449,35 @@ def _shape_cause(sig_id: int, seen_sig_list: list[Signature], ctx: _Context) -> 
                      input=first[0] if first else None, new=first[1] if first else None,
                      evidence="input shapes first seen at the one-off first step")
     return Cause("input_shape", FindingKey.input(None), evidence="a new input signature")
+
+
+def _sharding_cause(sig_id: int, seen_sigs: set[int], ctx: _Context) -> Cause | None:
+    """``input_sharding`` when an earlier signature had exactly these inputs and shapes
+    but sharded at least one of them another way (the first such signature seen)."""
+    now = ctx.specs.get(sig_id)
+    sig = ctx.sigs.get(sig_id)
+    if not now or sig is None:
+        return None
+    # Every signature in ``seen_sigs`` ran in a training step before this one.
+    earlier = sorted((ctx.sig_step.get(p, -1), p) for p in ctx.same_shapes.get(sig, ())
+                     if p != sig_id and p in seen_sigs)
+    for step, prev in earlier:
+        before = ctx.specs.get(prev, {})
+        changed = [(name, before[name], spec) for name, spec in now.items()
+                   if name in before and before[name] != spec]
+        if not changed:
+            continue
+        # A loader's batch names its inputs best, then a compiled function's parameters.
+        order = {name: (0 if src in ("batch", "loader", "arg") else 1) for name, _, _, src in sig}
+        changed.sort(key=lambda c: order.get(c[0], 1))
+        name, old, new = changed[0]
+        base = base_input_name(name)
+        others = [n for n, _, _ in changed[1:]]
+        also = f" (and {', '.join(others[:4])}{' ...' if len(others) > 4 else ''})" if others else ""
+        return Cause("input_sharding", FindingKey.sharding(base), input=base, sharding=(old, new), earlier=step,
+                     evidence=f"{name}{also} sharded {no_sharding(new)}, at step {step} {no_sharding(old)}; "
+                              "same shapes")
+    return None
 
 
 def _step_mechanism(step: _StepFacts, ctx: _Context) -> Cause | None:
@@ -440,7 +509,7 @@ def _mid_step(c: Any, step: _StepFacts, new_fallback: set[str], ctx: _Context, s
                          evidence="compiled inside an op whose output shape depends on values")
         if site in ctx.seen_sites and step.sig_id is not None and step.sig_id not in seen_sigs:
             # The same read compiled before: it compiles again only because the inputs changed.
-            return _shape_cause(step.sig_id, seen_sig_list, ctx)
+            return _shape_cause(step.sig_id, seen_sigs, seen_sig_list, ctx)
         return Cause("implicit_sync", FindingKey.sync(site), site=site,
                      evidence="compiled inside a host read of a tensor value")
     if step.dynamo:

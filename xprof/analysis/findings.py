@@ -12,7 +12,14 @@ import pandas as pd
 
 from xprof.analysis import mechanisms as _mech
 from xprof.analysis.advice import ADVICE
-from xprof.analysis.causes import DATA_DEPENDENT_ACCESS, Cause, Signature, base_input_name
+from xprof.analysis.causes import (
+    DATA_DEPENDENT_ACCESS,
+    Cause,
+    Shardings,
+    Signature,
+    base_input_name,
+    no_sharding,
+)
 from xprof.analysis.model import EVAL_KEY, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.tables import live_reads
@@ -75,7 +82,7 @@ def _pattern(ordinals: list[int], steady_steps: int) -> str | None:
 
 def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], syncs: pd.DataFrame,
           sigs: dict[int, Signature], sites: dict[int, Site] | None = None,
-          dynamo_guards: list[dict[str, Any]] | None = None) -> list[Finding]:
+          dynamo_guards: list[dict[str, Any]] | None = None, specs: Shardings | None = None) -> list[Finding]:
     findings: list[Finding] = []
     ordinal_of = dict(zip(steps["i"].astype(int).tolist(), steps["user_step"].astype(int).tolist()))
     steady = int(steps.loc[steps["work"] & (steps["ordinal"] >= 2), "ordinal"].nunique())
@@ -124,6 +131,9 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         comp_steps = sorted({int(s) for s in rows["step"]})
         if c0.cause == "input_shape":
             findings.append(_shape_finding(c0, ks, causes, rows, steps, sigs, ordinal_of, steady))
+            continue
+        if c0.cause == "input_sharding":
+            findings.append(_sharding_finding(key, ks, causes, rows, steps, sigs, specs or {}))
             continue
         if c0.cause == "graph_change":
             findings.append(_graph_finding(key, c0, rows, steps, ordinal_of))
@@ -385,6 +395,51 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE[kind],
         evidence=evidence, steps=comp_steps, input=name, dim=dim,
         shapes=[list(s) for s in shapes], pattern=pattern, what_if=what_if,
+    )
+
+
+def _sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
+                      steps: pd.DataFrame, sigs: dict[int, Signature], specs: Shardings) -> Finding:
+    """The ``input_sharding`` compiles of one input: the shardings it took with the same
+    shape, the steps that had the odd one, and how to keep it fixed."""
+    name = key.detail
+    ms = float(rows["ms"].sum())
+    n = len(ks)
+    # The input's sharding at every training step that ran a graph; the usual one is the
+    # one most steps had.
+    keep = (steps["work"].to_numpy(dtype=bool) & steps["sig"].notna().to_numpy(dtype=bool)
+            & (steps["phase"] == "train").to_numpy(dtype=bool))
+    per_step: list[tuple[int, str]] = []
+    for i, sig in zip(steps["i"][keep].tolist(), steps["sig"][keep].tolist()):
+        spec = next((sp for nm, sp in specs.get(int(sig), {}).items() if base_input_name(nm) == name), None)
+        if spec is not None:
+            per_step.append((int(i), spec))
+    counts = Counter(sp for _, sp in per_step)
+    usual = counts.most_common(1)[0][0] if counts else None
+    seen: list[str] = [usual] if usual is not None else []
+    for k in ks:
+        pair = causes[k].sharding
+        for spec in pair or ():
+            if spec not in seen:
+                seen.append(spec)
+    odd = [i for i, sp in per_step if sp != usual]
+    shape = next((shp for sig in sigs.values() for nm, shp, _, _ in sig if base_input_name(nm) == name), None)
+    words = " and ".join(no_sharding(s) for s in seen[:2]) + (" ..." if len(seen) > 2 else "")
+    title = (f"{name} is sharded {len(seen)} ways with the same shape ({words}): "
+             f"{n} recompile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s")
+    evidence = [f"step {int(s)}: {causes[k].evidence}" for k, s in zip(ks[:3], rows["step"].tolist()[:3])
+                if causes[k].evidence]
+    if n > 3:
+        evidence.append(f"... and {n - 3} more")
+    if odd and usual is not None:
+        listed = ", ".join(str(i) for i in odd[:10]) + (" ..." if len(odd) > 10 else "")
+        evidence.append(f"{name} was not sharded the usual way ({no_sharding(usual)}) at "
+                        f"step{'s' if len(odd) != 1 else ''} {listed}")
+    return Finding(
+        id=str(key), cause="input_sharding", kind="sharding_change", title=title, count=n, compiles=n,
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["sharding_change"],
+        evidence=evidence, steps=odd or sorted({int(s) for s in rows["step"]}), input=name,
+        shapes=[list(shape)] if shape is not None else None, shardings=seen,
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xprof.runfile import CACHED, EXECUTE, TO_CPU, UNCACHED, Run, Step, is_fallback_counter
+from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Run, Step, is_fallback_counter
 
 
 def live_reads(syncs: pd.DataFrame) -> pd.DataFrame:
@@ -54,7 +54,8 @@ def step_table(run: Run) -> pd.DataFrame:
         "cached": counter(CACHED),
         "barrier_uncached": np.asarray(bu, dtype=np.int64),
         "barrier_cached": np.asarray(bc, dtype=np.int64),
-        "executions": counter(EXECUTE),
+        # A process's own executions, or SPMD's replicated ones (a run counts in one of them).
+        "executions": sum((counter(name) for name in EXECUTION_COUNTERS), np.zeros(len(steps), dtype=np.int64)),
         "transfers": counter(TO_CPU),
         "opt": np.asarray(opt, dtype=np.int64),
         "dynamo_graphs": np.asarray(dz, dtype=np.int64),
@@ -251,6 +252,7 @@ def sync_executions(run: Run, syncs: pd.DataFrame,
 
 
 def input_table(run: Run) -> pd.DataFrame:
-    rows = [(sid, entry.name, entry.shape, entry.dtype, entry.src)
+    """One row per input of each signature; ``sharding`` is None outside SPMD runs."""
+    rows = [(sid, entry.name, entry.shape, entry.dtype, entry.src, entry.sharding)
             for sid, inputs in run.signatures.items() for entry in inputs]
-    return pd.DataFrame(rows, columns=["sig", "name", "shape", "dtype", "src"])
+    return pd.DataFrame(rows, columns=["sig", "name", "shape", "dtype", "src", "sharding"])

@@ -365,7 +365,9 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
                             else:
                                 site = frames.user_site(caller)
                                 name = name_from_line(site.file, site.line) if site else "tensor"
-                        rec.on_to_device(self, name)
+                        rec.on_to_device(self, name, result)
+                elif rec.keep_devices:  # SPMD: the moved leaf is what mark_sharding shards
+                    rec.on_batch_leaf_moved(self, result)
             except Exception as exc:
                 rec.error("input hook", exc)
         return result

@@ -13,10 +13,12 @@ from typing import Any
 from xprof.analysis.model import MINOR_SHARE, WARMUP_STEPS, Analysis, Finding
 from xprof.analysis.ranks import RankFinding
 from xprof.report import fmt
+from xprof.runfile import Run
 
 CAUSE_LABELS = {
     "warmup": "warm-up",
     "input_shape": "input shape changed",
+    "input_sharding": "input sharding changed",
     "implicit_sync": "host read",
     "graph_change": "graph changed",
     "cpu_fallback": "CPU fallback",
@@ -30,6 +32,7 @@ CAUSE_LABELS = {
 CAUSE_COLORS = {
     "warmup": "#9aa5b1",
     "input_shape": "#e8590c",
+    "input_sharding": "#d9480f",
     "implicit_sync": "#7048e8",
     "graph_change": "#c92a2a",
     "cpu_fallback": "#8d6e63",
@@ -39,6 +42,23 @@ CAUSE_COLORS = {
     "dynamo": "#f08c00",
     "unknown": "#495057",
 }
+
+
+def spmd_line(run: Run) -> str | None:
+    """``SPMD: 4 devices, mesh 4x1 (data, model)`` (and ``process 1 of 2`` on a pod);
+    None outside SPMD runs."""
+    spmd = run.spmd
+    if spmd is None:
+        return None
+    parts = [fmt.plural(spmd.devices, "device")] if spmd.devices is not None else []
+    if spmd.mesh_shape:
+        mesh = "x".join(str(d) for d in spmd.mesh_shape)
+        if spmd.axis_names:
+            mesh += " (" + ", ".join("-" if n is None else n for n in spmd.axis_names) + ")"
+        parts.append(f"mesh {mesh}")
+    if spmd.process_count and spmd.process_count > 1:
+        parts.append(f"process {spmd.process_index} of {spmd.process_count}")
+    return "SPMD" + (": " + ", ".join(parts) if parts else "")
 
 
 def cause_label(cause: str | None) -> str:
