@@ -152,6 +152,8 @@ class LiveNotices:
         self._step_syncs: list[dict[str, Any]] = []
         self._site_steps: dict[int, set[int]] = {}
         self._forced: set[int] = set()
+        self._forced_lib: set[tuple[str, str]] = set()
+        """Library reads (by function and user line) that ran the device."""
         self._forced_dd: set[tuple[str, str]] = set()
         """Sites whose reads ran the device at least once."""
         self._sites_read: set[int] = set()
@@ -242,7 +244,20 @@ class LiveNotices:
         if _is_checkpoint(site.get("via")):
             return  # a checkpoint save reads every tensor; the report says whether it is often
         if site.get("via") or site.get("chain"):
-            return  # a library mechanism (or torch.compile's own read): the report groups those
+            # A library's read: no notice (the report groups them by mechanism), but its cost
+            # counts for the exit summary; torch.compile's own reads are dynamo's.
+            via = str(site.get("via") or "")
+            if not via.startswith(("torch._dynamo", "torch_xla._dynamo")):
+                name = clean(str(site.get("inner") or via or "a library"), 80)
+                where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
+                key = ("lib", f"{name}@{where}")
+                wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
+                self._read_cost(key, wait)
+                self._add_cost(key, wait, 0, f"{name} (called from {where}) reads values on the host: "
+                               "see the report for the library's line")
+                if rec.get("x") or rec.get("u"):
+                    self._forced_lib.add(key)
+            return
         if str(site.get("kind", "")) in DATA_DEPENDENT_ACCESSES:
             self._data_dependent(rec, sid, site, i, steps)
             return
@@ -353,7 +368,10 @@ class LiveNotices:
             if not warm:  # what the analysis counts as recompiles
                 self._recompiles += 1
                 self._recompile_s += ns
-                if dynamo:  # torch.compile traced a new graph: the dynamo finding's
+                if dynamo and not (work and evaluating and not rec.get("o")):
+                    # torch.compile traced a new graph: the dynamo finding's. One traced for an
+                    # eval pass is left to the report: a grad-mode retrace is a one-off (info),
+                    # which only the guard text, written at the end, can tell.
                     self._add_cost(("dynamo", ""), ns, 1, "torch.compile (dynamo) traced new graphs: keep "
                                    "input shapes fixed (drop_last=True) or mark the dimension dynamic")
             self._compile_s += ns
@@ -549,7 +567,8 @@ class LiveNotices:
         self._open = []
         ranked = sorted(self._cost.items(), key=lambda kv: (-kv[1][0], kv[0]))
         ranked = [kv for kv in ranked if (kv[0][0] != "sync" or int(kv[0][1]) in self._forced)
-                  and (kv[0][0] != "data_dependent" or kv[0] in self._forced_dd)]
+                  and (kv[0][0] != "data_dependent" or kv[0] in self._forced_dd)
+                  and (kv[0][0] != "lib" or kv[0] in self._forced_lib)]
         if ranked:
             self.first, (seconds, n, advice) = ranked[0]
             cost = f"{n} compile{'s' if n != 1 else ''}, " if n else ""

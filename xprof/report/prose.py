@@ -94,7 +94,8 @@ def status_banner(analysis: Analysis) -> str | None:
     t = analysis.totals
     if not analysis.run.complete or t.status == "incomplete":
         text = (f"Incomplete run: the process stopped before xprof.watch() finished, so this "
-                f"report covers only the {fmt.plural(t.steps, 'step')} that were recorded.")
+                f"report covers only the {fmt.plural(t.steps, 'step')} "
+                f"{'that was' if t.steps == 1 else 'that were'} recorded.")
         if analysis.run.truncated_tail:
             text += " The last line of the run file was cut off mid-write."
         return text
