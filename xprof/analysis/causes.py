@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, HF_EVAL, mechanism
+from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, mechanism
 from xprof.analysis.model import EVAL_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.tables import live_reads
@@ -299,7 +299,7 @@ def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[in
             for site in ([barrier_site] if barrier_site is not None else []) + sorted(
                     sites_by_step.get(int(step_ids[r]), frozenset())):
                 mech = mechanism(ctx.sites.get(site))
-                if mech is not None and mech.key == HF_EVAL.key:
+                if mech is not None and mech.evaluates:
                     owner = Cause("library", FindingKey.parse(mech.key), site=site, evidence=(
                         f"{mech.what} ran this eval pass (its barriers and reads go through it)"))
                     break

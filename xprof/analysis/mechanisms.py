@@ -20,6 +20,8 @@ class Mechanism:
     kind: str
     what: str
     advice: str
+    evaluates: bool = False
+    """It runs eval passes: every compile of an eval pass that went through it is its own."""
 
 
 _HF_LOGGING = Mechanism(
@@ -34,7 +36,7 @@ _HF_LOGGING = Mechanism(
         "clipping, and with it the norm read) if you do not need them."),
 )
 
-HF_EVAL = Mechanism(
+_HF_EVAL = Mechanism(
     key="lib:hf_trainer_eval", kind="hf_trainer_eval", what="The Trainer's evaluation",
     advice=(
         "transformers.Trainer's evaluation (eval_strategy / eval_steps) runs forward-only graphs "
@@ -42,8 +44,8 @@ HF_EVAL = Mechanism(
         "compile once per eval shape: keep eval batches at one fixed shape (pad eval data to a "
         "fixed max_length, dataloader_drop_last=True, a per_device_eval_batch_size that divides "
         "the eval set) and evaluate less often (larger eval_steps)."),
+    evaluates=True,
 )
-"""Its compiles are the evaluation's whatever the inputs (an eval pass has shapes of its own)."""
 
 _HF_CHECKPOINT = Mechanism(
     key="lib:hf_trainer_checkpoint", kind="hf_trainer_checkpoint", what="The Trainer's checkpointing",
@@ -55,9 +57,9 @@ _HF_CHECKPOINT = Mechanism(
 )
 
 _KNOWN: tuple[tuple[str, Mechanism], ...] = (
-    ("transformers.trainer.Trainer.evaluation_loop", HF_EVAL),
-    ("transformers.trainer.Trainer.prediction_loop", HF_EVAL),
-    ("transformers.trainer.Trainer.evaluate", HF_EVAL),
+    ("transformers.trainer.Trainer.evaluation_loop", _HF_EVAL),
+    ("transformers.trainer.Trainer.prediction_loop", _HF_EVAL),
+    ("transformers.trainer.Trainer.evaluate", _HF_EVAL),
     ("transformers.trainer.Trainer._save_checkpoint", _HF_CHECKPOINT),
     ("transformers.trainer.Trainer.save_model", _HF_CHECKPOINT),
     ("transformers.integrations.tpu.save_tpu_checkpoint", _HF_CHECKPOINT),

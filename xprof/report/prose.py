@@ -169,11 +169,16 @@ def _deferred_executions(analysis: Analysis) -> int:
     return int(syncs.loc[syncs["deferred"].astype(bool), "executions"].sum())
 
 
+def costly(analysis: Analysis) -> list[Finding]:
+    """The findings that cost time and want a change, costliest first."""
+    return [f for f in ranked(analysis.findings) if f.severity != "info" and f.seconds > 0]
+
+
 def next_step(analysis: Analysis) -> tuple[str, str]:
     """(what to change first, how): the costliest finding, or why there is nothing to do."""
-    costly = [f for f in ranked(analysis.findings) if f.severity != "info" and f.seconds > 0]
-    if costly:
-        first = costly[0]
+    costly_ = costly(analysis)
+    if costly_:
+        first = costly_[0]
         return f"Change this first: {first.title.rstrip('.')}.", first.advice
     if analysis.findings:
         return "Nothing costly to change.", "No finding cost measurable time; those below are for information."
@@ -244,9 +249,9 @@ def exit_lines(analysis: Analysis, run_path: str) -> list[str]:
         f"{fmt.plural(t.compiles, 'compile')}, {t.recompiles} after warm-up",
         f"xprof: compiling took {fmt.seconds(t.compile_seconds)}, {fmt.percent(t.compile_share)} of the run",
     ]
-    costly = [f for f in ranked(analysis.findings) if f.severity != "info" and f.seconds > 0]
-    if costly:
-        lines.append(f"xprof: first thing to change: {costly[0].title.rstrip('.')}")
+    first = costly(analysis)
+    if first:
+        lines.append(f"xprof: first thing to change: {first[0].title.rstrip('.')}")
     else:
         lines.append("xprof: first thing to change: nothing stands out (no recompile or host sync "
                      "with a known cause after warm-up)")
