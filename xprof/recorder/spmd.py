@@ -20,16 +20,29 @@ ShardingsOf = Callable[[Sequence[Any]], Sequence[str]]
 
 
 def spmd_enabled() -> bool:
-    """``xr.use_spmd()`` was called. torch_xla's own test (``xr.is_spmd``) reads the
-    ``XLA_USE_SPMD`` flag that ``use_spmd`` sets; reading it starts nothing."""
-    runtime = sys.modules.get("torch_xla.runtime")
-    is_spmd = getattr(runtime, "is_spmd", None)
-    if callable(is_spmd):
-        try:
-            return bool(is_spmd())
-        except Exception:
-            pass
-    return os.environ.get("XLA_USE_SPMD", "").strip().lower() in ("1", "true", "yes", "on")
+    """``xr.use_spmd()`` was called: the ``XLA_USE_SPMD`` flag it sets, read with the rule of
+    torch_xla 2.9's own ``xr.is_spmd()`` (``"true"`` or a positive integer). Read directly:
+    it is asked at every barrier until the first graph runs, and the call through torch_xla
+    costs several times the dictionary lookup."""
+    raw = _ENV_DATA.get(_SPMD_KEY) if _ENV_DATA is not None else None
+    if raw is None:
+        if _ENV_DATA is not None:
+            return False
+        flag = os.environ.get("XLA_USE_SPMD", "")
+    else:
+        flag = os.fsdecode(raw) if isinstance(raw, bytes) else str(raw)
+    return flag == "true" or (flag.isdigit() and int(flag) > 0)
+
+
+# os.environ keeps its values in a plain dict under encoded keys (CPython's os.py): one dict
+# lookup instead of the Mapping machinery, since this is asked at every barrier until the
+# first graph runs. Where the layout differs, os.environ.get is used.
+_ENV_DATA: dict[Any, Any] | None = getattr(os.environ, "_data", None)
+try:
+    _SPMD_KEY: Any = os.environ.encodekey("XLA_USE_SPMD")  # type: ignore[attr-defined]
+except Exception:
+    _ENV_DATA = None
+    _SPMD_KEY = None
 
 
 def mesh_facts() -> dict[str, Any]:
