@@ -35,6 +35,10 @@ def _hook_state() -> dict[str, Any]:
     xm = sys.modules.get("torch_xla.core.xla_model")
     if xm is not None:
         state["add_step_closure"] = xm.add_step_closure
+    if torch is not None:
+        state["Module.train"] = torch.nn.Module.__dict__.get("train")
+        state["autograd.backward"] = torch.autograd.backward
+        state["autograd.grad"] = torch.autograd.grad
     dl = sys.modules.get("torch.utils.data.dataloader")
     if dl is not None:
         state["dl_next"] = dl._BaseDataLoaderIter.__dict__.get("__next__")

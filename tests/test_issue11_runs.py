@@ -3,7 +3,8 @@
 - a boolean-mask loss under `xprof run`: torch_xla's own debug output is the referee for
   the line of the data-dependent op;
 - a Trainer run with XprofCallback (in this process) and the same script under `xprof run`
-  (a subprocess) must tell the same story: 6 steps, padding, the Trainer's logging.
+  (a subprocess) must tell the same story: 6 steps, 2 eval passes, padding, the Trainer's
+  logging and its evaluation.
 """
 
 from __future__ import annotations
@@ -72,34 +73,46 @@ def trainer_runs(device: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple
     tmp = tmp_path_factory.mktemp("hf11")
     cb = XprofCallback(tmp / "cb.json")
     try:
-        hf_padded_trainer.train(str(tmp / "out"), [cb])
+        hf_padded_trainer.train(str(tmp / "out"), [cb], evaluate=True)
     finally:
         cb.close()
     in_process = analyze(load_run(cb.path or "")).summary()
-    under_run = _xprof_run(tmp, tmp / "run.json", str(TRAINER), str(tmp / "out2"))
+    under_run = _xprof_run(tmp, tmp / "run.json", str(TRAINER), str(tmp / "out2"), "--eval")
     return in_process, under_run
 
 
 def test_trainer_steps_and_mechanisms(trainer_runs: tuple[dict[str, Any], dict[str, Any]]) -> None:
     s, _ = trainer_runs
-    assert (s["steps"], s["barriers"]) == (6, 19)  # 6 optimizer steps; logging every 2 adds barriers
+    # 6 optimizer steps; logging every 2 steps and an eval pass of 2 batches every 3 add barriers.
+    assert (s["steps"], s["eval_passes"], s["barriers"]) == (6, 2, 35)
+    # The eval barriers that ran a graph (the Trainer's barrier is outside its no_grad, so it is
+    # model.eval() that marks them): per pass 2 forward graphs and the small graphs of its
+    # gathers and loader; the second pass's first loader barrier also runs the logging's
+    # leftover graph (in the first pass that barrier closes training step 3 and is not eval).
+    assert s["eval_steps"] == 5 + 6
     kinds = {(f["cause"], f["kind"]) for f in s["findings"]}
     assert ("input_shape", "dynamic_padding") in kinds
     assert ("library", "hf_trainer_logging") in kinds
-    assert not any(c in ("unknown", "graph_change") for c, _ in kinds)
+    assert ("library", "hf_trainer_eval") in kinds
+    assert not any(c in ("unknown", "graph_change") for c, _ in kinds)  # the eval pass is the Trainer's
     pad = next(f for f in s["findings"] if f["kind"] == "dynamic_padding")
     assert pad["input"] == "input_ids" and pad["dim"] == 1
-    assert pad["compiles"] == s["recompiles"]  # every recompile is the padding's
+    ev = next(f for f in s["findings"] if f["kind"] == "hf_trainer_eval")
+    assert ev["steps"] == [2, 5] and ev["compiles"] >= 2  # after optimizer steps 3 and 6 (0-based 2, 5)
+    # Every recompile is the padding's or the evaluation's (a training graph cut by the eval
+    # loader's first batch stays the padding's).
+    assert pad["compiles"] + ev["compiles"] == s["recompiles"]
     log = next(f for f in s["findings"] if f["kind"] == "hf_trainer_logging")
     assert log["pattern"] == "every 2 steps" and "logging_steps" in log["advice"]
-    assert sum(1 for f in s["findings"] if f["cause"] in ("library", "implicit_sync")) <= 2  # one per mechanism
+    assert sum(1 for f in s["findings"] if f["cause"] in ("library", "implicit_sync")) <= 4  # one per mechanism
+    assert 0 < s["forced_reads"] < s["syncs"]  # most logging reads find their value computed
 
 
 def test_trainer_callback_and_xprof_run_agree(trainer_runs: tuple[dict[str, Any], dict[str, Any]]) -> None:
     cb, run = trainer_runs
     # Compile counts are not compared: this test process has compiled some of the same small
     # graphs before (torch_xla's cache is per process); the fresh `xprof run` process has not.
-    for key in ("steps", "barriers", "syncs"):
+    for key in ("steps", "barriers", "eval_steps", "eval_passes", "syncs"):
         assert cb[key] == run[key], key
 
     def story(s: dict[str, Any]) -> list[tuple[Any, ...]]:

@@ -132,3 +132,98 @@ def test_a_barriers_own_execution_is_not_the_next_reads() -> None:
     assert abs(float(exec_ms[0]) - 10.0) < 1e-6
     # Without the barriers, both executions fall in the read's window.
     assert sync_executions(executions, syncs)[1].tolist() == [2]
+
+
+def _phase_table(rows: list[tuple[int, bool, bool, int]]) -> pd.DataFrame:
+    """(optimizer steps, grad off, model in eval mode, backward passes) per barrier that ran a graph."""
+    return pd.DataFrame({
+        "barrier": ["mark_step"] * len(rows), "work": [True] * len(rows),
+        "opt": [r[0] for r in rows], "nograd": [r[1] for r in rows],
+        "eval_mode": [r[2] for r in rows], "backward": [r[3] for r in rows],
+    })
+
+
+def test_eval_mode_marks_eval_barriers_a_backward_pass_keeps_training() -> None:
+    df = _phase_table([
+        (1, False, False, 1),   # a training step
+        (0, False, True, 0),    # the HF Trainer's eval barrier: grad on, but model.eval()
+        (0, False, True, 0),
+        (1, False, False, 1),   # model.train() again
+        (0, False, True, 1),    # gradient accumulation with dropout off (model.eval()): training
+        (1, False, True, 1),
+        (0, False, False, 0),   # the Trainer's logging after a step: training, not eval
+    ])
+    steps_mod.assign(df)
+    assert df["phase"].tolist() == ["train", "eval", "eval", "train", "train", "train", "train"]
+    assert df["ordinal"].tolist() == [0, -1, -1, 1, 1, 2, 2]
+    assert steps_mod.eval_steps(df) == 2 and steps_mod.eval_passes(df) == 1
+
+
+def test_eval_passes_count_runs_of_eval_barriers() -> None:
+    df = pd.DataFrame({"phase": ["train", "eval", "empty", "eval", "train", "eval", "train", "empty"]})
+    assert steps_mod.eval_passes(df) == 2
+
+
+def test_an_eval_pass_driven_by_the_trainer_owns_its_compiles(tmp_path: Path) -> None:
+    # 4 training steps; after step 2 an eval pass (model.eval(), grad on at its barriers) whose
+    # loader barrier goes through Trainer.evaluation_loop, and which compiles a forward graph
+    # for a batch shape training never had. Then training goes on with a new length.
+    eval_chain = ["transformers.trainer.Trainer.evaluation_loop", "transformers.trainer.Trainer.evaluate",
+                  "transformers.trainer.Trainer.train"]
+    recs: list[dict[str, Any]] = [
+        {"type": "site", "id": 0, "kind": "barrier", "file": "/u/t.py", "line": 9, "func": "main",
+         "via": "transformers.trainer.Trainer.train", "code": "trainer.train()",
+         "inner": eval_chain[0], "chain": eval_chain},
+        {"type": "sig", "id": 0, "inputs": [{"name": "input_ids", "shape": [4, 8], "dtype": "int64",
+                                                "src": "loader"}]},
+        {"type": "sig", "id": 1, "inputs": [{"name": "input_ids", "shape": [4, 5], "dtype": "int64",
+                                                "src": "loader"}]},
+        {"type": "sig", "id": 2, "inputs": [{"name": "input_ids", "shape": [4, 12], "dtype": "int64",
+                                                "src": "loader"}]},
+    ]
+    t = 1000.0
+    plan = [  # (o, ev, bw, sig, compiles at the barrier, site)
+        (1, 0, 1, 0, 1, None), (1, 0, 1, 0, 1, None), (1, 0, 1, 0, 0, None),
+        (0, 1, 0, 1, 1, 0),  # the eval pass: a forward graph for [4, 5]
+        (0, 1, 0, None, 0, 0),
+        (1, 0, 1, 2, 1, None),  # training with a new length: the padding's
+    ]
+    for i, (o, ev, bw, sig, bu, site) in enumerate(plan):
+        rec: dict[str, Any] = {"type": "step", "i": i, "t0": t + i, "tb": t + i + 0.5, "t1": t + i + 0.9,
+                               "barrier": "loader", "c": {"MarkStep": 1, "ExecuteComputation": 1,
+                                                          "UncachedCompile" if bu else "CachedCompile": 1}}
+        rec["bu" if bu else "bc"] = 1
+        for key, value in (("o", o), ("ev", ev), ("bw", bw)):
+            if value:
+                rec[key] = value
+        for key, value in (("sig", sig), ("site", site)):
+            if value is not None:
+                rec[key] = value
+        recs.append(rec)
+        if bu:
+            recs.append({"type": "compile", "i": i, "t": t + i + 0.7, "ns": 500_000_000, "at": "barrier"})
+    _write(tmp_path / "r.json", recs)
+    a = analyze(load_run(tmp_path / "r.json"))
+    assert (a.totals.steps, a.totals.eval_steps, a.totals.eval_passes) == (4, 2, 1)
+    by_kind = {f.kind: f for f in a.findings}
+    assert by_kind["hf_trainer_eval"].compiles == 1  # the eval's shape is the evaluation's
+    assert "graph_change" not in {f.cause for f in a.findings}
+    # The training step with a new length is the input's, not the evaluation's.
+    shape = next(f for f in a.findings if f.cause == "input_shape")
+    assert (shape.input, shape.compiles, shape.steps) == ("input_ids", 1, [3])
+
+
+def test_a_stopped_run_says_how_long_its_last_step_ran(tmp_path: Path) -> None:
+    # One step, then SIGTERM 150 s after its barrier (the next step was compiling).
+    w = RunWriter(tmp_path / "r.json", {"name": "u", "started_unix": 1000.0, "meta": {}})
+    for r in _steps(1):
+        w.write(r)
+    w.write({"type": "end", "t": 1000.9 + 150.0, "status": "interrupted", "exception": "SIGTERM",
+             "steps": 1, "syncs": 0, "errors": 0})
+    w.close()
+    a = analyze(load_run(tmp_path / "r.json"))
+    assert any("stopped (SIGTERM)" in n for n in a.notes)
+    assert any("2.5 min passed after the last barrier (step 0)" in n for n in a.notes), a.notes
+    from xprof.report.prose import headline
+
+    assert any("too few to judge recompiles" in line for line in headline(a))

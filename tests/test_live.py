@@ -139,7 +139,14 @@ def test_xprof_run_summary_and_quiet(tmp_path: Path) -> None:
     lines = _xprof_lines(loud.stderr)
     assert lines[0].startswith("xprof: step 3 recompiled: x took shape [8, 8] (first seen); 1 recompile so far")
     assert lines[1].startswith("xprof: 5 steps (2 warm-up) in ")
-    assert lines[3].startswith("xprof: first thing to change: x took 2 shapes")
+    # The exit summary of `xprof run` is the analysis' own: the first finding of `xprof summary`.
+    from xprof.analysis import analyze
+
+    a = analyze(load_run(out))
+    assert lines[1].startswith("xprof: 5 steps (2 warm-up) in ") and lines[1].endswith(
+        f"; {a.totals.compiles} compiles, {a.totals.recompiles} after warm-up")
+    assert lines[3] == f"xprof: first thing to change: {a.findings[0].title}"
+    assert a.findings[0].input == "x"
     assert lines[4] == f"xprof: open the report: xprof report {out} --open"
     assert lines[5].startswith(f"xprof: wrote {out}")
     quiet = subprocess.run([*cmd, "--quiet", str(TINY), "--steps", "5", "--grow-at", "3"],
@@ -226,3 +233,22 @@ def test_sync_notice_needs_a_read_that_ran_the_device() -> None:
     other.feed([site, *_steps(3), {"type": "sync", "i": 3, "site": 0, "t0": 3.1, "t1": 3.2, "x": 1, "deferred": True},
                 *_steps(1, 3)])
     assert live2 == []
+
+
+def test_reads_after_the_last_barrier_are_not_the_first_thing_to_change() -> None:
+    """The analysis counts a final print or evaluation after the last barrier in no finding;
+    the exit summary does not rank it either (seen on pytorch/xla's SPMD linear-model test,
+    whose last line is ``m(t).cpu()``)."""
+    live = LiveNotices(0.0, None)
+    sites = [{"type": "site", "id": k, "kind": "item", "file": "/x/train.py", "line": 10 + k, "func": "main",
+              "via": None, "code": "loss.item()"} for k in (0, 1)]
+    recs: list[dict[str, Any]] = list(sites)
+    for i in range(6):
+        recs.extend(_steps(1, i))
+        if i in (2, 4):  # a read that runs the device, closed by the next barrier
+            recs.append({"type": "sync", "i": i + 1, "site": 0, "t0": i + 1.1, "t1": i + 1.15, "x": 1})
+    recs.append({"type": "sync", "i": 6, "site": 1, "t0": 6.1, "t1": 9.1, "x": 1, "u": 1})  # after the last one
+    live.feed(recs)
+    lines = live.summary(10.0, "run.json")
+    assert live.first == ("sync", "0"), lines
+    assert "train.py:10 " in lines[2] and "(0.10 s)" in lines[2]

@@ -172,6 +172,25 @@ def test_exit_codes_and_status(device: Any, tmp_path: Path, args: tuple[str, ...
         assert "ValueError: boom from the script" in (run.end.exception or "")
 
 
+@pytest.mark.xla
+def test_sigterm_closes_the_run_file(device: Any, tmp_path: Path) -> None:
+    import signal
+
+    from xprof.analysis import analyze
+
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        pytest.skip("this test process handles SIGTERM itself")
+    result, out = _run_in_process(tmp_path, "--steps", "3", "--sigterm", extra=("--no-debug",))
+    assert result.exit_code == 143, result.output
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
+    run = load_run(out)
+    assert run.complete and run.end is not None
+    assert (run.end.status, run.end.exception) == ("interrupted", "SIGTERM")
+    assert len(run.steps) == 3
+    notes = analyze(run).notes
+    assert any("stopped (SIGTERM)" in n for n in notes), notes
+
+
 def test_missing_script_exit_2(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "xprof", "run", str(tmp_path / "nope.py")],
                           capture_output=True, text=True)

@@ -83,6 +83,8 @@ STEP_FIELDS = (
     Field("ng", "nograd", "bool", False, "nograd"),
     Field("dz", "dynamo_graphs", "int", 0, "dynamo_graphs"),
     Field("site", "site", "int", None, "site"),
+    Field("ev", "eval_mode", "bool", False, "eval_mode"),
+    Field("bw", "backward", "int", 0, "backward"),
 )
 COUNTERS_KEY = "c"
 """A step's counter deltas (an object): one int column per counter name, 0 where absent."""
@@ -366,7 +368,7 @@ def _type_signature(name: bytes) -> tuple[int, int, int]:
 
 
 _BULK_SIGNATURES = [_type_signature(t.encode()) for t in (*BULK, *SAMPLES)]
-_OTHER_SIGNATURES = {_type_signature(t.encode()) for t in ("site", "sig", "error", "debug", "dynamo", "end")}
+_OTHER_SIGNATURES = {_type_signature(t.encode()) for t in ("site", "sig", "error", "debug", "dynamo", "end", "spmd")}
 assert not _OTHER_SIGNATURES & set(_BULK_SIGNATURES), "two record types start alike"
 
 

@@ -50,6 +50,11 @@ _ENCODE = json.JSONEncoder(separators=(",", ":"), default=str, check_circular=Fa
 UNCACHED = "UncachedCompile"
 CACHED = "CachedCompile"
 EXECUTE = "ExecuteComputation"
+REPLICATED = "ExecuteReplicated"
+"""Executions under SPMD (one process driving all its devices): counted here, and
+``ExecuteComputation`` stays 0."""
+EXECUTION_COUNTERS = (EXECUTE, REPLICATED)
+"""Graph executions, of either kind: a run counts in one of them."""
 MARK_STEP = "MarkStep"
 LOCAL_SCALAR = "aten::_local_scalar_dense"
 TO_CPU = "xla::_to_cpu"
@@ -97,6 +102,10 @@ class Step(NamedTuple):
     site: int | None = None
     """Where the barrier was asked for (a ``site`` of access ``barrier``), written when the
     step compiled."""
+    eval_mode: bool = False
+    """The last ``Module.train()``/``eval()`` call before the barrier set eval mode (``ev``)."""
+    backward: int = 0
+    """Backward passes since the previous barrier (``bw``)."""
 
     @property
     def ran_graph(self) -> bool:
@@ -120,6 +129,8 @@ class Site(NamedTuple):
     """The innermost installed-library function on the way, when it is not ``via``."""
     chain: tuple[str, ...] = ()
     """Installed-library functions between the read and the user's line, innermost first."""
+    inner_at: tuple[str, int, str] | None = None
+    """File, line and source of the innermost installed-library frame (``inner_at``)."""
 
 
 class Sync(NamedTuple):
@@ -155,6 +166,23 @@ class Input(NamedTuple):
     dtype: str
     src: str
     """``batch`` (a DataLoader batch), ``loader`` (MpDeviceLoader) or ``to`` (``.to(device)``)."""
+    sharding: str | None = None
+    """SPMD runs: the device tensor's sharding spec at the barrier (``{devices=[4,1]0,1,2,3}``,
+    ``{replicated}``, ``""`` when it had none); None when not recorded (not an SPMD run)."""
+
+
+class Spmd(NamedTuple):
+    """An SPMD run's layout: the header's ``meta.spmd`` merged with later ``spmd`` records."""
+
+    devices: int | None
+    """Devices of the whole run (every process's)."""
+    local_devices: int | None
+    """Devices this process drives."""
+    process_index: int | None
+    process_count: int | None
+    mesh_shape: tuple[int, ...] | None
+    """The global mesh (``xs.set_global_mesh``), when one was set."""
+    axis_names: tuple[str | None, ...] | None
 
 
 class Compile(NamedTuple):
@@ -225,7 +253,8 @@ class Run:
     signatures: dict[int, tuple[Input, ...]] = field(default_factory=dict)
     compiles: list[Compile] = field(default_factory=list)
     executions: list[tuple[float, float]] = field(default_factory=list)
-    """``(end_unix_s, duration_ns)`` ExecuteTime samples, from ``exec`` records."""
+    """``(end_unix_s, duration_ns)`` ExecuteTime samples (under SPMD ExecuteReplicatedTime),
+    from ``exec`` records."""
     graph_sizes: list[tuple[float, float]] = field(default_factory=list)
     """``(unix_s, nodes)`` TensorsGraphSize samples, from ``graph_sizes`` records."""
     transfers: list[tuple[float, float]] = field(default_factory=list)
@@ -238,6 +267,8 @@ class Run:
     end: End | None = None
     skipped_lines: int = 0
     truncated_tail: bool = False
+    spmd_updates: list[dict[str, Any]] = field(default_factory=list)
+    """The fields of ``spmd`` records as written (SPMD found, or the mesh set, after the header)."""
     columns: RunColumns | None = None
     """The bulk records (steps, syncs, compiles, samples) as columns, when the run was read by
     :func:`xprof.runcolumns.load_columns`: their typed lists above are then empty
@@ -273,6 +304,22 @@ class Run:
         """The xprof that wrote the file."""
         v = self.header.get("xprof_version") or self.meta.get("xprof")
         return str(v) if v else None
+
+    @property
+    def spmd(self) -> Spmd | None:
+        """The SPMD layout when the run used SPMD (``xr.use_spmd()``), else None; later
+        ``spmd`` records override the header's fields (the mesh is often set later)."""
+        meta = self.meta.get("spmd")
+        if not isinstance(meta, dict) and not self.spmd_updates:
+            return None
+        merged: dict[str, Any] = dict(meta) if isinstance(meta, dict) else {}
+        for update in self.spmd_updates:
+            merged.update(update)
+        names = merged.get("axis_names")
+        return Spmd(_plain_int(merged.get("devices")), _plain_int(merged.get("local_devices")),
+                    _plain_int(merged.get("process_index")), _plain_int(merged.get("process_count")),
+                    _int_tuple(merged.get("mesh_shape")),
+                    tuple(None if n is None else str(n) for n in names) if isinstance(names, list) else None)
 
     @property
     def rank(self) -> int | None:
@@ -404,6 +451,16 @@ def _opt_str(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
+def _plain_int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _int_tuple(v: Any) -> tuple[int, ...] | None:
+    if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return tuple(v)
+    return None
+
+
 _NO_COUNTS: dict[str, int] = {}
 """Shared by every step without counter deltas (never modified)."""
 
@@ -422,16 +479,17 @@ def _add_step(run: Run, rec: dict[str, Any]) -> bool:
     g = rec.get
     t0, tb, t1, barrier, c, bu, bc, sig = (g("t0", 0.0), g("tb", 0.0), g("t1", 0.0), g("barrier", "sync"),
                                            g("c", _NO_COUNTS), g("bu", 0), g("bc", 0), g("sig"))
-    o, ng, dz, site = g("o", 0), g("ng", 0), g("dz", 0), g("site")
+    o, ng, dz, site, ev, bw = g("o", 0), g("ng", 0), g("dz", 0), g("site"), g("ev", 0), g("bw", 0)
     if (type(t0) is float and type(tb) is float and type(t1) is float and type(barrier) is str
             and type(c) is dict and type(bu) is int and type(bc) is int and (sig is None or type(sig) is int)
-            and type(o) is int and type(dz) is int and (site is None or type(site) is int)):
+            and type(o) is int and type(dz) is int and (site is None or type(site) is int) and type(bw) is int):
         # What the recorder writes: the fields are already of their types. Building the tuple
         # directly skips the NamedTuple's Python-level __new__ (a long run has a million steps).
-        run.steps.append(_new_tuple(Step, (i, t0, tb, t1, barrier, c, bu, bc, sig, o, bool(ng), dz, site)))
+        run.steps.append(_new_tuple(Step, (i, t0, tb, t1, barrier, c, bu, bc, sig, o, bool(ng), dz, site,
+                                           bool(ev), bw)))
     else:
         run.steps.append(Step(i, float(t0), float(tb), float(t1), str(barrier), _counts(c), int(bu), int(bc),
-                              _opt_int(sig), int(o), bool(ng), int(dz), _opt_int(site)))
+                              _opt_int(sig), int(o), bool(ng), int(dz), _opt_int(site), bool(ev), int(bw)))
     return True
 
 
@@ -452,14 +510,23 @@ def _add_site(run: Run, rec: dict[str, Any]) -> bool:
     run.sites[sid] = Site(sid, str(g("kind", "?")), str(g("file", "?")), int(g("line", 0) or 0),
                           str(g("func", "?")), _opt_str(g("via")), str(g("code", "") or ""),
                           _opt_str(g("inner")),
-                          tuple(str(n) for n in chain_) if isinstance(chain_, list) else ())
+                          tuple(str(n) for n in chain_) if isinstance(chain_, list) else (),
+                          _inner_at(g("inner_at")))
     return True
+
+
+def _inner_at(value: Any) -> tuple[str, int, str] | None:
+    if isinstance(value, list) and len(value) == 3 and isinstance(value[1], int):
+        return str(value[0]), value[1], str(value[2])
+    return None
 
 
 def _input(entry: dict[str, Any]) -> Input:
     shape = entry.get("shape")
+    sharding = entry.get("sharding")
     return Input(str(entry.get("name", "?")), tuple(int(x) for x in shape) if isinstance(shape, list) else (),
-                 str(entry.get("dtype", "?")), str(entry.get("src", "?")))
+                 str(entry.get("dtype", "?")), str(entry.get("src", "?")),
+                 sharding if isinstance(sharding, str) else None)
 
 
 def _add_sig(run: Run, rec: dict[str, Any]) -> bool:
@@ -481,6 +548,11 @@ def _add_compile(run: Run, rec: dict[str, Any]) -> bool:
 
 def _add_exec(run: Run, rec: dict[str, Any]) -> bool:
     run.executions.extend(_num_pairs(rec.get("samples")))
+    return True
+
+
+def _add_spmd(run: Run, rec: dict[str, Any]) -> bool:
+    run.spmd_updates.append({k: v for k, v in rec.items() if k != "type"})
     return True
 
 
@@ -527,7 +599,7 @@ def _add_end(run: Run, rec: dict[str, Any]) -> bool:
 
 _ADDERS: dict[str, Callable[[Run, dict[str, Any]], bool]] = {
     "step": _add_step, "sync": _add_sync, "site": _add_site, "sig": _add_sig,
-    "compile": _add_compile, "exec": _add_exec, "xfer": _add_xfer,
+    "compile": _add_compile, "exec": _add_exec, "xfer": _add_xfer, "spmd": _add_spmd,
     "graph_sizes": _add_graph_sizes, "error": _add_error, "debug": _add_debug, "dynamo": _add_dynamo, "end": _add_end,
 }
 """Record type -> the function that files it (a dict lookup per line, not an if-chain)."""

@@ -8,6 +8,10 @@ import torch
 
 VOCAB = 50
 
+SPMD_UNSHARDED_AT = (7, 14)
+"""Steps of the SPMD ``sharding_change`` scenario (tests/scripts/spmd_scenarios.py) whose
+``input_ids`` are left unsharded."""
+
 
 class TinyText(torch.nn.Module):
     """Embedding -> masked mean -> linear: a text classifier with two classes."""

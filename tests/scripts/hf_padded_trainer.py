@@ -27,7 +27,8 @@ def _collate(rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
             "labels": torch.tensor([r["labels"] for r in rows])}
 
 
-def train(out_dir: str, callbacks: list[Any] | None = None, grad_accum: int = 1) -> Any:
+def train(out_dir: str, callbacks: list[Any] | None = None, grad_accum: int = 1, evaluate: bool = False) -> Any:
+    """``evaluate``: an evaluation pass of 2 batches every 3 steps (``eval_strategy="steps"``)."""
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1,
                                      num_attention_heads=2, intermediate_size=24,
@@ -39,12 +40,14 @@ def train(out_dir: str, callbacks: list[Any] | None = None, grad_accum: int = 1)
     args = transformers.TrainingArguments(
         output_dir=out_dir, max_steps=6, per_device_train_batch_size=4, logging_steps=2,
         gradient_accumulation_steps=grad_accum, optim="adamw_torch", report_to=[],
-        save_strategy="no", disable_tqdm=True, use_cpu=False)
+        save_strategy="no", disable_tqdm=True, use_cpu=False,
+        eval_strategy="steps" if evaluate else "no", eval_steps=3, per_device_eval_batch_size=4)
     trainer = transformers.Trainer(model=model, args=args, train_dataset=data, data_collator=_collate,
-                                   callbacks=callbacks or [])
+                                   eval_dataset=data[:8] if evaluate else None, callbacks=callbacks or [])
     trainer.train()
     return trainer
 
 
 if __name__ == "__main__":
-    train(sys.argv[1] if len(sys.argv) > 1 else "hf-out")
+    argv = [a for a in sys.argv[1:] if not a.startswith("--")]
+    train(argv[0] if argv else "hf-out", evaluate="--eval" in sys.argv)

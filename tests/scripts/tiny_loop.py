@@ -1,12 +1,13 @@
 """A tiny torch_xla training loop for ``xprof run`` tests; its options are its own.
 
     python tiny_loop.py [--steps N] [--grow-at K] [--exit CODE] [--raise] [--interrupt]
-                        [--argv-to FILE] [-o X] [--name X] [--no-debug]
+                        [--sigterm] [--argv-to FILE] [-o X] [--name X] [--no-debug]
 
 ``--grow-at K`` feeds a larger batch from step K on (one recompile). ``--argv-to`` writes
 ``sys.argv``, ``sys.path[0]`` and ``__name__`` as JSON, so a test can check what the
-script saw. ``--exit``, ``--raise`` and ``--interrupt`` end the script those ways after
-the loop. ``-o``, ``--name`` and ``--no-debug`` do nothing: they share names with
+script saw. ``--exit``, ``--raise``, ``--interrupt`` and ``--sigterm`` (SIGTERM to itself, only
+where a handler is installed, so a test process is never killed; exit 99 otherwise) end the
+script those ways after the loop. ``-o``, ``--name`` and ``--no-debug`` do nothing: they share names with
 ``xprof run``'s own options, to check that the script gets them.
 """
 
@@ -28,6 +29,7 @@ def main() -> None:
     p.add_argument("--exit", type=int, default=None)
     p.add_argument("--raise", dest="raise_", action="store_true")
     p.add_argument("--interrupt", action="store_true")
+    p.add_argument("--sigterm", action="store_true")
     p.add_argument("--argv-to", default=None)
     p.add_argument("-o", "--output", default=None)
     p.add_argument("--name", default=None)
@@ -52,6 +54,15 @@ def main() -> None:
         raise ValueError("boom from the script")
     if args.interrupt:
         raise KeyboardInterrupt
+    if args.sigterm:
+        import os
+        import signal
+        import time
+
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            sys.exit(99)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises before this ends
     if args.exit is not None:
         sys.exit(args.exit)
 

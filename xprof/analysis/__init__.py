@@ -17,7 +17,7 @@ from xprof.analysis import steps as _steps
 from xprof.analysis import tables
 from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals
 from xprof.runcolumns import RunColumns, columns_of, load_columns
-from xprof.runfile import CACHED, EXECUTE, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter
+from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter
 
 __all__ = ["CAUSES", "WARMUP_STEPS", "Analysis", "Finding", "Totals", "analyze", "analyze_path"]
 
@@ -59,14 +59,15 @@ def _analyze(run: Run) -> Analysis:
     compiles["graph_hash"] = _debug_hashes(run, len(compiles))
     _debug_evidence(run, compiles)
     sigs = _causes.signatures(inputs)
-    found = _causes.attribute(steps, compiles, syncs, sigs, run.sites)
+    specs = _causes.shardings(inputs)
+    found = _causes.attribute(steps, compiles, syncs, sigs, run.sites, specs)
     compiles["cause"] = [c.cause for c in found]
     compiles["finding"] = [str(c.key) for c in found]
     compiles["input"] = [c.input for c in found]
     compiles["sig"] = steps.set_index("i")["sig"].reindex(compiles["step"]).to_numpy() if len(
         compiles) else pd.array([], dtype="Int64")
-    first_cause = compiles.groupby("step")["cause"].first() if len(compiles) else pd.Series(dtype=str)
-    steps["cause"] = steps["i"].map(first_cause).fillna("")
+    first_cause = compiles.groupby("step")["cause"].first() if len(compiles) else pd.Series(dtype=object)
+    steps["cause"] = steps["i"].map(first_cause).astype(object).fillna("")
     sync_exec_ms, sync_exec_n = tables.sync_executions(executions, syncs, steps)
     if len(syncs):
         syncs["kind"] = [_findings.sync_kind(a, c, v if isinstance(v, str) else None)
@@ -78,7 +79,7 @@ def _analyze(run: Run) -> Analysis:
     else:
         syncs["kind"] = pd.Series(dtype=object)
         syncs["exec_ms"] = pd.Series(dtype=float)
-    findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo)
+    findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs)
     totals = _totals(run, steps, compiles, syncs, execute_s, found)
     for f in findings:
         f.minor = f.seconds < MINOR_SHARE * totals.wall_seconds
@@ -132,6 +133,10 @@ def _debug_evidence(run: Run, compiles: pd.DataFrame) -> None:
         for k, d in enumerate(entries):
             frames = [f for f in d.get("frames") or [] if isinstance(f, list) and len(f) == 3]
             reasons[k] = str(d.get("cause") or "") or None
+            if d.get("cause_kind") == "barrier":
+                # Under watch() torch_xla sees xprof's wrapper as the top frame of every barrier
+                # and words it as a host read; the capture marked it a barrier (debuginfo.py).
+                reasons[k] = "a step barrier (torch_xla.sync / mark_step)"
             dyn[k] = d.get("cause_kind") == "dynamo" or any("/_dynamo/" in str(f[1]) for f in frames[:3])
             user = [f for f in d.get("user_frames") or [] if isinstance(f, list) and len(f) == 3]
             lib = [f for f in frames if "-packages" in str(f[1]) and "/torch" not in str(f[1])]
@@ -165,7 +170,7 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     tail = run.end.tail if run.end else {}
     uncached = int(steps["uncached"].sum()) + int(tail.get(UNCACHED, 0))
     cached = int(steps["cached"].sum()) + int(tail.get(CACHED, 0))
-    executions = int(steps["executions"].sum()) + int(tail.get(EXECUTE, 0))
+    executions = int(steps["executions"].sum()) + sum(int(tail.get(name, 0)) for name in EXECUTION_COUNTERS)
     transfers = int(steps["transfers"].sum()) + int(tail.get(TO_CPU, 0))
     # Only the columns the totals read: a boolean filter of the whole table copies every
     # column (a million rows of objects take seconds).
@@ -204,7 +209,9 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
                          and compiles["graph_hash"].notna().all() else uncached),
         executions=executions, syncs=len(live),
         deferred_reads=len(syncs) - len(live), extra_executions=max(executions - graph_barriers, 0),
-        eval_steps=_steps.eval_steps(steps),
+        eval_steps=_steps.eval_steps(steps), eval_passes=_steps.eval_passes(steps),
+        forced_reads=int(((live["executions"] > 0) | (live["uncached"] > 0) | (live["cached"] > 0)).sum())
+        if len(live) else 0,
         transfers=transfers, fallback_ops=fallback, complete=run.complete, status=status,
         exception=run.end.exception if run.end else None, profiler_errors=len(run.errors),
         step_ms_median=_pct(steady["step_ms"], 50), step_ms_p95=_pct(steady["step_ms"], 95),
@@ -220,6 +227,17 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, u
                      "(killed or crashed); everything up to the last step written is shown.")
     if totals.status == "error" and totals.exception:
         notes.append(f"The training loop raised {totals.exception}; the run ends there.")
+    if totals.status == "interrupted":
+        why = "SIGTERM" if totals.exception == "SIGTERM" else "Ctrl-C"
+        notes.append(f"The run was stopped ({why}); everything up to the stop is shown.")
+    if run.end is not None and run.end.t and len(steps) and totals.status != "ok":
+        # Time after the last barrier is in no step: the step that was compiling or running.
+        last = float(steps["t1"].max())
+        gap = run.end.t - last
+        if gap > max(1.0, 0.05 * totals.wall_seconds):
+            notes.append(f"{_fmt_seconds(gap)} passed after the last barrier (step "
+                         f"{int(steps['user_step'].iloc[-1])}) without reaching another: the run "
+                         "ended while the next step was tracing, compiling or running.")
     if run.errors:
         notes.append(f"xprof hit {len(run.errors)} error(s) of its own while recording; training "
                      f"was not affected. First: {run.errors[0].where}: {run.errors[0].error}")
@@ -242,3 +260,7 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, u
         notes.append("No step inputs were recorded (no DataLoader batches or .to(device) moves "
                      "were seen), so shape changes cannot be told apart from graph changes.")
     return notes
+
+
+def _fmt_seconds(s: float) -> str:
+    return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"

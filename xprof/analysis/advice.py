@@ -20,6 +20,12 @@ ADVICE = {
         "Keep this input's shape fixed between steps (pad, bucket or resize to a few fixed "
         "shapes): every new shape compiles a new graph."
     ),
+    "sharding_change": (
+        "Shard every batch the same way: call xs.mark_sharding on each input with the same mesh "
+        "and partition spec every step, or let the loader shard every batch: "
+        "MpDeviceLoader(loader, device, input_sharding=xs.ShardingSpec(mesh, (\"data\", None))). "
+        "Under SPMD each sharding of an input compiles a graph of its own."
+    ),
     "item": (
         "Don't read the value on the host every step: keep it on the device and log it "
         "through xm.add_step_closure(fn, (tensor,)) (runs after the barrier, no extra "
@@ -62,9 +68,11 @@ ADVICE = {
         "A library function called from this line reads a tensor's value on the host."
     ),
     "grad_scaler": (
-        "torch.amp.GradScaler.step reads found_inf on the host with a standard optimizer. "
-        "On XLA use torch_xla.amp (autocast + GradScaler) with a syncfree optimizer "
-        "(torch_xla.amp.syncfree.AdamW / SGD), which keeps the check on the device."
+        "torch.amp.GradScaler(\"xla\").step reads its inf check (found_inf) on the host at every "
+        "step, so the device runs early once a step (torch_xla 2.9 has no device-side scaler: "
+        "its syncfree optimizers still take that host value). Loss scaling is only needed for "
+        "float16: with torch.autocast(\"xla\", dtype=torch.bfloat16), the usual dtype on TPU, "
+        "drop the GradScaler and call optimizer.step() directly."
     ),
     "checkpoint": (
         "Saving a checkpoint copies tensors to the host; that is expected when it happens "
@@ -79,6 +87,11 @@ ADVICE = {
         "The evaluation pass compiles its own graphs (forward only). That is expected and "
         "cached after the first pass; keep eval batches at one fixed shape (pad the last one) "
         "so it stays at one graph per shape, and wrap it in torch.no_grad()."
+    ),
+    "eval_pass_nograd": (
+        "The evaluation pass compiles its own graphs (forward only, under no_grad). That is "
+        "expected and cached after the first pass; keep eval batches at one fixed shape (pad "
+        "the last one, or drop_last=True on the eval loader) so it stays at one graph per shape."
     ),
     "graph_change": (
         "The same inputs produced a different graph: look for Python control flow that depends "
@@ -106,6 +119,18 @@ ADVICE = {
         "size: torch.compile(..., dynamic=False) still guards on sizes). Keep input shapes fixed "
         "(drop_last=True, pad to a fixed length), or mark the varying dim with "
         "torch._dynamo.mark_dynamic."
+    ),
+    "dynamo_global_state": (
+        "torch.compile guards on global state such as grad mode: calling the compiled model "
+        "under torch.no_grad() (an eval pass) traces it once more for that mode, then both "
+        "graphs are cached. A one-off cost; to avoid it, compile a separate function for "
+        "evaluation (its own torch.compile) or evaluate less often."
+    ),
+    "dynamo_guard": (
+        "torch.compile traces a new graph whenever one of its guards fails: the failed guard "
+        "is quoted in the evidence. Keep what it guards on (dtypes, attributes and Python "
+        "values read in the compiled code) the same from call to call, or accept the fixed "
+        "number of extra graphs."
     ),
     "unknown_debugged": (
         "xprof could not tell why this compiled from what it recorded; torch_xla's own reason "

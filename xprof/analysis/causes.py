@@ -10,14 +10,19 @@ The rules, in order, for a compile at a barrier (a compile inside a host read is
 2. ``cpu_fallback``: ops without an XLA lowering ran for the first time in this step.
 3. ``input_shape``: this step's input signature was never seen in an earlier steady-state
    step (step 0's graph is a one-off, so a shape seen only there still recompiles).
+   ``input_sharding`` (SPMD runs) when its shapes were all seen before, in a signature
+   that sharded one or more of the inputs another way: the sharding is part of the graph.
 4. ``implicit_sync``: same inputs as before, but a host read in this step (at a line not
    read from before with these inputs) materialized a tensor, which changes the graph.
 5. ``graph_change``: same inputs and reads, different graph: control flow that depends on
    the step, an eval pass, a Python scalar baked in as a constant.
 6. ``unknown``: no inputs were recorded for the step and nothing else explains it.
 
-A barrier graph far smaller than the training graph (no backward, no optimizer) is an
-eval pass (``graph_change``/``eval_pass``), whatever its input shapes.
+A compile in an eval pass (eval barriers, from the recorded grad mode, ``model.eval()`` and
+backward-pass evidence) belongs to the mechanism that ran the pass (the HF Trainer's
+evaluation) or to the pass (``graph_change``/``eval_pass``), whatever its input shapes. In
+files recorded without backward-pass evidence, a barrier graph far smaller than the
+training graph stands in for that evidence.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, HF_EVAL, mechanism
+from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, mechanism
 from xprof.analysis.model import EVAL_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.tables import live_reads
@@ -38,6 +43,8 @@ EVAL_GRAPH_RATIO = 0.75
 """A barrier graph with fewer nodes than this share of the training graph is an eval pass."""
 
 Signature = tuple[tuple[str, Shape, str, str], ...]
+Shardings = dict[int, dict[str, str]]
+"""SPMD runs: signature id -> input name -> its sharding spec (``""``: none)."""
 
 
 @dataclass
@@ -51,6 +58,10 @@ class Cause:
     new: Shape | None = None
     site: int | None = None
     evidence: str = ""
+    sharding: tuple[str, str] | None = None
+    """``input_sharding``: the input's sharding (before, now)."""
+    earlier: int | None = None
+    """``input_sharding``: the step that ran the same shapes sharded the other way."""
 
 
 def signatures(inputs: pd.DataFrame) -> dict[int, Signature]:
@@ -58,6 +69,22 @@ def signatures(inputs: pd.DataFrame) -> dict[int, Signature]:
     for row in inputs.itertuples(index=False):
         out.setdefault(int(row.sig), []).append((row.name, tuple(row.shape), row.dtype, row.src))
     return {k: tuple(v) for k, v in out.items()}
+
+
+def shardings(inputs: pd.DataFrame) -> Shardings:
+    """The recorded sharding of each input of each signature (empty outside SPMD runs)."""
+    out: Shardings = {}
+    if "sharding" not in inputs:
+        return out
+    for sig, name, spec in zip(inputs["sig"].tolist(), inputs["name"].tolist(), inputs["sharding"].tolist()):
+        if isinstance(spec, str):
+            out.setdefault(int(sig), {})[str(name)] = spec
+    return out
+
+
+def no_sharding(spec: str) -> str:
+    """How a spec reads to a person: ``""`` (no annotation) is replicated by XLA."""
+    return spec if spec else "no sharding (replicated)"
 
 
 def _closest(sig: Signature, previous: list[Signature]) -> tuple[Signature | None, str | None,
@@ -102,7 +129,8 @@ DATA_DEPENDENT_ACCESS = DATA_DEPENDENT_ACCESSES
 
 
 def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
-              sigs: dict[int, Signature], site_info: dict[int, Site] | None = None) -> list[Cause]:
+              sigs: dict[int, Signature], site_info: dict[int, Site] | None = None,
+              specs: Shardings | None = None) -> list[Cause]:
     """One :class:`Cause` per row of ``compiles`` (same order)."""
     causes: list[Cause] = []
     if not len(compiles):
@@ -145,7 +173,15 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     result: dict[int, Cause] = {}
     empty: frozenset[int] = frozenset()
     ctx = _Context(syncs=syncs, sigs=sigs, train_nodes=train_nodes, seen_nodes=seen_nodes,
-                   seen_keys=seen_keys, sites=site_info or {})
+                   seen_keys=seen_keys, sites=site_info or {}, specs=specs or {})
+    if ctx.specs:
+        for sid, sig in sigs.items():
+            ctx.same_shapes.setdefault(sig, []).append(sid)
+    ctx.eval_owner = _eval_pass_owners(steps, sites_by_step, ctx)
+    # A recorder that counts backward passes marks eval barriers itself (steps.assign); the
+    # graph-size guess below is only for files without that evidence.
+    ctx.size_guess = not ("backward" in steps and bool(steps["backward"].to_numpy().any()))
+
     matter, prev_barrier = _rows_that_matter(steps, set(by_step), set(sites_by_step), dynamo_steps)
     rows_in = steps.loc[matter, _ROW_COLUMNS]
     for step_i, sig_id, ordinal, user_step, dz, phase, kind, bsite, work, fallback_d, nodes, prev_kind in zip(
@@ -160,7 +196,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
             fallback = set(fallback_d)
             if sig_id is not None and sig_id in dynamo_sigs:
                 dz = max(dz, 1)  # the shape dynamo retraced for: its graphs compile on first use
-            step = _StepFacts(ordinal=ordinal, phase=phase, sig_id=sig_id, sites=sites,
+            step = _StepFacts(ordinal=ordinal, phase=phase, sig_id=sig_id, sites=sites, i=step_i,
                               dd_sites=dd_by_step.get(step_i, []),
                               dynamo=kind == "dynamo" or prev_kind == "dynamo" or dz > 0 or step_i in dynamo_steps,
                               barrier_site=bsite)
@@ -180,6 +216,8 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                 result[k] = _one(c, step, warm, seen_sigs, seen_sig_list, fallback - seen_fallback, ctx)
         if phase == "train":
             ctx.seen_sites.update(sites)
+            if work and sig_id is not None:
+                ctx.sig_step.setdefault(sig_id, step_i)
         if work and phase == "train" and ordinal >= 1:
             if sig_id is not None and sig_id not in seen_sigs:
                 seen_sigs.add(sig_id)
@@ -211,7 +249,8 @@ def _rows_that_matter(steps: pd.DataFrame, compiled: set[int], read: set[int],
     something to what it remembers (a read site, a fallback op, a signature, a (signature,
     sites) pair or a graph size not seen before, a dynamo signature). The others change
     nothing, and a long run has a million of them. Also the barrier kind of the step before
-    each step (the walk reads it for the rows it visits).
+    each step (the walk reads it for the rows it visits). (A new line of state in the walk
+    needs its rows here.)
     """
     barrier = steps["barrier"].to_numpy(dtype=object)
     prev = np.empty(len(barrier), dtype=object)
@@ -222,11 +261,13 @@ def _rows_that_matter(steps: pd.DataFrame, compiled: set[int], read: set[int],
     matter = np.isin(idx, list(compiled)) | has_sites | np.isin(idx, list(dynamo_steps))
     matter |= np.asarray([bool(d) for d in steps["fallback"].tolist()], dtype=bool)
     matter |= steps["dynamo_graphs"].to_numpy() > 0
-    steady = (steps["work"].to_numpy(dtype=bool) & (steps["phase"].to_numpy(dtype=object) == "train")
-              & (steps["ordinal"].to_numpy() >= 1))
+    trained = steps["work"].to_numpy(dtype=bool) & (steps["phase"].to_numpy(dtype=object) == "train")
+    steady = trained & (steps["ordinal"].to_numpy() >= 1)
     sig = steps["sig"].to_numpy(dtype=np.float64, na_value=np.nan)
     nodes = steps["graph_nodes"].to_numpy(dtype=np.float64, na_value=np.nan)
-    for values, among in ((sig, steady), (sig, steady & ~has_sites), (nodes, steady)):
+    # first seen: a signature in training (sig_step), a steady signature (seen_sigs), a steady
+    # (signature, no reads) pair (seen_keys; rows with reads are all visited), a graph size
+    for values, among in ((sig, trained), (sig, steady), (sig, steady & ~has_sites), (nodes, steady)):
         first = ~pd.Series(values[among]).duplicated(keep="first").to_numpy()
         rows = np.flatnonzero(among)
         matter[rows[first]] = True
@@ -245,6 +286,8 @@ class _StepFacts:
     """The barrier is torch.compile's own, or follows one (dynamo was tracing)."""
     barrier_site: int | None = None
     """Where the barrier was asked for, when it compiled (a library's logging...)."""
+    i: int = -1
+    """The barrier's index."""
 
 
 @dataclass
@@ -257,6 +300,61 @@ class _Context:
     sites: dict[int, Site]
     seen_sites: set[int] = field(default_factory=set)
     """Read sites seen in earlier training steps (warm-up included)."""
+    size_guess: bool = True
+    """Tell eval graphs by their size (files recorded without backward-pass evidence)."""
+    specs: Shardings = field(default_factory=dict)
+    same_shapes: dict[Signature, list[int]] = field(default_factory=dict)
+    """SPMD: signatures with the same names, shapes, dtypes and sources (they differ in sharding)."""
+    sig_step: dict[int, int] = field(default_factory=dict)
+    """The first training step that ran each signature."""
+    eval_owner: dict[int, Cause] = field(default_factory=dict)
+    """For each barrier of an eval pass, the cause its compiles get (:func:`_eval_pass_owners`)."""
+
+
+def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[int]],
+                      ctx: _Context) -> dict[int, Cause]:
+    """One owner per eval pass: the library mechanism that ran it, else the plain eval pass.
+
+    A pass is a run of consecutive barriers outside training steps (eval and empty ones)
+    with at least one eval barrier. Its compiles are the evaluation's whatever their input
+    shapes (an eval pass has batches of its own); which mechanism drove it is read from the
+    barriers' and the reads' sites anywhere in the pass (the HF Trainer's evaluation_loop).
+    """
+    owners: dict[int, Cause] = {}
+    run: list[int] = []
+    has_eval = False
+    site_col = _optional_ints(steps["site"])
+
+    def close() -> None:
+        if not has_eval:
+            return
+        owner: Cause | None = None
+        for r in run:
+            barrier_site = site_col[r]
+            for site in ([barrier_site] if barrier_site is not None else []) + sorted(
+                    sites_by_step.get(int(step_ids[r]), frozenset())):
+                mech = mechanism(ctx.sites.get(site))
+                if mech is not None and mech.evaluates:
+                    owner = Cause("library", FindingKey.parse(mech.key), site=site, evidence=(
+                        f"{mech.what} ran this eval pass (its barriers and reads go through it)"))
+                    break
+            if owner is not None:
+                break
+        for r in run:
+            owners[int(step_ids[r])] = owner or Cause("graph_change", EVAL_KEY, evidence=(
+                "compiled in an eval pass (no optimizer step or backward pass; grad off or the "
+                "model in eval mode)"))
+
+    step_ids = steps["i"].to_numpy()
+    for r, phase in enumerate(steps["phase"].tolist()):
+        if phase in ("eval", "empty"):
+            run.append(r)
+            has_eval = has_eval or phase == "eval"
+        else:
+            close()
+            run, has_eval = [], False
+    close()
+    return owners
 
 
 def _optional_ints(column: pd.Series) -> list[int | None]:
@@ -309,13 +407,18 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
         return _mid_step(c, step, new_fallback, ctx, seen_sigs, seen_sig_list)
     if step.phase == "dynamo":
         return Cause("dynamo", FindingKey("dynamo"), evidence="compiled at a sync of torch.compile's XLA bridge")
+    owner = ctx.eval_owner.get(step.i)
+    if owner is not None:
+        return owner
     found = _step_mechanism(step, ctx)
-    if found is not None and (step.sig_id is None or step.sig_id in seen_sigs
-                              or str(found.key) == HF_EVAL.key):
+    if found is not None and (step.sig_id is None or step.sig_id in seen_sigs):
+        # A library asked for the barrier or read values in the step, with inputs seen before.
+        # (Who asked for a barrier does not make its graph theirs when the inputs are new: a
+        # training step's graph cut by the eval loader's first batch is still the step's.)
         return found
     nodes = None if pd.isna(c["graph_nodes"]) else int(c["graph_nodes"])
     train_nodes = ctx.train_nodes
-    if step.phase == "eval" or (nodes is not None and train_nodes and nodes < EVAL_GRAPH_RATIO * train_nodes):
+    if ctx.size_guess and nodes is not None and train_nodes and nodes < EVAL_GRAPH_RATIO * train_nodes:
         return Cause("graph_change", EVAL_KEY, evidence=(
             (f"a {nodes}-node graph against the {train_nodes}-node training graph "
              if nodes is not None and train_nodes else "a graph ")
@@ -338,7 +441,7 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
             "no step inputs were recorded, and the graph has the same size as one seen before: "
             "most likely input shapes changed"))
     if sig_id not in seen_sigs:
-        return _shape_cause(sig_id, seen_sig_list, ctx)
+        return _shape_cause(sig_id, seen_sigs, seen_sig_list, ctx)
     if step.dynamo:
         return Cause("dynamo", FindingKey("dynamo"), evidence=(
             "torch.compile traced a graph again in this step (same input shapes as before), "
@@ -362,8 +465,13 @@ def base_input_name(name: str) -> str:
     return head if sep and tail.isdigit() else name
 
 
-def _shape_cause(sig_id: int, seen_sig_list: list[Signature], ctx: _Context) -> Cause:
-    """The input whose shape is new in this step's signature."""
+def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature], ctx: _Context) -> Cause:
+    """The input whose shape is new in this step's signature (or, under SPMD, whose
+    sharding is new while every shape was seen before)."""
+    if ctx.specs:
+        found = _sharding_cause(sig_id, seen_sigs, ctx)
+        if found is not None:
+            return found
     sig = ctx.sigs.get(sig_id, ())
     prev, name, dim, old, new = _closest(sig, seen_sig_list)
     if name is not None:
@@ -378,6 +486,35 @@ def _shape_cause(sig_id: int, seen_sig_list: list[Signature], ctx: _Context) -> 
                      input=first[0] if first else None, new=first[1] if first else None,
                      evidence="input shapes first seen at the one-off first step")
     return Cause("input_shape", FindingKey.input(None), evidence="a new input signature")
+
+
+def _sharding_cause(sig_id: int, seen_sigs: set[int], ctx: _Context) -> Cause | None:
+    """``input_sharding`` when an earlier signature had exactly these inputs and shapes
+    but sharded at least one of them another way (the first such signature seen)."""
+    now = ctx.specs.get(sig_id)
+    sig = ctx.sigs.get(sig_id)
+    if not now or sig is None:
+        return None
+    # Every signature in ``seen_sigs`` ran in a training step before this one.
+    earlier = sorted((ctx.sig_step.get(p, -1), p) for p in ctx.same_shapes.get(sig, ())
+                     if p != sig_id and p in seen_sigs)
+    for step, prev in earlier:
+        before = ctx.specs.get(prev, {})
+        changed = [(name, before[name], spec) for name, spec in now.items()
+                   if name in before and before[name] != spec]
+        if not changed:
+            continue
+        # A loader's batch names its inputs best, then a compiled function's parameters.
+        order = {name: (0 if src in ("batch", "loader", "arg") else 1) for name, _, _, src in sig}
+        changed.sort(key=lambda c: order.get(c[0], 1))
+        name, old, new = changed[0]
+        base = base_input_name(name)
+        others = [n for n, _, _ in changed[1:]]
+        also = f" (and {', '.join(others[:4])}{' ...' if len(others) > 4 else ''})" if others else ""
+        return Cause("input_sharding", FindingKey.sharding(base), input=base, sharding=(old, new), earlier=step,
+                     evidence=f"{name}{also} sharded {no_sharding(new)}, at step {step} {no_sharding(old)}; "
+                              "same shapes")
+    return None
 
 
 def _step_mechanism(step: _StepFacts, ctx: _Context) -> Cause | None:
@@ -409,12 +546,15 @@ def _mid_step(c: Any, step: _StepFacts, new_fallback: set[str], ctx: _Context, s
                          evidence="compiled inside an op whose output shape depends on values")
         if site in ctx.seen_sites and step.sig_id is not None and step.sig_id not in seen_sigs:
             # The same read compiled before: it compiles again only because the inputs changed.
-            return _shape_cause(step.sig_id, seen_sig_list, ctx)
+            return _shape_cause(step.sig_id, seen_sigs, seen_sig_list, ctx)
         return Cause("implicit_sync", FindingKey.sync(site), site=site,
                      evidence="compiled inside a host read of a tensor value")
     if step.dynamo:
         return Cause("dynamo", FindingKey("dynamo"),
                      evidence="compiled while torch.compile's XLA bridge traced a graph")
+    owner = ctx.eval_owner.get(step.i)
+    if owner is not None:
+        return owner
     found = _step_mechanism(step, ctx)
     if found is not None:
         return found

@@ -15,7 +15,14 @@ import pandas as pd
 
 from xprof.analysis import mechanisms as _mech
 from xprof.analysis.advice import ADVICE
-from xprof.analysis.causes import DATA_DEPENDENT_ACCESS, Cause, Signature, base_input_name
+from xprof.analysis.causes import (
+    DATA_DEPENDENT_ACCESS,
+    Cause,
+    Shardings,
+    Signature,
+    base_input_name,
+    no_sharding,
+)
 from xprof.analysis.model import EVAL_KEY, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.tables import live_reads
@@ -78,7 +85,7 @@ def _pattern(ordinals: list[int], steady_steps: int) -> str | None:
 
 def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], syncs: pd.DataFrame,
           sigs: dict[int, Signature], sites: dict[int, Site] | None = None,
-          dynamo_guards: list[dict[str, Any]] | None = None) -> list[Finding]:
+          dynamo_guards: list[dict[str, Any]] | None = None, specs: Shardings | None = None) -> list[Finding]:
     findings: list[Finding] = []
     ordinal_of = dict(zip(steps["i"].astype(int).tolist(), steps["user_step"].astype(int).tolist()))
     steady = int(steps.loc[steps["work"] & (steps["ordinal"] >= 2), "ordinal"].nunique())
@@ -108,12 +115,12 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         live = live[keys_of[live.index] != "dynamo"]
         for key, g in live.groupby(keys_of[live.index], sort=False):
             ks = groups.pop(FindingKey.parse(str(key)), [])
-            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady))
+            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady, site_info))
     for key in [k for k in groups if k.group in ("sync", "lib", "dd")]:
         ks = groups.pop(key)
         g = syncs[keys_of == str(key)] if len(syncs) else syncs
         if len(g):
-            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady))
+            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady, site_info))
         else:
             mech = _mech.known(str(key))
             if mech is not None:
@@ -127,6 +134,9 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         comp_steps = sorted({int(s) for s in rows["step"]})
         if c0.cause == "input_shape":
             findings.append(_shape_finding(c0, ks, causes, rows, steps, sigs, ordinal_of, steady))
+            continue
+        if c0.cause == "input_sharding":
+            findings.append(_sharding_finding(key, ks, causes, rows, steps, sigs, specs or {}))
             continue
         if c0.cause == "graph_change":
             findings.append(_graph_finding(key, c0, rows, steps, ordinal_of))
@@ -216,8 +226,9 @@ def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.
 
 
 def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int],
-                  ordinal_of: dict[int, int], steady: int) -> Finding:
+                  ordinal_of: dict[int, int], steady: int, sites: dict[int, Site] | None = None) -> Finding:
     first = g.iloc[0]
+    site = (sites or {}).get(int(first["site"]))
     mech = _mech.known(key)
     code, file, line, via = str(first["code"]), str(first["file"]), int(first["line"]), first["via"]
     kind = sync_kind(str(first["access"]), code, via if isinstance(via, str) else None)
@@ -245,9 +256,14 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     if mech is not None:
         cause, kind = "library", mech.kind
         accesses = sorted({str(a) for a in g["access"]})
-        title = (f"{mech.what} reads {n} value{'s' if n != 1 else ''} on the host{when} "
-                 f"({', '.join(accesses)}; via {where}): {', '.join(parts[1:]) + ', ' if len(parts) > 1 else ''}"
-                 f"{seconds:.2f} s")
+        own = int((rows["at"] == "barrier").sum()) if len(rows) else 0
+        # Lead with what costs most: graphs the mechanism compiled at its own barriers (an
+        # evaluation's forward graphs), else its reads.
+        does = (f"compiled {own} graph{'s' if own != 1 else ''} of its own and reads {n} "
+                f"value{'s' if n != 1 else ''} on the host" if own
+                else f"reads {n} value{'s' if n != 1 else ''} on the host")
+        title = (f"{mech.what} {does}{when} ({', '.join(accesses)}; via {where}): "
+                 f"{', '.join(parts[1:]) + ', ' if len(parts) > 1 else ''}{seconds:.2f} s")
     elif kind == "data_dependent":
         cause = "data_dependent"
         ops = list(dict.fromkeys(_DD_WORDS.get(str(a), str(a)) for a in g["access"]))
@@ -275,6 +291,10 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     if isinstance(via, str):
         evidence.append(f"the read happens inside {via}"
                         + (f" (innermost: {inner})" if isinstance(inner, str) else ""))
+        if site is not None and site.inner_at is not None:
+            lib_file, lib_line, lib_code = site.inner_at
+            evidence.append(f"the library's line: {os.path.basename(lib_file)}:{lib_line}"
+                            + (f": {lib_code}" if lib_code else ""))
     if kind == "data_dependent":
         evidence.append("the op runs on the CPU and its output's length depends on the values, so "
                         "every new count is a new shape for the ops after it and the barrier graph")
@@ -385,7 +405,11 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         kind = "dynamic_padding" if distinct >= 3 else "shape_change"
     what_if = None
     if kind == "dynamic_padding" and dim is not None and len(rows):
-        what_if = bucketing_what_if(series.values(dim), ms / 1e3 / len(rows), ms / 1e3)
+        lengths = series.values(dim)
+        # What one more length cost in this run: every graph it compiled (the step's, its
+        # reads', a micro-batch's), not one compile: the first length was warm-up's.
+        per_length = ms / 1e3 / max(len(set(lengths)) - 1, 1)
+        what_if = bucketing_what_if(lengths, per_length, ms / 1e3)
     n = len(ks)
     values_txt = ""
     if dim is not None:
@@ -399,16 +423,19 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         "shape_change": f"{name} changes shape",
     }[kind]
     title = f"{headline}{values_txt}: {n} recompile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"
-    evidence = []
-    for k in ks[:3]:
+    lines: list[str] = []
+    for k, barrier in zip(ks, rows["step"].tolist()):
         c = causes[k]
         if c.old is not None and c.new is not None:
-            evidence.append(f"step {int(rows.loc[rows.index[ks.index(k)], 'step'])}: {name} "
-                            f"{list(c.old)} -> {list(c.new)}")
-        elif c.evidence:
-            evidence.append(c.evidence)
-    if len(ks) > 3:
-        evidence.append(f"... and {len(ks) - 3} more")
+            # Training steps, as everywhere the user reads a step number.
+            line = f"step {ordinal_of.get(int(barrier), int(barrier))}: {name} {list(c.old)} -> {list(c.new)}"
+        else:
+            line = c.evidence
+        if line and line not in lines:
+            lines.append(line)  # a read and its barrier compiling for the same new shape: one line
+    evidence = lines[:3]
+    if len(lines) > 3:
+        evidence.append(f"... and {len(lines) - 3} more")
     evidence.append(f"mean compile {ms / max(n, 1):.0f} ms")
     return Finding(
         id=str(FindingKey.input(name)), cause="input_shape", kind=kind, title=title, count=n, compiles=n,
@@ -418,23 +445,76 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     )
 
 
+def _sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
+                      steps: pd.DataFrame, sigs: dict[int, Signature], specs: Shardings) -> Finding:
+    """The ``input_sharding`` compiles of one input: the shardings it took with the same
+    shape, the steps that had the odd one, and how to keep it fixed."""
+    name = key.detail
+    ms = float(rows["ms"].sum())
+    n = len(ks)
+    # The input's sharding at every training step that ran a graph; the usual one is the
+    # one most steps had.
+    keep = (steps["work"].to_numpy(dtype=bool) & steps["sig"].notna().to_numpy(dtype=bool)
+            & (steps["phase"] == "train").to_numpy(dtype=bool))
+    per_step: list[tuple[int, str]] = []
+    for i, sig in zip(steps["i"][keep].tolist(), steps["sig"][keep].tolist()):
+        spec = next((sp for nm, sp in specs.get(int(sig), {}).items() if base_input_name(nm) == name), None)
+        if spec is not None:
+            per_step.append((int(i), spec))
+    counts = Counter(sp for _, sp in per_step)
+    usual = counts.most_common(1)[0][0] if counts else None
+    seen: list[str] = [usual] if usual is not None else []
+    for k in ks:
+        pair = causes[k].sharding
+        for spec in pair or ():
+            if spec not in seen:
+                seen.append(spec)
+    odd = [i for i, sp in per_step if sp != usual]
+    shape = next((shp for sig in sigs.values() for nm, shp, _, _ in sig if base_input_name(nm) == name), None)
+    words = " and ".join(no_sharding(s) for s in seen[:2]) + (" ..." if len(seen) > 2 else "")
+    title = (f"{name} is sharded {len(seen)} ways with the same shape ({words}): "
+             f"{n} recompile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s")
+    evidence = [f"step {int(s)}: {causes[k].evidence}" for k, s in zip(ks[:3], rows["step"].tolist()[:3])
+                if causes[k].evidence]
+    if n > 3:
+        evidence.append(f"... and {n - 3} more")
+    if odd and usual is not None:
+        listed = ", ".join(str(i) for i in odd[:10]) + (" ..." if len(odd) > 10 else "")
+        evidence.append(f"{name} was not sharded the usual way ({no_sharding(usual)}) at "
+                        f"step{'s' if len(odd) != 1 else ''} {listed}")
+    return Finding(
+        id=str(key), cause="input_sharding", kind="sharding_change", title=title, count=n, compiles=n,
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["sharding_change"],
+        evidence=evidence, steps=odd or sorted({int(s) for s in rows["step"]}), input=name,
+        shapes=[list(shape)] if shape is not None else None, shardings=seen,
+    )
+
+
 def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
                    ordinal_of: dict[int, int]) -> Finding:
     ms = float(rows["ms"].sum())
     n = len(rows)
     comp_steps = sorted({int(s) for s in rows["step"]})
+    advice = ""
     if key == EVAL_KEY:
         kind = "eval_pass"
-        nodes = {int(v) for v in rows["graph_nodes"].dropna()}
-        ran = steps[steps["graph_nodes"].isin(list(nodes))] if nodes else steps.iloc[0:0]
-        ordinals = sorted({int(o) for o in ran["seq"] if o >= 0}) or [ordinal_of.get(s, 0) for s in comp_steps]
-        runs = _runs(ordinals)
-        # Count training steps (not eval barriers) between the starts of eval passes.
-        train_before = _train_steps_before([r[0] for r in runs], sorted(set(ordinals)))
-        every = describe_period(train_before) if len(runs) >= 3 else None
-        if every is None and len(runs) == 2 and train_before[1] - train_before[0] > 1:
-            every = f"every {train_before[1] - train_before[0]} steps"
+        starts = _eval_pass_starts(steps)
+        if not starts:
+            # No eval barriers recorded (an older recorder): the barriers that ran these graphs.
+            nodes = {int(v) for v in rows["graph_nodes"].dropna()}
+            ran = steps[steps["graph_nodes"].isin(list(nodes))] if nodes else steps.iloc[0:0]
+            ordinals = sorted({int(o) for o in ran["seq"] if o >= 0}) or [ordinal_of.get(s, 0) for s in comp_steps]
+            runs = _runs(ordinals)
+            # Count training steps (not eval barriers) between the starts of eval passes.
+            starts = _train_steps_before([r[0] for r in runs], sorted(set(ordinals)))
+        every = describe_period(starts) if len(starts) >= 3 else None
+        if every is None and len(starts) == 2 and starts[1] - starts[0] > 1:
+            every = f"every {starts[1] - starts[0]} steps"
         pattern = every.replace("steps", "training steps") if every else None
+        advice = ADVICE["eval_pass"]
+        evaluating = steps[steps["phase"] == "eval"] if "phase" in steps else steps.iloc[0:0]
+        if len(evaluating) and bool(evaluating["nograd"].all()):
+            advice = ADVICE["eval_pass_nograd"]  # it already runs under no_grad: do not ask for it
         title = (f"An evaluation pass{(' (run ' + pattern + ')') if pattern else ''} compiled {n} graph"
                  f"{'s' if n != 1 else ''} of its own: {ms / 1e3:.2f} s once, cached afterwards")
     else:
@@ -444,19 +524,38 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         ordinals = sorted({int(o) for o in ran["ordinal"] if o >= 1})
         pattern = describe_period(ordinals)
         kind = "periodic_graph" if pattern else "graph_change"
+        advice = ADVICE[kind]
         title = (f"The step graph changes {pattern}" if pattern else
                  "The graph changed with the same input shapes") + (
             f": {n} extra graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s to compile once"
             f"{', cached afterwards' if len(ordinals) > n else ''}")
     evidence = [c0.evidence] if c0.evidence else []
-    evidence.append(f"compiled at step{'s' if len(comp_steps) != 1 else ''} "
-                    f"{', '.join(str(s) for s in comp_steps[:10])}")
+    user_steps = sorted({ordinal_of.get(s, s) for s in comp_steps})
+    where = "after training step" if kind == "eval_pass" else "at step"
+    evidence.append(f"compiled {where}{'s' if len(user_steps) != 1 else ''} "
+                    f"{', '.join(str(s) for s in user_steps[:10])}")
     return Finding(
         id=str(key), cause="graph_change", kind=kind, title=title, count=n, compiles=n,
-        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE[kind],
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=comp_steps, pattern=pattern, severity="info" if kind == "eval_pass"
         else "warning",
     )
+
+
+def _eval_pass_starts(steps: pd.DataFrame) -> list[int]:
+    """The training step each eval pass follows (runs of eval barriers, empty ones between)."""
+    if "phase" not in steps:
+        return []
+    starts: list[int] = []
+    inside = False
+    for phase, user in zip(steps["phase"].tolist(), steps["user_step"].tolist()):
+        if phase == "eval":
+            if not inside:
+                starts.append(int(user))
+            inside = True
+        elif phase != "empty":
+            inside = False
+    return starts
 
 
 def _train_steps_before(starts: list[int], eval_ordinals: list[int]) -> list[int]:
@@ -531,11 +630,29 @@ def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.Da
                             f"{g.get('line')}): {str(r).splitlines()[0][:200]}")
     if len(reads):
         evidence.append(f"{len(reads)} host read(s) made by torch.compile itself while tracing (not the user's code)")
+    advice, severity = _dynamo_advice(reasons)
     return Finding(
         id=str(key), cause="dynamo", kind="dynamo_recompile", title=title, count=n, compiles=n,
-        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["dynamo_recompile"],
-        evidence=evidence, steps=comp_steps,
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
+        evidence=evidence, steps=comp_steps, severity=severity,
     )
+
+
+_SIZE_GUARDS = ("size mismatch", "stride mismatch", "rank mismatch", "dimensionality", "dim mismatch")
+_STATE_GUARDS = ("global_state", "grad_mode")
+
+
+def _dynamo_advice(reasons: list[str]) -> tuple[str, str]:
+    """Advice for the guards that failed, as torch._dynamo worded them: sizes want fixed
+    shapes; a global-state guard (grad mode: an eval under no_grad) is a one-off per mode."""
+    low = [r.lower() for r in reasons]
+    sizes = any(k in r for r in low for k in _SIZE_GUARDS)
+    state = bool(low) and all(any(k in r for k in _STATE_GUARDS) for r in low)
+    if sizes or not low:
+        return ADVICE["dynamo_recompile"], "warning"
+    if state:
+        return ADVICE["dynamo_global_state"], "info"
+    return ADVICE["dynamo_guard"], "warning"
 
 
 def _barrier_mechanism_finding(mech: _mech.Mechanism, rows: pd.DataFrame, c0: Cause) -> Finding:

@@ -20,6 +20,8 @@ class Mechanism:
     kind: str
     what: str
     advice: str
+    evaluates: bool = False
+    """It runs eval passes: every compile of an eval pass that went through it is its own."""
 
 
 _HF_LOGGING = Mechanism(
@@ -34,7 +36,7 @@ _HF_LOGGING = Mechanism(
         "clipping, and with it the norm read) if you do not need them."),
 )
 
-HF_EVAL = Mechanism(
+_HF_EVAL = Mechanism(
     key="lib:hf_trainer_eval", kind="hf_trainer_eval", what="The Trainer's evaluation",
     advice=(
         "transformers.Trainer's evaluation (eval_strategy / eval_steps) runs forward-only graphs "
@@ -42,18 +44,32 @@ HF_EVAL = Mechanism(
         "compile once per eval shape: keep eval batches at one fixed shape (pad eval data to a "
         "fixed max_length, dataloader_drop_last=True, a per_device_eval_batch_size that divides "
         "the eval set) and evaluate less often (larger eval_steps)."),
+    evaluates=True,
 )
-"""Its compiles are the evaluation's whatever the inputs (an eval pass has shapes of its own)."""
+
+_HF_CHECKPOINT = Mechanism(
+    key="lib:hf_trainer_checkpoint", kind="hf_trainer_checkpoint", what="The Trainer's checkpointing",
+    advice=(
+        "transformers.Trainer saves a checkpoint every save_steps (save_strategy=\"steps\"): on XLA "
+        "it gathers the weights and the optimizer state to the host (xm.save), which runs the "
+        "pending graph and copies every tensor. Expected when rare; raise TrainingArguments."
+        "save_steps (or save_strategy=\"epoch\") if it shows in step time."),
+)
 
 _KNOWN: tuple[tuple[str, Mechanism], ...] = (
-    ("transformers.trainer.Trainer.evaluation_loop", HF_EVAL),
-    ("transformers.trainer.Trainer.prediction_loop", HF_EVAL),
-    ("transformers.trainer.Trainer.evaluate", HF_EVAL),
-    ("transformers.masking_utils._ignore_bidirectional_mask_sdpa", Mechanism(
+    ("transformers.trainer.Trainer.evaluation_loop", _HF_EVAL),
+    ("transformers.trainer.Trainer.prediction_loop", _HF_EVAL),
+    ("transformers.trainer.Trainer.evaluate", _HF_EVAL),
+    ("transformers.trainer.Trainer._save_checkpoint", _HF_CHECKPOINT),
+    ("transformers.trainer.Trainer.save_model", _HF_CHECKPOINT),
+    ("transformers.integrations.tpu.save_tpu_checkpoint", _HF_CHECKPOINT),
+    # _ignore_bidirectional_mask_sdpa (encoders: BERT) and _ignore_causal_mask_sdpa (decoders).
+    ("transformers.masking_utils._ignore_", Mechanism(
         key="lib:hf_sdpa_mask_check", kind="hf_mask_check", what="The model's attention-mask check",
         advice=(
             "transformers checks padding_mask.all() in every forward (masking_utils."
-            "_ignore_bidirectional_mask_sdpa) to skip building the attention mask: on XLA that is "
+            "_ignore_causal_mask_sdpa / _ignore_bidirectional_mask_sdpa) to skip building the "
+            "attention mask: on XLA that is "
             "one small host read per step. transformers offers no switch for it (the eager "
             "attention path checks too); fixed-length padding keeps its graph cached, and "
             "batches without padding can be passed without attention_mask."))),

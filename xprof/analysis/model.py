@@ -27,7 +27,7 @@ def is_missing(value: Any) -> bool:
         return False
 
 
-CAUSES = ("warmup", "input_shape", "implicit_sync", "data_dependent", "step_closure", "library",
+CAUSES = ("warmup", "input_shape", "input_sharding", "implicit_sync", "data_dependent", "step_closure", "library",
           "dynamo", "graph_change", "cpu_fallback", "unknown")
 """Every uncached compile gets exactly one of these causes (docs/diagnosis.md)."""
 
@@ -49,6 +49,7 @@ class FindingKey(NamedTuple):
     """What groups compiles and host reads into one finding; ``str(key)`` is the finding's id.
 
     ``group`` is ``sync`` (a host-read site), ``input`` (an input that changed shape),
+    ``sharding`` (an input whose SPMD sharding changed with the same shapes),
     ``fallback`` (CPU-fallback ops), ``graph`` (a graph of that many nodes), ``eval``,
     ``unknown`` or ``warmup``; ``detail`` the site id, input name, ops, node count or reason.
     """
@@ -71,6 +72,10 @@ class FindingKey(NamedTuple):
     @classmethod
     def input(cls, name: str | None) -> FindingKey:
         return cls("input", name or "?")
+
+    @classmethod
+    def sharding(cls, name: str | None) -> FindingKey:
+        return cls("sharding", name or "?")
 
     @classmethod
     def fallback(cls, ops: Iterable[str]) -> FindingKey:
@@ -108,7 +113,7 @@ class Finding:
     """One of :data:`CAUSES` (never ``warmup``: warm-up is expected, not a finding)."""
     kind: str
     """Finer pattern: ``dynamic_padding``, ``partial_batch``, ``batch_size_change``,
-    ``shape_change``, ``item``, ``print``, ``format``, ``tensor_condition``, ``tolist``,
+    ``shape_change``, ``sharding_change``, ``item``, ``print``, ``format``, ``tensor_condition``, ``tolist``,
     ``numpy``, ``to_cpu``, ``scalar``, ``library_sync``, ``checkpoint``,
     ``periodic_graph``, ``eval_pass``, ``graph_change``, ``cpu_fallback``, ``unknown``."""
     title: str
@@ -143,6 +148,9 @@ class Finding:
     """``warning`` (costs time every run), ``info`` (expected, e.g. an occasional checkpoint)."""
     minor: bool = False
     """Cost under :data:`MINOR_SHARE` of the run: folded in the summary and the report."""
+    shardings: list[str] | None = None
+    """SPMD ``sharding_change``: the sharding specs the input took with the same shape, the
+    usual one first (``""``: none, replicated)."""
 
     @property
     def key(self) -> FindingKey:
@@ -170,7 +178,8 @@ class Totals:
     distinct_graphs: int
     executions: int
     syncs: int
-    """Host reads that forced the device (deferred step-closure reads excluded)."""
+    """Host reads of device tensors that made the host wait (deferred step-closure reads
+    excluded)."""
     deferred_reads: int
     extra_executions: int
     """Executions beyond one per barrier that ran a graph (caused by syncs)."""
@@ -190,7 +199,13 @@ class Totals:
     compile_share: float
     """compile_seconds / wall_seconds."""
     eval_steps: int = 0
-    """Barriers that ran a graph with grad disabled and no optimizer step (eval passes)."""
+    """Barriers of eval passes that ran a graph (no optimizer step or backward pass; grad off
+    or the model in eval mode)."""
+    eval_passes: int = 0
+    """Runs of eval barriers (only empty barriers between them): how often the loop evaluated."""
+    forced_reads: int = 0
+    """Host reads (of ``syncs``) that ran or compiled a graph: the ones that made the device
+    run early. The others found their value already computed."""
 
 
 @dataclass
@@ -211,7 +226,8 @@ class Analysis:
     ``syncs``: one row per host read, columns ``step, t0, t1, ms, site, kind, file,
     line, func, code, via, deferred, uncached, cached, executions``.
 
-    ``inputs``: one row per (signature, input), columns ``sig, name, shape, dtype, src``.
+    ``inputs``: one row per (signature, input), columns ``sig, name, shape, dtype, src,
+    sharding`` (``sharding``: SPMD runs' sharding spec, None where not recorded).
     """
 
     run: Run
@@ -242,6 +258,7 @@ class Analysis:
             "steps": t.steps,
             "barriers": t.barriers,
             "eval_steps": t.eval_steps,
+            "eval_passes": t.eval_passes,
             "compiles": t.compiles,
             "recompiles": t.recompiles,
             "cached_compiles": t.cached_compiles,
@@ -254,6 +271,7 @@ class Analysis:
             "extra_executions": t.extra_executions,
             "syncs": t.syncs,
             "deferred_reads": t.deferred_reads,
+            "forced_reads": t.forced_reads,
             "transfers": t.transfers,
             "fallback_ops": t.fallback_ops,
             "step_ms_median": t.step_ms_median,
@@ -263,6 +281,7 @@ class Analysis:
             "profiler_errors": t.profiler_errors,
             "exception": t.exception,
             "meta": self.run.meta,
+            "spmd": self.run.spmd._asdict() if self.run.spmd is not None else None,
             "findings": [f.to_json() for f in self.findings],
             "minor": {"count": sum(1 for f in self.findings if f.minor),
                       "seconds": round(sum(f.seconds for f in self.findings if f.minor), 6),

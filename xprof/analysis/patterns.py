@@ -54,8 +54,9 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float,
     """Graphs and recompile seconds left by padding the varying dim to multiples or to the max.
 
     ``lengths`` are the per-step values of the dimension. ``graphs`` is the number of
-    distinct shapes (one graph each); ``compile_seconds`` what the graphs after the first
-    would cost at the observed mean compile time (the first is paid in warm-up anyway);
+    distinct shapes; ``compile_s_each`` what one more shape cost in the run (all the graphs
+    it compiled); ``compile_seconds`` what the shapes after the first would cost at that
+    rate (the first is paid in warm-up anyway);
     ``padding_waste`` the extra elements computed, relative to what was used.
     """
     if not lengths:

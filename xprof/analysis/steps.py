@@ -3,14 +3,20 @@
 A barrier is where torch_xla cuts the graph; a *training step* is what the user counts.
 The evidence, recorded per barrier: the optimizer steps since the previous barrier
 (``o``, from ``torch.optim``'s global post hook, whatever drives it), grad mode at the
-barrier (``ng``), which API asked for the barrier (``barrier``) and whether it ran a graph.
+barrier (``ng``), modules in eval mode (``ev``: the last ``Module.train()``/``eval()``
+call), backward passes since the previous barrier (``bw``), which API asked for the barrier
+(``barrier``) and whether it ran a graph.
 
 - A barrier that follows an optimizer step closes a training step (it runs the step's
   graph). Barriers after it that ran a graph with grad enabled and no optimizer step (the
   Trainer's logging, a checkpoint, the next micro-batch of gradient accumulation) belong to
   that same step: a barrier belongs to the step whose optimizer step precedes it. Graphs
   run before the first optimizer step belong to the first step.
-- A barrier that ran a graph with grad disabled and no optimizer step is an eval step.
+- A barrier that ran a graph with no optimizer step and no backward pass, with grad
+  disabled or the model in eval mode, is an eval step (a hand loop's ``torch.no_grad()``
+  eval, the HF Trainer's ``evaluation_loop``, whose barrier is outside its ``no_grad``
+  but after ``model.eval()``). A backward pass keeps a barrier in training (the next
+  micro-batch of gradient accumulation, also with dropout turned off by ``model.eval()``).
 - ``torch.compile``'s own syncs (``dynamo``) are never steps.
 - A run with no optimizer step at all keeps the plain rule: every barrier that ran a
   graph is a step.
@@ -33,6 +39,9 @@ def assign(steps: pd.DataFrame) -> None:
     steps["seq"] = np.where(work, np.cumsum(work) - 1, -1) if n else np.zeros(0, dtype=np.int64)
     opt = steps["opt"].to_numpy(dtype=np.int64) if "opt" in steps else np.zeros(n, dtype=np.int64)
     nograd = steps["nograd"].to_numpy(dtype=bool) if "nograd" in steps else np.zeros(n, dtype=bool)
+    if "eval_mode" in steps:
+        backward = steps["backward"].to_numpy(dtype=np.int64) > 0
+        nograd = (nograd | steps["eval_mode"].to_numpy(dtype=bool)) & ~backward
     phase = np.full(n, "empty", dtype=object)
     ordinal = np.full(n, -1, dtype=np.int64)
     if not opt.any():
@@ -70,3 +79,16 @@ def training_steps(steps: pd.DataFrame) -> int:
 
 def eval_steps(steps: pd.DataFrame) -> int:
     return int((steps["phase"] == "eval").sum()) if len(steps) else 0
+
+
+def eval_passes(steps: pd.DataFrame) -> int:
+    """Eval passes: runs of eval barriers, with only empty barriers between them."""
+    passes = 0
+    inside = False
+    for phase in steps["phase"].tolist():
+        if phase == "eval":
+            passes += not inside
+            inside = True
+        elif phase != "empty":
+            inside = False
+    return passes

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from xprof.runcolumns import RunColumns
-from xprof.runfile import CACHED, EXECUTE, TO_CPU, UNCACHED, Input, Site
+from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Input, Site
 
 
 def live_reads(syncs: pd.DataFrame) -> pd.DataFrame:
@@ -46,11 +46,15 @@ def step_table(cols: RunColumns) -> pd.DataFrame:
         "cached": cols.counter(CACHED),
         "barrier_uncached": st["barrier_uncached"],
         "barrier_cached": st["barrier_cached"],
-        "executions": cols.counter(EXECUTE),
+        # A process's own executions, or SPMD's replicated ones (a run counts in one of them).
+        "executions": sum((cols.counter(name) for name in EXECUTION_COUNTERS),
+                          np.zeros(cols.n_steps, dtype=np.int64)),
         "transfers": cols.counter(TO_CPU),
         "opt": st["opt"],
         "dynamo_graphs": st["dynamo_graphs"],
         "nograd": st["nograd"],
+        "eval_mode": st["eval_mode"],
+        "backward": st["backward"],
     })
     df["work"] = (df["barrier_uncached"] + df["barrier_cached"]) > 0
     df["step_ms"] = (df["t1"] - df["t0"]) * 1e3
@@ -277,6 +281,7 @@ def _barrier_executions(start: np.ndarray, barriers: np.ndarray) -> np.ndarray:
 
 
 def input_table(signatures: dict[int, tuple[Input, ...]]) -> pd.DataFrame:
-    rows = [(sid, entry.name, entry.shape, entry.dtype, entry.src)
+    """One row per input of each signature; ``sharding`` is None outside SPMD runs."""
+    rows = [(sid, entry.name, entry.shape, entry.dtype, entry.src, entry.sharding)
             for sid, inputs in signatures.items() for entry in inputs]
-    return pd.DataFrame(rows, columns=["sig", "name", "shape", "dtype", "src"])
+    return pd.DataFrame(rows, columns=["sig", "name", "shape", "dtype", "src", "sharding"])

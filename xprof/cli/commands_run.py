@@ -60,9 +60,25 @@ def run_command(
 
     result = run_script(script, list(ctx.args), output, name=name, debug=not no_debug,
                         live=False if quiet else None)
+    if result.live:
+        _exit_summary(result.path)
     extra = f", {result.debug_records} torch_xla debug record(s)" if result.debug_records else ""
     err_console.print(f"xprof: wrote {result.path} ({result.status}{extra})", markup=False)
     raise typer.Exit(result.exit_code)
+
+
+def _exit_summary(path: str) -> None:
+    """The exit summary from the analysis of the file just written, so it says what
+    `xprof summary` and the report will say. Never fails the command."""
+    try:
+        from xprof.analysis import analyze
+        from xprof.report.prose import exit_lines
+        from xprof.runfile import load_run
+
+        for line in exit_lines(analyze(load_run(path)), path):
+            err_console.print(line, markup=False)
+    except Exception as exc:  # the run itself succeeded: say why there is no summary
+        err_console.print(f"xprof: no summary ({type(exc).__name__}: {exc})", markup=False)
 
 
 @app.command("export")

@@ -39,7 +39,9 @@ def _signatures(analysis: Analysis) -> dict[int, str]:
         if sig is None or pd.isna(sig):
             continue
         dims = ", ".join(str(d) for d in _shape(getattr(row, "shape", None)))
-        out.setdefault(int(sig), []).append(f"{row.name}[{dims}] {row.dtype}")
+        spec = getattr(row, "sharding", None)
+        sharded = f" {spec or 'unsharded'}" if isinstance(spec, str) else ""  # SPMD runs
+        out.setdefault(int(sig), []).append(f"{row.name}[{dims}] {row.dtype}{sharded}")
     return {k: ", ".join(v) for k, v in out.items()}
 
 
@@ -72,8 +74,12 @@ def diff_graphs(base: Analysis, new: Analysis) -> list[GraphChange]:
     return out
 
 
-def _shapes(analysis: Analysis) -> Counter[tuple[str, tuple[int, ...], str]]:
-    """(input, shape, dtype) -> steps that fed it."""
+ShapeKey = tuple[str, tuple[int, ...], str, str | None]
+"""(input, shape, dtype, sharding); the sharding is None outside SPMD runs."""
+
+
+def _shapes(analysis: Analysis) -> Counter[ShapeKey]:
+    """(input, shape, dtype, sharding) -> steps that fed it."""
     df = analysis.inputs
     steps = analysis.steps
     if df is None or not len(df):
@@ -82,20 +88,34 @@ def _shapes(analysis: Analysis) -> Counter[tuple[str, tuple[int, ...], str]]:
     if steps is not None and "sig" in steps:
         for s in steps["sig"].dropna():
             per_sig[int(s)] += 1
-    out: Counter[tuple[str, tuple[int, ...], str]] = Counter()
+    out: Counter[ShapeKey] = Counter()
     for row in df.itertuples(index=False):
         if row.sig is None or pd.isna(row.sig):
             continue
-        out[(str(row.name), _shape(row.shape), str(row.dtype))] += per_sig.get(int(row.sig), 0)
+        spec = getattr(row, "sharding", None)
+        key = (str(row.name), _shape(row.shape), str(row.dtype), spec if isinstance(spec, str) else None)
+        out[key] += per_sig.get(int(row.sig), 0)
     return out
 
 
 def diff_shapes(base: Analysis, new: Analysis) -> list[ShapeChange]:
-    """Input shapes that only one run fed (an input both runs lack is not listed)."""
+    """Input shapes, with their sharding in SPMD runs, that only one run fed (an input both
+    runs lack is not listed). When only one of the runs recorded shardings, shapes are
+    compared alone."""
     a, b = _shapes(base), _shapes(new)
+    if not (any(k[3] is not None for k in a) and any(k[3] is not None for k in b)):
+        a, b = _unsharded(a), _unsharded(b)
     out: list[ShapeChange] = []
     for side, mine, other in (("base", a, b), ("new", b, a)):
-        for (name, shape, dtype), steps in mine.items():
-            if (name, shape, dtype) not in other:
-                out.append(ShapeChange(side, name, list(shape), dtype, steps))
+        for (name, shape, dtype, spec), steps in mine.items():
+            if (name, shape, dtype, spec) not in other:
+                out.append(ShapeChange(side, name, list(shape), dtype, steps, spec))
+    return out
+
+
+def _unsharded(shapes: Counter[ShapeKey]) -> Counter[ShapeKey]:
+    """The same counts with the shardings left out (merging an input's shardings)."""
+    out: Counter[ShapeKey] = Counter()
+    for (name, shape, dtype, _), steps in shapes.items():
+        out[(name, shape, dtype, None)] += steps
     return out

@@ -164,6 +164,8 @@ class ShapeChange:
     dtype: str
     steps: int
     """Steps that fed this shape in the run that has it."""
+    sharding: str | None = None
+    """SPMD runs: the input's sharding spec with this shape (``""``: none); None outside SPMD."""
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -97,9 +97,15 @@ class Site(NamedTuple):
     chain: tuple[str, ...] = ()
     """Installed-library functions between the read and the user's line, innermost first
     (at most :data:`CHAIN_LIMIT`): which library mechanism did the read."""
+    inner_file: str | None = None
+    """File of the innermost installed-library frame (the library line that did the read)."""
+    inner_line: int = 0
 
     def code(self) -> str:
         return linecache.getline(self.file, self.line).strip()
+
+    def inner_code(self) -> str:
+        return linecache.getline(self.inner_file, self.inner_line).strip() if self.inner_file else ""
 
 
 CHAIN_LIMIT = 8
@@ -149,7 +155,9 @@ class FrameClassifier:
                 inner = _via(innermost)
                 names = tuple(n for n in (_via(c) for c in chain) if n)
                 return Site(code.co_filename, f.f_lineno, code.co_name, via,
-                            inner if inner != via else None, names)
+                            inner if inner != via else None, names,
+                            innermost.f_code.co_filename if innermost is not None else None,
+                            innermost.f_lineno if innermost is not None else 0)
             if k == FrameKind.LIBRARY and first_outside is None:
                 first_outside = f
             if k == FrameKind.INTERNAL and f.f_code.co_filename.startswith(_XPROF_DIR):

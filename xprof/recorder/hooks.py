@@ -217,6 +217,53 @@ def install_optimizer_steps(rec: Recorder, patches: Patches, torch: Any) -> None
     rec.grad_enabled = torch.is_grad_enabled
 
 
+def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
+    """What tells an eval pass from training, whatever loop drives it: the mode the last
+    ``Module.train()``/``eval()`` call set (``ev``; outermost call only, not the recursion
+    into children) and the backward passes since the last barrier (``bw``, from
+    ``torch.autograd.backward``, which ``Tensor.backward`` calls, and ``torch.autograd.grad``).
+
+    Both fire a few times a step at most; neither reads a tensor.
+    """
+    owner = rec.owner
+    module_type = torch.nn.Module
+    original_train = module_type.train
+    state = {"depth": 0}
+
+    def train(self: Any, mode: bool = True) -> Any:
+        if not rec.active or state["depth"] or threading.get_ident() != owner:
+            return original_train(self, mode)
+        state["depth"] = 1
+        try:
+            result = original_train(self, mode)
+        finally:
+            state["depth"] = 0
+        rec.eval_mode = mode is False
+        return result
+
+    train.__name__ = "train"
+    train.__qualname__ = getattr(original_train, "__qualname__", "train")
+    train.__doc__ = original_train.__doc__
+    patches.set(module_type, "train", train)
+
+    autograd = torch.autograd
+    bump = rec.on_backward
+    for attr in ("backward", "grad"):
+        original = getattr(autograd, attr, None)
+        if original is None:
+            continue
+
+        def passes(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            if rec.active:
+                bump()
+            return __original(*args, **kwargs)
+
+        passes.__name__ = getattr(original, "__name__", attr)
+        passes.__qualname__ = getattr(original, "__qualname__", attr)
+        passes.__doc__ = getattr(original, "__doc__", None)
+        patches.set(autograd, attr, passes)
+
+
 # ---------------------------------------------------------------------------------------
 # host reads
 
@@ -318,7 +365,9 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
                             else:
                                 site = frames.user_site(caller)
                                 name = name_from_line(site.file, site.line) if site else "tensor"
-                        rec.on_to_device(self, name)
+                        rec.on_to_device(self, name, result)
+                elif rec.keep_devices:  # SPMD: the moved leaf is what mark_sharding shards
+                    rec.on_batch_leaf_moved(self, result)
             except Exception as exc:
                 rec.error("input hook", exc)
         return result

@@ -7,8 +7,9 @@ each cause appears at each place after warm-up:
 
 - a steady-state barrier compile in a step whose ops include a CPU-fallback op never seen
   before (``cpu_fallback``), else whose input signature no earlier steady step had
-  (``input_shape``: the input that changed against the closest earlier signature), else,
-  with no new host read in the step, ``graph_change``;
+  (``input_shape``: the input that changed against the closest earlier signature; under
+  SPMD ``input_sharding`` when every shape was seen before and an input's sharding is
+  new), else, with no new host read in the step, ``graph_change``;
 - a host read at a new site that ran the device (executions or compiles inside the read:
   ``implicit_sync``); reads inside ``xm.add_step_closure`` callbacks never count;
 - a CPU-fallback op running in a steady step for the first time;
@@ -110,6 +111,11 @@ def _shape(shape: Any) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
+def _spec(spec: str) -> str:
+    """A sharding spec as recorded; ``""`` (none) is replicated by XLA."""
+    return spec or "unsharded"
+
+
 def _seconds(s: float) -> str:
     return f"{s:.1f} s" if s >= 0.95 else f"{s:.2f} s"
 
@@ -124,12 +130,14 @@ class LiveNotices:
         self.lines: list[str] = []
         self.said: list[tuple[tuple[str, str], str]] = []
         """(cause key, line) of every notice, in order: ``("sync", site id)``,
-        ``("input_shape", name)``, ``("cpu_fallback", ops)``, ``("fallback", op)``,
+        ``("input_shape", name)``, ``("input_sharding", name)``, ``("cpu_fallback", ops)``, ``("fallback", op)``,
         ``("graph_change", "")``."""
         self.first: tuple[str, str] | None = None
         """The cause key the summary named as the first thing to change."""
         self._said: set[tuple[str, str]] = set()
         self._sigs: dict[int, list[tuple[str, tuple[int, ...], str, str]]] = {}
+        self._specs: dict[int, dict[str, str]] = {}
+        """SPMD: signature id -> input name -> sharding spec, where recorded."""
         self._sites: dict[int, dict[str, Any]] = {}
         self._work = 0
         """Steps that ran a graph so far (the next such step has this ordinal)."""
@@ -144,6 +152,8 @@ class LiveNotices:
         self._step_syncs: list[dict[str, Any]] = []
         self._site_steps: dict[int, set[int]] = {}
         self._forced: set[int] = set()
+        self._forced_lib: set[tuple[str, str]] = set()
+        """Library reads (by function and user line) that ran the device."""
         self._forced_dd: set[tuple[str, str]] = set()
         """Sites whose reads ran the device at least once."""
         self._sites_read: set[int] = set()
@@ -166,6 +176,11 @@ class LiveNotices:
         self._dynamo_sigs: set[int] = set()
         self._closure_compiled = False
         """A read in a step closure compiled since the last barrier (its graph, not the step's)."""
+        self._reads: dict[tuple[str, str], int] = {}
+        """Reads counted per cost key."""
+        self._open: list[tuple[tuple[str, str], float]] = []
+        """(cost key, wait) of the reads since the last barrier: after the last one (a final
+        print or evaluation), the analysis counts them in no finding, and nor does the summary."""
 
     def _user_step(self) -> int:
         """The training step in progress, as the report numbers them: optimizer steps when
@@ -188,8 +203,12 @@ class LiveNotices:
                 samples = rec.get("samples") or []
                 self._sizes = (self._sizes + [(float(t), int(n)) for t, n in samples])[-64:]
             elif kind == "sig":
-                self._sigs[int(rec["id"])] = [(str(x["name"]), tuple(x["shape"]), str(x["dtype"]), str(x["src"]))
-                                              for x in rec["inputs"]]
+                sid = int(rec["id"])
+                self._sigs[sid] = [(str(x["name"]), tuple(x["shape"]), str(x["dtype"]), str(x["src"]))
+                                   for x in rec["inputs"]]
+                specs = {str(x["name"]): x["sharding"] for x in rec["inputs"] if isinstance(x.get("sharding"), str)}
+                if specs:
+                    self._specs[sid] = specs
             elif kind == "site":
                 self._sites[int(rec["id"])] = rec
 
@@ -225,7 +244,20 @@ class LiveNotices:
         if _is_checkpoint(site.get("via")):
             return  # a checkpoint save reads every tensor; the report says whether it is often
         if site.get("via") or site.get("chain"):
-            return  # a library mechanism (or torch.compile's own read): the report groups those
+            # A library's read: no notice (the report groups them by mechanism), but its cost
+            # counts for the exit summary; torch.compile's own reads are dynamo's.
+            via = str(site.get("via") or "")
+            if not via.startswith(("torch._dynamo", "torch_xla._dynamo")):
+                name = clean(str(site.get("inner") or via or "a library"), 80)
+                where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
+                key = ("lib", f"{name}@{where}")
+                wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
+                self._read_cost(key, wait)
+                self._add_cost(key, wait, 0, f"{name} (called from {where}) reads values on the host: "
+                               "see the report for the library's line")
+                if rec.get("x") or rec.get("u"):
+                    self._forced_lib.add(key)
+            return
         if str(site.get("kind", "")) in DATA_DEPENDENT_ACCESSES:
             self._data_dependent(rec, sid, site, i, steps)
             return
@@ -233,6 +265,7 @@ class LiveNotices:
         where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
         via = f" (via {clean(site['via'], 60)})" if site.get("via") else ""
         wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
+        self._read_cost(("sync", str(sid)), wait)
         self._add_cost(("sync", str(sid)), wait, 0,
                        f"{label} at {where}{via} forces a host sync: read it less often, or in "
                        "xm.add_step_closure")
@@ -252,6 +285,7 @@ class LiveNotices:
         label = clean(read_label(str(site.get("kind", "")), str(site.get("code", ""))), 60)
         where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
         key = ("data_dependent", f"{site.get('file', '?')}:{site.get('line', 0)}")
+        self._read_cost(key, max(float(rec["t1"]) - float(rec["t0"]), 0.0))
         self._add_cost(key, max(float(rec["t1"]) - float(rec["t0"]), 0.0), 0,
                        f"{label} at {where} has a value-dependent shape: keep shapes static "
                        "(torch.where(mask, x, fill), or multiply by the mask)")
@@ -268,13 +302,20 @@ class LiveNotices:
 
     # -- steps -----------------------------------------------------------------------
 
+    def _read_cost(self, key: tuple[str, str], seconds: float) -> None:
+        """A read's wait, kept apart until a barrier closes its step (see :meth:`summary`)."""
+        self._reads[key] = self._reads.get(key, 0) + 1
+        self._open.append((key, seconds))
+
     def _step(self, rec: dict[str, Any]) -> None:
         self._barriers += 1
+        self._open = []
         c = rec.get("c") or {}
         work = bool(rec.get("bu") or rec.get("bc"))
         ordinal = self._work if work else -1
         # The analysis' phases (analysis/steps.py): torch.compile's own barriers, eval
-        # (grad off, no optimizer step) and a step closure's graph are never notices.
+        # (grad off or eval mode, no optimizer step or backward) and a step closure's graph
+        # are never notices.
         sig = rec.get("sig")
         sig = int(sig) if sig is not None else None
         dynamo = (rec.get("barrier") == "dynamo" or self._prev_dynamo or bool(rec.get("dz"))
@@ -287,7 +328,8 @@ class LiveNotices:
             self._k += 1
         i = self._k if self._opt_seen else self._work
         # torch.compile's own barrier or an eval pass's: not a training step (never warm-up)
-        apart = rec.get("barrier") == "dynamo" or (work and bool(rec.get("ng")) and not rec.get("o"))
+        evaluating = bool(rec.get("ng") or rec.get("ev")) and not rec.get("bw")
+        apart = rec.get("barrier") == "dynamo" or (work and evaluating and not rec.get("o"))
         quiet = dynamo or apart or self._closure_compiled
         self._closure_compiled = False
         steady = i >= WARMUP_STEPS and not quiet
@@ -326,7 +368,10 @@ class LiveNotices:
             if not warm:  # what the analysis counts as recompiles
                 self._recompiles += 1
                 self._recompile_s += ns
-                if dynamo:  # torch.compile traced a new graph: the dynamo finding's
+                if dynamo and not (work and evaluating and not rec.get("o")):
+                    # torch.compile traced a new graph: the dynamo finding's. One traced for an
+                    # eval pass is left to the report: a grad-mode retrace is a one-off (info),
+                    # which only the guard text, written at the end, can tell.
                     self._add_cost(("dynamo", ""), ns, 1, "torch.compile (dynamo) traced new graphs: keep "
                                    "input shapes fixed (drop_last=True) or mark the dimension dynamic")
             self._compile_s += ns
@@ -360,10 +405,18 @@ class LiveNotices:
                 self._say(key, f"step {i} recompiled: {ops} has no XLA lowering and ran on the CPU; {so_far}")
             elif sig is not None and sig not in self._steady_sigs:
                 name, _old, new = self._changed_input(sig)
-                self._shape_cost(name, barrier_s + read_s, n_barrier + read_n)
-                what = (f"{clean(name, 60)} took shape {_shape(new)} (first seen)" if name and new is not None
-                        else f"new input {clean(name, 60)}" if name else "the input shapes changed")
-                self._say(("input_shape", name or "?"), f"step {i} recompiled: {what}; {so_far}")
+                resharded = self._changed_sharding(sig, self._steady_sigs) if name is None else None
+                if resharded is not None:
+                    name, before, after = resharded
+                    self._sharding_cost(name, barrier_s + read_s, n_barrier + read_n)
+                    self._say(("input_sharding", name), f"step {i} recompiled: {clean(name, 60)} sharded "
+                              f"{clean(_spec(after), 60)} (before: {clean(_spec(before), 60)}), same shapes; "
+                              f"{so_far}")
+                else:
+                    self._shape_cost(name, barrier_s + read_s, n_barrier + read_n)
+                    what = (f"{clean(name, 60)} took shape {_shape(new)} (first seen)" if name and new is not None
+                            else f"new input {clean(name, 60)}" if name else "the input shapes changed")
+                    self._say(("input_shape", name or "?"), f"step {i} recompiled: {what}; {so_far}")
             elif read_sites - self._sites_read:
                 first_new = min(read_sites - self._sites_read)
                 key = ("sync", str(first_new))
@@ -408,6 +461,30 @@ class LiveNotices:
         self._add_cost(("input_shape", name or "?"), seconds, compiles,
                        f"{clean(name or 'the inputs', 60)} took {shapes} shape{'s' if shapes != 1 else ''}: "
                        "pad it to a few fixed sizes")
+
+    def _sharding_cost(self, name: str, seconds: float, compiles: int) -> None:
+        self._add_cost(("input_sharding", name), seconds, compiles,
+                       f"{clean(name, 60)} is sharded more than one way with the same shape: shard every "
+                       "batch the same way (xs.mark_sharding each step, or MpDeviceLoader(..., "
+                       "input_sharding=xs.ShardingSpec(...)))")
+
+    def _changed_sharding(self, sig: int, among: set[int]) -> tuple[str, str, str] | None:
+        """SPMD: (input, earlier spec, new spec) when a signature in ``among`` had the same
+        inputs and shapes but sharded one of them another way."""
+        now = self._specs.get(sig)
+        mine = self._sigs.get(sig)
+        if not now or mine is None:
+            return None
+        shapes = [(n, s) for n, s, _, _ in mine]
+        ordered = sorted(mine, key=lambda e: 0 if e[3] in ("batch", "loader", "arg") else 1)
+        for other in sorted(among):
+            if other == sig or [(n, s) for n, s, _, _ in self._sigs.get(other, [])] != shapes:
+                continue
+            before = self._specs.get(other, {})
+            for name, _, _, _ in ordered:
+                if name in before and name in now and before[name] != now[name]:
+                    return name, before[name], now[name]
+        return None
 
     def _graph_nodes(self, tb: float, t1: float) -> int | None:
         """Nodes of the graph the barrier compiled (its TensorsGraphSize sample)."""
@@ -473,12 +550,25 @@ class LiveNotices:
             self._second = None
             saved, self._steady_sigs = self._steady_sigs, {self._first_sig} if self._first_sig is not None else set()
             name, _, _ = self._changed_input(sig)
+            resharded = self._changed_sharding(sig, self._steady_sigs) if name is None else None
             self._steady_sigs = saved
-            self._shape_cost(name, seconds, n)
+            if resharded is not None:
+                self._sharding_cost(resharded[0], seconds, n)
+            else:
+                self._shape_cost(name, seconds, n)
             self._recompiles += n
+        for key, seconds in self._open:
+            self._reads[key] -= 1
+            entry = self._cost.get(key)
+            if entry is not None:
+                entry[0] = max(entry[0] - seconds, 0.0)
+                if not self._reads[key]:
+                    del self._cost[key]
+        self._open = []
         ranked = sorted(self._cost.items(), key=lambda kv: (-kv[1][0], kv[0]))
         ranked = [kv for kv in ranked if (kv[0][0] != "sync" or int(kv[0][1]) in self._forced)
-                  and (kv[0][0] != "data_dependent" or kv[0] in self._forced_dd)]
+                  and (kv[0][0] != "data_dependent" or kv[0] in self._forced_dd)
+                  and (kv[0][0] != "lib" or kv[0] in self._forced_lib)]
         if ranked:
             self.first, (seconds, n, advice) = ranked[0]
             cost = f"{n} compile{'s' if n != 1 else ''}, " if n else ""

@@ -14,16 +14,30 @@ from typing import Any, Protocol, Sequence
 
 # The counter names are the run file's (a step record's ``c`` holds them): defined there,
 # read back by the analysis under the same names.
-from xprof.runfile import CACHED, EXECUTE, LOCAL_SCALAR, MARK_STEP, TO_CPU, UNCACHED, is_fallback_counter
+from xprof.runfile import (
+    CACHED,
+    EXECUTE,
+    LOCAL_SCALAR,
+    MARK_STEP,
+    REPLICATED,
+    TO_CPU,
+    UNCACHED,
+    is_fallback_counter,
+)
 
-__all__ = ["BASE_COUNTERS", "CACHED", "EXECUTE", "LOCAL_SCALAR", "MARK_STEP", "TO_CPU", "UNCACHED",
-           "CounterReader", "MetricsSource", "SampleCursor", "XlaMetrics", "delta", "is_fallback_counter"]
+__all__ = ["BASE_COUNTERS", "CACHED", "EXECUTE", "LOCAL_SCALAR", "MARK_STEP", "REPLICATED", "TO_CPU",
+           "UNCACHED", "CounterReader", "MetricsSource", "SampleCursor", "XlaMetrics", "delta",
+           "is_fallback_counter"]
 
 # Counters read at every barrier (when present) and written as per-step deltas.
 BASE_COUNTERS = (UNCACHED, CACHED, EXECUTE, MARK_STEP, LOCAL_SCALAR, TO_CPU)
+SPMD_COUNTERS = BASE_COUNTERS + (REPLICATED,)
+"""An SPMD run's: ExecuteReplicated counts its executions (ExecuteComputation stays 0).
+Read only once the run is known to be one, so other runs pay nothing for it."""
 
 COMPILE_TIME = "CompileTime"
 EXECUTE_TIME = "ExecuteTime"
+EXECUTE_REPLICATED_TIME = "ExecuteReplicatedTime"
 TRANSFER_FROM = "TransferFromDeviceTime"
 GRAPH_SIZE = "TensorsGraphSize"
 
@@ -86,10 +100,20 @@ class CounterReader:
 
     def __init__(self, source: MetricsSource) -> None:
         self.source = source
+        self.base: tuple[str, ...] = BASE_COUNTERS
         self.names: tuple[str, ...] = BASE_COUNTERS
         self.value = source.counter_value
         """The counter read itself (the C function, for the real source)."""
+        self.spmd = False
+        """Executions are counted in ExecuteReplicated too (see :meth:`count_replicated`)."""
         self._seen_count = -1
+
+    def count_replicated(self) -> None:
+        """An SPMD run: read ExecuteReplicated too, at barriers and around host reads."""
+        self.spmd = True
+        self.base = SPMD_COUNTERS
+        self.names = SPMD_COUNTERS + tuple(n for n in self.names if n not in SPMD_COUNTERS)
+        self._seen_count = -1  # a refresh running meanwhile rebuilds from the new base
 
     def refresh(self) -> bool:
         """Look for new fallback counters; True when ``names`` changed."""
@@ -98,7 +122,8 @@ class CounterReader:
             return False
         self._seen_count = len(names)
         extra = sorted(n for n in names if is_fallback_counter(n))
-        new = BASE_COUNTERS + tuple(n for n in extra if n not in BASE_COUNTERS)
+        base = self.base
+        new = base + tuple(n for n in extra if n not in base)
         if new == self.names:
             return False
         self.names = new
@@ -123,8 +148,11 @@ class CounterReader:
         return value(UNCACHED) or 0, value(CACHED) or 0
 
     def sync_counts(self) -> tuple[int, int, int]:
-        """(uncached, cached, executions) so far, read around a host read."""
+        """(uncached, cached, executions) so far, read around a host read (in an SPMD run,
+        executions of either kind)."""
         value = self.value
+        if self.spmd:
+            return value(UNCACHED) or 0, value(CACHED) or 0, (value(EXECUTE) or 0) + (value(REPLICATED) or 0)
         return value(UNCACHED) or 0, value(CACHED) or 0, value(EXECUTE) or 0
 
 

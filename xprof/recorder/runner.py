@@ -27,6 +27,35 @@ from xprof.runfile import append_records
 
 DEBUG_LEVEL = "2"
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 128 + 15
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's stop, a preemption, ``timeout``) raised in the script's main
+    thread, so ``watch()`` closes the run file with an ``end`` record before the process goes."""
+
+    def __str__(self) -> str:
+        return "SIGTERM"
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _catch_sigterm() -> Any:
+    """Turn SIGTERM into :class:`Terminated` while the script runs, where the script has not
+    set a handler of its own; returns what to restore (None when nothing was set)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return None
+        return signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):
+        return None
 
 
 @dataclass
@@ -127,6 +156,8 @@ class RunResult:
     """The run file written (``run.rank0.json`` when torch_xla reported several ranks)."""
     debug_records: int
     status: str
+    live: bool = False
+    """The live notices were on: the caller prints the exit summary (from the analysis)."""
 
 
 def run_script(script: str, args: list[str], out: str = "run.json", *, name: str | None = None,
@@ -146,7 +177,9 @@ def run_script(script: str, args: list[str], out: str = "run.json", *, name: str
     sys.argv = [script, *args]
     sys.path[0:1] = [os.path.dirname(script)]
     w = watch(out, name=name or os.path.splitext(os.path.basename(script))[0], live=live)
+    w.exit_summary = False  # the CLI prints one from the analysis of the finished file
     code, status = 0, "ok"
+    saved_sigterm = _catch_sigterm()
     try:
         with w:
             try:
@@ -157,6 +190,9 @@ def run_script(script: str, args: list[str], out: str = "run.json", *, name: str
                     raise  # recorded as the run's exception
     except SystemExit:
         status = "error"
+    except Terminated:
+        code, status = EXIT_TERMINATED, "interrupted"
+        print("xprof: terminated (SIGTERM); the run file was closed with what was recorded", file=sys.stderr)
     except KeyboardInterrupt:
         code, status = EXIT_INTERRUPTED, "interrupted"
         print("KeyboardInterrupt", file=sys.stderr)
@@ -164,6 +200,12 @@ def run_script(script: str, args: list[str], out: str = "run.json", *, name: str
         code, status = 1, "error"
         traceback.print_exception(type(exc), exc, _user_traceback(exc.__traceback__, script))
     finally:
+        if saved_sigterm is not None:
+            import signal
+
+            # If the script installed a handler of its own meanwhile, leave it.
+            if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+                signal.signal(signal.SIGTERM, saved_sigterm)
         sys.argv, sys.path[:] = saved_argv, saved_path
         for key, value in saved_env.items():
             if value is None:
@@ -178,4 +220,5 @@ def run_script(script: str, args: list[str], out: str = "run.json", *, name: str
             os.unlink(capture.path)
         except OSError:
             pass
-    return RunResult(exit_code=code, path=w.path, debug_records=n_debug, status=status)
+    return RunResult(exit_code=code, path=w.path, debug_records=n_debug, status=status,
+                     live=w.notices is not None)

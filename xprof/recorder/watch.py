@@ -27,6 +27,7 @@ from xprof.recorder import hooks
 from xprof.recorder.core import Recorder
 from xprof.recorder.live import LiveNotices, stderr_line
 from xprof.recorder.metrics import MetricsSource, XlaMetrics
+from xprof.recorder.spmd import process_rank, spmd_meta
 from xprof.runfile import RunWriter
 
 log = logging.getLogger("xprof")
@@ -74,13 +75,21 @@ def live_wanted(live: bool | None, rank: int | None) -> bool:
 
 
 def _process_identity() -> tuple[int | None, int | None, str | None]:
-    """(rank, world size, PJRT device type) as torch_xla knows them, where it does."""
+    """(rank, world size, PJRT device type) as torch_xla knows them, where it does.
+
+    Under SPMD one process drives all of its host's devices, so the ranks are processes:
+    ``xr.process_index()`` of ``xr.process_count()`` (asked even before the first device use:
+    SPMD never spawns processes, and the script starts the runtime next anyway)."""
     rank = world = None
     device = os.environ.get("PJRT_DEVICE")
     try:
         import torch_xla
         import torch_xla.runtime as xr
 
+        spmd = process_rank()
+        if spmd is not None:
+            rank, world = spmd
+            return rank, world, str(xr.device_type() or device)
         if not torch_xla._XLAC._xla_runtime_is_initialized():
             # Asking torch_xla would start its runtime, and xmp.spawn refuses to run in a
             # process that has started it (``xprof run`` on a spawning script). Before the
@@ -133,6 +142,8 @@ class watch:
         """True when another thread's watch() was already recording: this one records nothing."""
         self._thread = 0
         self._guards_before: dict[Any, int] = {}
+        self.exit_summary = True
+        """Print the live exit summary; ``xprof run`` turns it off and prints the analysis' own."""
 
     def __enter__(self) -> watch:
         global _ACTIVE
@@ -166,6 +177,7 @@ class watch:
         import torch_xla.core.xla_model as xm
 
         rank, world, device = _process_identity()
+        spmd = spmd_meta()
         self.path = rank_path(self.requested_path, rank, world)
         now = _dt.datetime.now(_dt.timezone.utc)
         header = {
@@ -187,6 +199,7 @@ class watch:
                 "syncs": self.syncs,
                 "debug_level": os.environ.get("PT_XLA_DEBUG_LEVEL"),
                 "metrics_samples": os.environ.get("XLA_METRICS_SAMPLES"),
+                **({"spmd": spmd} if spmd is not None else {}),
             },
         }
         writer = RunWriter(self.path, header)
@@ -195,11 +208,16 @@ class watch:
             self.notices = LiveNotices(now.timestamp(), stderr_line)
         rec = Recorder(writer, source, self.notices)
         self.recorder = rec
+        if spmd is not None:
+            rec.enable_spmd(self.inputs, spmd)
+        else:
+            rec.watch_for_spmd(self.inputs)
         try:
             hooks.install_barrier(rec, self._patches, torch_xla._XLAC)
             hooks.install_closures(rec, self._patches, xm)
             self._install_optional("optimizer hook", hooks.install_optimizer_steps, rec, torch)
             self._install_optional("dynamo hook", hooks.install_dynamo, rec, torch)
+            self._install_optional("train/eval hooks", hooks.install_phase_evidence, rec, torch)
             self._guards_before = hooks.dynamo_guard_counts()
             if self.syncs:
                 self._install_optional("data-dependent hooks", hooks.install_data_dependent, rec, torch)
@@ -235,11 +253,12 @@ class watch:
                 if exc_type is None:
                     status, text = "ok", None
                 elif issubclass(exc_type, KeyboardInterrupt):
-                    status, text = "interrupted", "KeyboardInterrupt"
+                    # Ctrl-C, or SIGTERM under `xprof run` (recorder.runner.Terminated).
+                    status, text = "interrupted", str(exc) or exc_type.__name__
                 else:
                     status, text = "error", f"{exc_type.__name__}: {exc}"
                 rec.stop(status, text)
-                if self.notices is not None:
+                if self.notices is not None and self.exit_summary:
                     try:
                         for line in self.notices.summary(rec.ended or time.time(), self.path):
                             stderr_line(line)

@@ -94,7 +94,8 @@ def sections(pair: PairComparison, q: Quote = _as_is) -> list[tuple[str, list[st
         shapes = [s for s in pair.shapes if s.side == side]
         if shapes:
             out.append((title, [f"{q(s.input)}[{', '.join(str(d) for d in s.shape)}] {q(s.dtype)} "
-                                f"({s.steps} steps)" for s in shapes]))
+                                + (f"{q(s.sharding or 'unsharded')} " if s.sharding is not None else "")
+                                + f"({s.steps} steps)" for s in shapes]))
     return out
 
 

@@ -55,6 +55,14 @@ def shape(dims: Sequence[int] | None) -> str:
     return "[" + ", ".join(str(int(d)) for d in dims) + "]"
 
 
+def sharding(spec: str | None) -> str:
+    """An SPMD sharding spec as recorded (``{devices=[4,1]0,1,2,3}``); ``""`` is none
+    (XLA replicates the tensor); None (not recorded) is empty."""
+    if spec is None:
+        return ""
+    return spec if spec else "unsharded"
+
+
 def short_list(items: Iterable[Any], limit: int = 12) -> str:
     """``1, 2, 3 … (40 more)``: long lists stay one line."""
     values = [str(i) for i in items]

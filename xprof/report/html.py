@@ -43,6 +43,7 @@ def _finding_view(analysis: Analysis, f: Finding, rank: int) -> dict[str, Any]:
         "color": prose.CAUSE_COLORS.get(f.cause, "#495057"),
         "location": fmt.location(f.file, f.line),
         "shapes": [fmt.shape(s) for s in shapes[:24]],
+        "shardings": [fmt.sharding(s) for s in f.shardings or []],
         "more_shapes": max(0, len(shapes) - 24),
         "steps": fmt.short_list(f.steps or [], 20),
         "chart": plots.shape_figure(analysis, f),
@@ -124,6 +125,8 @@ def _meta_rows(analysis: Analysis) -> list[tuple[str, str]]:
         ("host", meta.get("host")),
         ("process", meta.get("pid")),
         ("rank", f"{meta.get('rank')} of {meta.get('world_size')}" if meta.get("world_size") else None),
+        ("SPMD", (prose.spmd_line(run) or "").removeprefix("SPMD").removeprefix(": ") or
+         ("on" if run.spmd is not None else None)),
         ("python", meta.get("python")),
         ("torch", meta.get("torch")),
         ("torch_xla", meta.get("torch_xla")),

@@ -67,6 +67,9 @@ def signature_texts(analysis: Analysis) -> dict[int, str]:
         dims = getattr(row, "shape", None)
         dtype = getattr(row, "dtype", "") or ""
         text = f"{getattr(row, 'name', '?')} {fmt.shape(list(dims) if dims is not None else None)}"
+        spec = getattr(row, "sharding", None)
+        if isinstance(spec, str):  # SPMD: the sharding beside the shape
+            dtype = f"{dtype} {fmt.sharding(spec)}"
         out.setdefault(sid, []).append(f"{text} {dtype}".strip())
     return {k: ", ".join(v) for k, v in out.items()}
 

@@ -13,10 +13,12 @@ from typing import Any
 from xprof.analysis.model import MINOR_SHARE, WARMUP_STEPS, Analysis, Finding
 from xprof.analysis.ranks import GROUP_MIN, RankFinding, RankGroup, RanksView, span
 from xprof.report import fmt
+from xprof.runfile import Run
 
 CAUSE_LABELS = {
     "warmup": "warm-up",
     "input_shape": "input shape changed",
+    "input_sharding": "input sharding changed",
     "implicit_sync": "host read",
     "graph_change": "graph changed",
     "cpu_fallback": "CPU fallback",
@@ -30,6 +32,7 @@ CAUSE_LABELS = {
 CAUSE_COLORS = {
     "warmup": "#9aa5b1",
     "input_shape": "#e8590c",
+    "input_sharding": "#d9480f",
     "implicit_sync": "#7048e8",
     "graph_change": "#c92a2a",
     "cpu_fallback": "#8d6e63",
@@ -39,6 +42,23 @@ CAUSE_COLORS = {
     "dynamo": "#f08c00",
     "unknown": "#495057",
 }
+
+
+def spmd_line(run: Run) -> str | None:
+    """``SPMD: 4 devices, mesh 4x1 (data, model)`` (and ``process 1 of 2`` on a pod);
+    None outside SPMD runs."""
+    spmd = run.spmd
+    if spmd is None:
+        return None
+    parts = [fmt.plural(spmd.devices, "device")] if spmd.devices is not None else []
+    if spmd.mesh_shape:
+        mesh = "x".join(str(d) for d in spmd.mesh_shape)
+        if spmd.axis_names:
+            mesh += " (" + ", ".join("-" if n is None else n for n in spmd.axis_names) + ")"
+        parts.append(f"mesh {mesh}")
+    if spmd.process_count and spmd.process_count > 1:
+        parts.append(f"process {spmd.process_index} of {spmd.process_count}")
+    return "SPMD" + (": " + ", ".join(parts) if parts else "")
 
 
 def cause_label(cause: str | None) -> str:
@@ -74,7 +94,8 @@ def status_banner(analysis: Analysis) -> str | None:
     t = analysis.totals
     if not analysis.run.complete or t.status == "incomplete":
         text = (f"Incomplete run: the process stopped before xprof.watch() finished, so this "
-                f"report covers only the {fmt.plural(t.steps, 'step')} that were recorded.")
+                f"report covers only the {fmt.plural(t.steps, 'step')} "
+                f"{'that was' if t.steps == 1 else 'that were'} recorded.")
         if analysis.run.truncated_tail:
             text += " The last line of the run file was cut off mid-write."
         return text
@@ -94,9 +115,12 @@ def headline(analysis: Analysis) -> list[str]:
         return ["This run recorded no training steps: no step barrier ran a graph while "
                 "xprof.watch() was recording."]
     counted = f" ({fmt.plural(t.barriers, 'barrier')})" if t.barriers != t.steps else ""
-    evals = f" and {fmt.plural(t.eval_steps, 'eval step')}" if t.eval_steps else ""
+    if t.eval_steps:
+        # "2 eval passes (11 eval steps; 35 barriers in all)": an eval step is an eval barrier.
+        counted = (f" and ran {fmt.plural(max(t.eval_passes, 1), 'eval pass', 'eval passes')} "
+                   f"({fmt.plural(t.eval_steps, 'eval step')}; {t.barriers} barriers in all)")
     out = [
-        f"This run trained {fmt.plural(t.steps, 'step')}{evals}{counted} in {fmt.seconds(t.wall_seconds)}.",
+        f"This run trained {fmt.plural(t.steps, 'step')}{counted} in {fmt.seconds(t.wall_seconds)}.",
         f"Compiling took {fmt.seconds(t.compile_seconds)}, {fmt.percent(t.compile_share)} of "
         f"the wall time: {fmt.plural(t.compiles, 'uncached compile')} of "
         f"{fmt.plural(t.distinct_graphs, 'distinct graph')}.",
@@ -107,14 +131,25 @@ def headline(analysis: Analysis) -> list[str]:
             f"{WARMUP_STEPS} steps): {'a recompile' if t.recompiles == 1 else 'recompiles'}"
             f" that a loop with fixed shapes and graphs would not pay."
         )
+    elif t.steps <= WARMUP_STEPS:
+        out.append(f"Only {fmt.plural(t.steps, 'training step')} recorded: too few to judge "
+                   f"recompiles (warm-up is the first {WARMUP_STEPS} steps).")
     else:
         out.append(f"Nothing recompiled after warm-up (the first {WARMUP_STEPS} steps): "
                    "the step graph is stable.")
     if t.syncs:
         extra = (f", {fmt.plural(t.extra_executions, 'extra execution')} beyond one a barrier"
                  if t.extra_executions else "")
-        out.append(f"{fmt.plural(t.syncs, 'implicit host read')} (such as .item(), print(tensor) "
-                   f"or a boolean mask) made the device run early{extra}.")
+        if t.forced_reads >= t.syncs:
+            out.append(f"{fmt.plural(t.syncs, 'implicit host read')} (such as .item(), print(tensor) "
+                       f"or a boolean mask) made the device run early{extra}.")
+        elif t.forced_reads:
+            out.append(f"{fmt.plural(t.syncs, 'implicit host read')} of device tensors (such as .item(), "
+                       f"print(tensor) or a boolean mask); {t.forced_reads} of them made the device run "
+                       f"early{extra}.")
+        else:
+            out.append(f"{fmt.plural(t.syncs, 'host read')} of device tensors, none of which made the "
+                       "device run early (the values were already computed).")
     elif t.extra_executions > _deferred_executions(analysis):
         out.append(f"{fmt.plural(t.extra_executions - _deferred_executions(analysis), 'execution')} "
                    "ran mid-step, outside any host read xprof saw.")
@@ -134,11 +169,16 @@ def _deferred_executions(analysis: Analysis) -> int:
     return int(syncs.loc[syncs["deferred"].astype(bool), "executions"].sum())
 
 
+def costly(analysis: Analysis) -> list[Finding]:
+    """The findings that cost time and want a change, costliest first."""
+    return [f for f in ranked(analysis.findings) if f.severity != "info" and f.seconds > 0]
+
+
 def next_step(analysis: Analysis) -> tuple[str, str]:
     """(what to change first, how): the costliest finding, or why there is nothing to do."""
-    costly = [f for f in ranked(analysis.findings) if f.severity != "info" and f.seconds > 0]
-    if costly:
-        first = costly[0]
+    costly_ = costly(analysis)
+    if costly_:
+        first = costly_[0]
         return f"Change this first: {first.title.rstrip('.')}.", first.advice
     if analysis.findings:
         return "Nothing costly to change.", "No finding cost measurable time; those below are for information."
@@ -233,3 +273,25 @@ def rank_finding_where(f: RankFinding) -> str:
     if f.missing_on:
         where += f" (not {span(f.missing_on)})"
     return where
+
+
+def exit_lines(analysis: Analysis, run_path: str) -> list[str]:
+    """The end of ``xprof run``: steps, compile share, the first thing to change (the same
+    finding the summary and the report rank first) and the command that opens the report."""
+    import shlex
+
+    t = analysis.totals
+    warm = min(t.steps, WARMUP_STEPS)
+    lines = [
+        f"xprof: {fmt.plural(t.steps, 'step')} ({warm} warm-up) in {fmt.seconds(t.wall_seconds)}; "
+        f"{fmt.plural(t.compiles, 'compile')}, {t.recompiles} after warm-up",
+        f"xprof: compiling took {fmt.seconds(t.compile_seconds)}, {fmt.percent(t.compile_share)} of the run",
+    ]
+    first = costly(analysis)
+    if first:
+        lines.append(f"xprof: first thing to change: {first[0].title.rstrip('.')}")
+    else:
+        lines.append("xprof: first thing to change: nothing stands out (no recompile or host sync "
+                     "with a known cause after warm-up)")
+    lines.append(f"xprof: open the report: xprof report {shlex.quote(run_path)} --open")
+    return lines

@@ -60,6 +60,8 @@ def _finding_block(f: Finding, rank: int) -> Panel:
             text.append(f" dim {f.dim}", style="dim")
         if f.shapes:
             text.append(": " + fmt.short_list((fmt.shape(s) for s in f.shapes), 8))
+        if f.shardings:
+            text.append(" sharded " + " / ".join(fmt.sharding(s) for s in f.shardings))
         body.append(text)
     if f.pattern:
         body.append(Text(f"pattern: {f.pattern}", style="dim"))
@@ -91,6 +93,9 @@ def render_summary(analysis: Analysis, console: Console) -> None:
     head.append(run.name, style="bold")
     head.append(f"  {run.path}", style="dim")
     console.print(head)
+    spmd = prose.spmd_line(run)
+    if spmd:
+        console.print(Text(spmd, style="dim"))
     banner = prose.status_banner(analysis)
     if banner:
         console.print(Text(banner, style="bold yellow"))
