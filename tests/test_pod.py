@@ -256,3 +256,22 @@ def test_progress_waits_before_it_draws() -> None:
     with Progress(False, "reading", delay=0, console=Console(file=out, force_terminal=True)) as bar:
         bar.update(1, 2)
     assert out.getvalue() == ""
+
+
+def test_compare_with_a_cut_off_rank_compares_it_as_incomplete(tmp_path: Path) -> None:
+    base, new = _compare_folders(tmp_path)
+    write_rank(new, 2, 4, cut_at=7)
+    res = cli("compare", str(base), str(new), "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    rank2 = next(r for r in doc["ranks"] if r["rank"] == 2)
+    assert [run["status"] for run in rank2["runs"]] == ["ok", "incomplete"]
+    assert doc["problems"] == []
+
+
+def test_compare_names_a_rank_of_another_world_and_fails(tmp_path: Path) -> None:
+    base, new = _compare_folders(tmp_path)
+    write_rank(new, 9, 16)  # left over from a run of 16 ranks
+    res = cli("compare", str(base), str(new))
+    assert res.exit_code == 1
+    assert f"rank 9: no file in {base}" in res.stderr
