@@ -321,6 +321,8 @@ def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[in
     barriers' and the reads' sites anywhere in the pass (the HF Trainer's evaluation_loop).
     """
     owners: dict[int, Cause] = {}
+    if not (steps["phase"] == "eval").any():
+        return owners  # no eval barrier, no pass (and no walk over a long run's steps)
     run: list[int] = []
     has_eval = False
     site_col = _optional_ints(steps["site"])

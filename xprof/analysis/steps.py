@@ -83,6 +83,8 @@ def eval_steps(steps: pd.DataFrame) -> int:
 
 def eval_passes(steps: pd.DataFrame) -> int:
     """Eval passes: runs of eval barriers, with only empty barriers between them."""
+    if not eval_steps(steps):
+        return 0
     passes = 0
     inside = False
     for phase in steps["phase"].tolist():
