@@ -1,17 +1,26 @@
-"""How do loading, analysis and the HTML report scale with the length of a run?
+"""How do reading, analysis and the report scale with a long run, and with a pod of ranks?
 
 Synthetic but well-formed run files are written with ``xprof.runfile.RunWriter``, with
 the records a real run writes (shaped after ``sample_runs/padded_longest.json``): a
 sequence length padded per batch (40 lengths, a new one compiles, a seen one is cached),
 an ``.item()`` every 50 steps and a ``print`` every 1000, executions and graph sizes
-batched every 256 steps, one fallback op. For 1k, 10k, 100k and 1M steps it times
-``load_run``, ``xprof.analysis.analyze`` and the HTML report (``xprof.report``), and
-prints file and HTML sizes and the growth per 10x. Each size runs in its own process so
-its peak RSS is its own. No torch needed.
+batched every 256 steps, one fallback op. The files of a pod differ only in their rank.
 
-Goal: 100k steps report in < 5 s with < 10 MB of HTML; 1M still works.
+Long runs (1k, 10k, 100k, 1M steps): ``load_columns`` (what the CLI reads with), ``analyze``
+and the HTML report timed in-process, file and HTML sizes, peak RSS; then the real
+``xprof report FILE`` as a subprocess (wall time, peak RSS). Each size in its own process.
 
-    .venv/bin/python benchmarks/report_scale.py [--quick]   # --quick: skip 1M steps
+Pods (``--pods 32,256``: 32 and 256 rank files of 10k steps): the real ``xprof summary
+FOLDER`` as a subprocess (wall time; peak RSS of the whole process tree, workers included,
+sampled from /proc), then in one process without workers: reading every rank file, analysing
+every rank, and rendering the summary, each timed apart.
+
+Issue 12's goals: 1M-step report < 10 s and < 1 GB; summary of 32 x 10k < 2 s; of 256 x 10k
+< 20 s and < 2 GB.
+
+    .venv/bin/python benchmarks/report_scale.py [--quick]     # --quick: skip 1M steps
+    .venv/bin/python benchmarks/report_scale.py --issue12     # 1M steps, then pods of 32 and 256 ranks
+    .venv/bin/python benchmarks/report_scale.py --sizes 1000000 --pods 256
 """
 
 from __future__ import annotations
@@ -36,16 +45,18 @@ LENGTHS = [16 + 4 * k for k in range(40)]
 T0 = 1.7e9
 
 
-def write_synthetic(path: str, steps: int, seed: int = 0) -> None:
-    """A realistic recording of ``steps`` steps with per-batch padding (a recompile pattern)."""
+def write_synthetic(path: str, steps: int, seed: int = 0, rank: int = 0, world_size: int = 1) -> None:
+    """A realistic recording of ``steps`` steps with per-batch padding (a recompile pattern).
+
+    ``rank``/``world_size`` go into the header (the files of a pod differ only in them)."""
     from xprof.runfile import RunWriter
 
     rng = random.Random(seed)
     header = {"xprof_version": "0.1.0", "name": f"synthetic_{steps}",
               "started_at": "2026-01-01T00:00:00+00:00", "started_unix": T0,
               "meta": {"python": "3.11.7", "torch": "2.9.0", "torch_xla": "2.9.0", "device": "CPU",
-                       "host": "bench", "pid": 1, "argv": ["train.py"], "cwd": "/work", "rank": 0,
-                       "world_size": 1, "inputs": True, "syncs": True}}
+                       "host": "bench", "pid": 1, "argv": ["train.py"], "cwd": "/work", "rank": rank,
+                       "world_size": world_size, "inputs": True, "syncs": True}}
     w = RunWriter(path, header)
     w.write({"type": "site", "id": 0, "kind": "item", "file": "/work/train.py", "line": 41,
              "func": "train", "via": None, "code": "losses.append(loss.item())"}, flush=False)
@@ -124,7 +135,7 @@ def _find_renderer() -> Any:
 
 def measure_one(steps: int, folder: str) -> dict[str, Any]:
     from xprof.analysis import analyze
-    from xprof.runfile import load_run
+    from xprof.runcolumns import load_columns
 
     path = os.path.join(folder, f"synthetic_{steps}.json")
     t = time.perf_counter()
@@ -132,7 +143,7 @@ def measure_one(steps: int, folder: str) -> dict[str, Any]:
     out: dict[str, Any] = {"steps": steps, "write_s": time.perf_counter() - t,
                            "file_mb": os.path.getsize(path) / 1e6}
     t = time.perf_counter()
-    run = load_run(path)
+    run = load_columns(path)
     out["load_s"] = time.perf_counter() - t
     t = time.perf_counter()
     analysis = analyze(run)
@@ -149,44 +160,207 @@ def measure_one(steps: int, folder: str) -> dict[str, Any]:
         out["report_s"] = out["html_mb"] = float("nan")
     out["total_s"] = out["load_s"] + out["analyze_s"] + (out["report_s"] if render else 0.0)
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    del analysis, run
+    cli = run_cli(["report", path, "-o", os.path.join(folder, "cli.html")])
+    out["cli_report_s"], out["cli_peak_rss_mb"] = cli["wall_s"], cli["peak_rss_mb"]
     return out
+
+
+# -- the real command, timed from outside -------------------------------------------------------------
+
+
+def _tree_rss_kb(root: int) -> int:
+    """Resident memory of ``root`` and every process below it (Linux /proc), in KiB."""
+    parent: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/statm", encoding="utf-8") as f:
+                pages = int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parent[int(entry)] = int(fields[1])
+        rss[int(entry)] = pages * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(c for c, p in parent.items() if p == pid)
+    return total
+
+
+def run_cli(args: list[str]) -> dict[str, Any]:
+    """``python -m xprof ARGS`` with its stdout discarded: wall seconds and the peak RSS of its
+    process tree (sampled every 20 ms; the peak of the main process alone where /proc is missing)."""
+    import threading
+
+    env = {**os.environ, "XPROF_PROGRESS": "0"}
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "xprof", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env)
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            if os.path.isdir("/proc"):
+                peak[0] = max(peak[0], _tree_rss_kb(proc.pid))
+            done.wait(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, err = proc.communicate()
+    wall = time.perf_counter() - t
+    done.set()
+    sampler.join()
+    main_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if proc.returncode != 0:
+        raise RuntimeError(f"xprof {' '.join(args)}: exit {proc.returncode}: {err.decode()[-400:]}")
+    return {"wall_s": wall, "peak_rss_mb": max(peak[0], main_peak) / 1024}
+
+
+# -- a pod of rank files ---------------------------------------------------------------------------------
+
+
+def write_pod(folder: str, ranks: int, steps: int) -> None:
+    """``ranks`` rank files of ``steps`` steps each, differing only in their rank."""
+    os.makedirs(folder, exist_ok=True)
+    first = os.path.join(folder, "run.rank0.json")
+    write_synthetic(first, steps, rank=0, world_size=ranks)
+    with open(first, encoding="utf-8") as f:
+        header, rest = f.read().split("\n", 1)
+    for r in range(1, ranks):
+        with open(os.path.join(folder, f"run.rank{r}.json"), "w", encoding="utf-8") as f:
+            f.write(header.replace('"rank":0,', f'"rank":{r},') + "\n" + rest)
+
+
+def measure_pod(ranks: int, steps: int, folder: str) -> dict[str, Any]:
+    """The real ``xprof summary FOLDER``, then the same work in one process, phase by phase."""
+    import glob
+    import io
+
+    pod = os.path.join(folder, f"pod{ranks}")
+    t = time.perf_counter()
+    write_pod(pod, ranks, steps)
+    files = sorted(glob.glob(os.path.join(pod, "*.json")))
+    out: dict[str, Any] = {"ranks": ranks, "steps": steps, "write_s": time.perf_counter() - t,
+                           "files_mb": sum(os.path.getsize(p) for p in files) / 1e6}
+    cli = run_cli(["summary", pod])
+    out["cli_summary_s"], out["cli_peak_rss_mb"] = cli["wall_s"], cli["peak_rss_mb"]
+    from xprof.analysis import analyze
+    from xprof.analysis.pod import workers_for
+    from xprof.analysis.ranks import pod_view, rank_run
+    from xprof.report.console import SafeConsole
+    from xprof.report.terminal import render_ranks, render_summary
+    from xprof.runcolumns import load_many
+
+    out["workers"] = workers_for(files)
+    load_s = analyze_s = 0.0
+    ranks_kept = []
+    batch = 16
+    for k in range(0, len(files), batch):
+        t = time.perf_counter()
+        runs = load_many(files[k:k + batch])
+        load_s += time.perf_counter() - t
+        t = time.perf_counter()
+        for pos, run in enumerate(runs, start=k):
+            ranks_kept.append(rank_run(analyze(run), pos))  # type: ignore[arg-type]
+        analyze_s += time.perf_counter() - t
+        del runs
+    t = time.perf_counter()
+    view = pod_view(ranks_kept)
+    focus = analyze(load_many([view.focus_path])[0])  # type: ignore[arg-type]
+    out["focus_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    console = SafeConsole(file=io.StringIO(), width=120)
+    render_ranks(view, console)
+    render_summary(focus, console)
+    out["render_s"] = time.perf_counter() - t
+    out["load_s"], out["analyze_s"] = load_s, analyze_s
+    out["one_process_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def _subprocess(args: list[str], tmp: str, label: str) -> dict[str, Any] | None:
+    out = os.path.join(tmp, f"{label}.json")
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), *args, "--json", out],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"{label}: failed (exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
+        return None
+    with open(out, encoding="utf-8") as f:
+        return dict(json.load(f))
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="skip the 1M-step file")
     ap.add_argument("--sizes", help="comma-separated step counts (default 1k,10k,100k,1M)")
+    ap.add_argument("--pods", help="comma-separated rank counts of pods of --pod-steps steps (e.g. 32,256)")
+    ap.add_argument("--pod-steps", type=int, default=10_000)
+    ap.add_argument("--issue12", action="store_true", help="the 1M-step file and pods of 32 and 256 ranks")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--one-pod", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--json", help="write the figures here (for run_all.py)")
     args = ap.parse_args(argv)
     if args.one:
         with tempfile.TemporaryDirectory(prefix="xprof-scale-") as tmp:
             emit_json(args.json, measure_one(args.one, tmp))
         return {}
-    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(SIZES)
+    if args.one_pod:
+        with tempfile.TemporaryDirectory(prefix="xprof-pod-") as tmp:
+            emit_json(args.json, measure_pod(args.one_pod, args.pod_steps, tmp))
+        return {}
+    if args.issue12:
+        sizes, pods = [1_000_000], [32, 256]
+    else:
+        sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else ([] if args.pods else list(SIZES))
+        pods = [int(s) for s in args.pods.split(",")] if args.pods else []
     if args.quick:
         sizes = [s for s in sizes if s < 1_000_000]
+    print(f"load average before: {_load()}", flush=True)
     rows: list[dict[str, Any]] = []
+    pod_rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="xprof-scale-") as tmp:
         for n in sizes:
-            out = os.path.join(tmp, f"{n}.json")
-            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", str(n), "--json", out],
-                                  capture_output=True, text=True)
-            if proc.returncode != 0:
-                print(f"{n} steps: failed (exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
-                rows.append({"steps": n, "failed": proc.stderr.strip()[-400:]})
+            r = _subprocess(["--one", str(n)], tmp, f"steps{n}")
+            if r is None:
+                rows.append({"steps": n, "failed": True})
                 continue
-            with open(out, encoding="utf-8") as f:
-                rows.append(json.load(f))
-            r = rows[-1]
+            rows.append(r)
             print(f"{n} steps: load {r['load_s']:.2f} s, analyze {r['analyze_s']:.2f} s, "
-                  f"report {r['report_s']:.2f} s", flush=True)
+                  f"report {r['report_s']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB; "
+                  f"xprof report: {r['cli_report_s']:.2f} s, {r['cli_peak_rss_mb']:.0f} MB "
+                  f"(load average {_load()})", flush=True)
+        for n in pods:
+            r = _subprocess(["--one-pod", str(n), "--pod-steps", str(args.pod_steps)], tmp, f"pod{n}")
+            if r is None:
+                pod_rows.append({"ranks": n, "failed": True})
+                continue
+            pod_rows.append(r)
+            print(f"{n} ranks x {r['steps']} steps: xprof summary {r['cli_summary_s']:.2f} s, peak RSS "
+                  f"{r['cli_peak_rss_mb']:.0f} MB (all processes, {r['workers']} worker(s)); in one process: "
+                  f"load {r['load_s']:.2f} s, analyze {r['analyze_s']:.2f} s, focus rank {r['focus_s']:.2f} s, "
+                  f"render {r['render_s']:.2f} s (load average {_load()})", flush=True)
     ok = [r for r in rows if "failed" not in r]
-    print()
-    print(table([[r["steps"], r["file_mb"], r["load_s"], r["analyze_s"], r["report_s"], r["total_s"],
-                  r["html_mb"], r["peak_rss_mb"], r["findings"]] for r in ok],
-                ["steps", "file MB", "load s", "analyze s", "report s", "total s", "HTML MB",
-                 "peak RSS MB", "findings"]))
+    if ok:
+        print()
+        print(table([[r["steps"], r["file_mb"], r["load_s"], r["analyze_s"], r["report_s"], r["total_s"],
+                      r["html_mb"], r["peak_rss_mb"], r["cli_report_s"], r["cli_peak_rss_mb"], r["findings"]]
+                     for r in ok],
+                    ["steps", "file MB", "load s", "analyze s", "report s", "total s", "HTML MB",
+                     "peak RSS MB", "xprof report s", "its peak RSS MB", "findings"]))
     growth = []
     nan = float("nan")
     for a, b in zip(ok, ok[1:]):
@@ -198,11 +372,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print("\ngrowth per 10x steps:")
         print(table([[f"{g['from']} -> {g['to']}", g["file_x"], g["total_x"], g["html_x"]] for g in growth],
                     ["", "file x", "time x", "HTML x"]))
-    k100 = next((r for r in ok if r["steps"] == 100_000), None)
-    if k100:
-        print(f"\n100k steps: {k100['total_s']:.2f} s (goal < 5 s), HTML {k100['html_mb']:.2f} MB "
-              "(goal < 10 MB)")
-    figures = {"rows": rows, "growth": growth}
+    pods_ok = [r for r in pod_rows if "failed" not in r]
+    if pods_ok:
+        print()
+        print(table([[f"{r['ranks']} x {r['steps']}", r["files_mb"], r["cli_summary_s"], r["cli_peak_rss_mb"],
+                      r["workers"], r["load_s"], r["analyze_s"], r["focus_s"], r["render_s"],
+                      r["one_process_peak_rss_mb"]] for r in pods_ok],
+                    ["pod", "files MB", "xprof summary s", "peak RSS MB (all)", "workers", "load s (1 proc)",
+                     "analyze s (1 proc)", "focus s", "render s", "1-proc peak RSS MB"]))
+    for r in ok:
+        if r["steps"] == 1_000_000:
+            print(f"\n1M steps: xprof report {r['cli_report_s']:.2f} s (goal < 10 s), "
+                  f"{r['cli_peak_rss_mb']:.0f} MB (goal < 1000 MB)")
+    for r in pods_ok:
+        goal = {32: "< 2 s", 256: "< 20 s, < 2000 MB"}.get(r["ranks"], "")
+        print(f"{r['ranks']} ranks: xprof summary {r['cli_summary_s']:.2f} s, {r['cli_peak_rss_mb']:.0f} MB"
+              + (f" (goal {goal})" if goal else ""))
+    print(f"load average after: {_load()}")
+    figures = {"rows": rows, "growth": growth, "pods": pod_rows}
     emit_json(args.json, figures)
     return figures
 

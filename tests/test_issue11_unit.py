@@ -119,21 +119,19 @@ def test_a_barriers_own_execution_is_not_the_next_reads() -> None:
     # Barrier 0 (t 10.0) launched its graph asynchronously; it started at 10.5, inside the
     # window of a read early in the next step (10.4-11.0), which then ran its own graph at
     # 10.8. Barrier 1 (t 12.0) ran nothing. Only the 10.8 execution is the read's.
-    from types import SimpleNamespace
-    from typing import cast
+    import numpy as np
 
     from xprof.analysis.tables import sync_executions
-    from xprof.runfile import Run
 
     ms = 1_000_000  # ns
-    run = cast(Run, SimpleNamespace(executions=[(10.5 + 0.2, 200 * ms), (10.8 + 0.01, 10 * ms)]))
+    executions = np.asarray([(10.5 + 0.2, 200 * ms), (10.8 + 0.01, 10 * ms)])
     syncs = pd.DataFrame({"t0": [10.4], "t1": [11.0]})
     steps = pd.DataFrame({"tb": [10.0, 12.0], "work": [True, False]})
-    exec_ms, n = sync_executions(run, syncs, steps)
+    exec_ms, n = sync_executions(executions, syncs, steps)
     assert n.tolist() == [1]
     assert abs(float(exec_ms[0]) - 10.0) < 1e-6
     # Without the barriers, both executions fall in the read's window.
-    assert sync_executions(run, syncs)[1].tolist() == [2]
+    assert sync_executions(executions, syncs)[1].tolist() == [2]
 
 
 def _phase_table(rows: list[tuple[int, bool, bool, int]]) -> pd.DataFrame:

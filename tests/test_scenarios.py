@@ -309,6 +309,18 @@ def test_torch_compile_partial_batch(scenario: Any) -> None:
     assert not any(f["cause"] == "implicit_sync" for f in s["findings"])
 
 
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_columnar_reader_gives_the_same_analysis(scenario: Any, name: str) -> None:
+    """Every scenario's run read by DuckDB into columns analyses exactly as the record reader's."""
+    from tests.test_columns import assert_same_analysis, assert_same_run
+    from xprof.runcolumns import load_columns
+
+    a, _ = scenario(name)
+    cols = load_columns(a.run.path, engine="duckdb")
+    assert_same_run(cols, load_run(a.run.path))
+    assert_same_analysis(analyze(cols), a)
+
+
 def test_dynamo_grad_mode_retrace_is_a_one_off(scenario: Any) -> None:
     a, _ = scenario("dynamo_eval")
     s = a.summary()

@@ -234,3 +234,16 @@ def test_spmd_ranks_are_processes(device: Any, monkeypatch: pytest.MonkeyPatch, 
     assert watch_mod.rank_path(str(tmp_path / "run.json"), rank, world) == str(tmp_path / "run.rank1.json")
     monkeypatch.setattr(watch_mod, "process_rank", lambda: None)  # not SPMD: torch_xla's ordinal
     assert watch_mod._process_identity()[:2] == (0, 1)
+
+
+def test_columnar_reader_gives_the_same_analysis_of_spmd_runs(spmd_runs: Scenarios) -> None:
+    """Each SPMD run read by DuckDB into columns analyses exactly as the record reader's."""
+    from tests.test_columns import assert_same_analysis, assert_same_run
+    from xprof.runcolumns import load_columns
+
+    runs = sorted(p for p in spmd_runs.folder.glob("*.json") if not p.name.endswith(".counters.json"))
+    assert runs
+    for path in runs:
+        cols, typed = load_columns(path, engine="duckdb"), load_run(path)
+        assert_same_run(cols, typed)
+        assert_same_analysis(analyze(cols), analyze(typed))

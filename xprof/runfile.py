@@ -29,7 +29,10 @@ from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from xprof.runcolumns import RunColumns
 
 FORMAT = "xprof-run"
 VERSION = 1
@@ -266,6 +269,10 @@ class Run:
     truncated_tail: bool = False
     spmd_updates: list[dict[str, Any]] = field(default_factory=list)
     """The fields of ``spmd`` records as written (SPMD found, or the mesh set, after the header)."""
+    columns: RunColumns | None = None
+    """The bulk records (steps, syncs, compiles, samples) as columns, when the run was read by
+    :func:`xprof.runcolumns.load_columns`: their typed lists above are then empty
+    (:func:`xprof.runcolumns.with_records` fills them)."""
 
     @property
     def complete(self) -> bool:
@@ -624,8 +631,86 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def open_run(path: str | os.PathLike[str]) -> tuple[IO[str], dict[str, Any]]:
+    """Open a run file and read its header; :class:`RunFileError` (one line) on bad input.
+
+    The file is returned positioned after the header line, opened with
+    ``surrogateescape``: a byte that is not UTF-8 damages only its own line (that line is
+    skipped like any unreadable one); only a header that is not UTF-8 refuses the file.
+    """
+    p = str(path)
+    if os.path.isdir(p):
+        raise RunFileError(f"{p}: is a directory, not a run file")
+    try:
+        f = open(p, encoding="utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        raise RunFileError(f"{p}: no such file")
+    except PermissionError:
+        raise RunFileError(f"{p}: permission denied")
+    except OSError as exc:
+        raise RunFileError(f"{p}: cannot open ({exc.strerror or exc})")
+    try:
+        first = f.readline()
+        if not first.strip():
+            raise RunFileError(f"{p}: empty file, not an xprof run file")
+        if _UNDECODABLE.search(first):
+            raise RunFileError(f"{p}: not an xprof run file (not UTF-8 text)")
+        return f, _parse_header(p, first)
+    except BaseException:
+        f.close()
+        raise
+
+
+class Undecodable(Exception):
+    """A line the JSON decoder cannot take (see :func:`decode_line`)."""
+
+
+def decode_line(line: str, scan: Callable[[str, int], tuple[Any, int]] = _SCANNER) -> Any:
+    """The JSON value of one line, or :class:`Undecodable` (bad JSON, bytes that are not
+    UTF-8, nesting deeper than the decoder goes, a number too long, a value too large).
+
+    ``json.loads(line)`` is decode() -> raw_decode() -> scan_once(); calling the scanner
+    directly saves two regex matches and three calls per line (a million lines in a long
+    run); anything else goes through ``json.loads``, which accepts or rejects it exactly as
+    it always did.
+    """
+    if not line.isascii() and _UNDECODABLE.search(line):
+        raise Undecodable
+    try:
+        rec, end = scan(line, 0)
+        if end != len(line) and (end != len(line) - 1 or line[end] != "\n"):
+            raise ValueError  # more than the newline after the value: let loads() judge
+        return rec
+    except RecursionError:
+        raise Undecodable
+    except (StopIteration, ValueError):
+        try:
+            return json.loads(line)
+        except _UNDECODED:
+            raise Undecodable
+
+
+def file_record(run: Run, rec: Any) -> bool:
+    """Decode one record into ``run`` (its typed list or field); False when it is not a
+    record this version reads (not an object, an unknown type, a field of the wrong type)."""
+    if type(rec) is not dict:
+        return False
+    kind = rec.get("type")
+    add = _ADDERS.get(kind) if type(kind) is str else None
+    if add is None:
+        return False
+    try:
+        return add(run, rec)
+    except (TypeError, ValueError, OverflowError):
+        return False  # a field of the wrong type: the record is skipped like a bad line
+
+
 def load_run(path: str | os.PathLike[str]) -> Run:
     """Read and validate a run file; raise :class:`RunFileError` with one line on bad input.
+
+    This is the record-by-record reader: every record becomes a typed record (``Step``,
+    ``Sync``...). The analysis and the CLI read through :func:`xprof.runcolumns.load_columns`,
+    which reads the bulk records into columns instead, with the same rules.
 
     A file whose last line was cut off mid-write (the process was killed) loads with
     ``truncated_tail`` set and without an ``end`` record; unknown record types from a
@@ -634,33 +719,11 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     never fatal. Lines are parsed one at a time on purpose: parsing a batch as one JSON
     array can merge two damaged lines into one valid value and so hide them from the count.
     """
-    p = str(path)
-    if os.path.isdir(p):
-        raise RunFileError(f"{p}: is a directory, not a run file")
-    try:
-        # surrogateescape: a byte that is not UTF-8 damages only its own line (that line is
-        # skipped like any unreadable one); only a header that is not UTF-8 refuses the file.
-        f = open(p, encoding="utf-8", errors="surrogateescape")
-    except FileNotFoundError:
-        raise RunFileError(f"{p}: no such file")
-    except PermissionError:
-        raise RunFileError(f"{p}: permission denied")
-    except OSError as exc:
-        raise RunFileError(f"{p}: cannot open ({exc.strerror or exc})")
+    f, header = open_run(path)
+    run = Run(path=str(path), header=header)
     with f, gc_paused():
-        first = f.readline()
-        if not first.strip():
-            raise RunFileError(f"{p}: empty file, not an xprof run file")
-        if _UNDECODABLE.search(first):
-            raise RunFileError(f"{p}: not an xprof run file (not UTF-8 text)")
-        header = _parse_header(p, first)
-        run = Run(path=p, header=header)
         pending: str | None = None
-        # json.loads(line) is decode() -> raw_decode() -> scan_once(); calling the scanner
-        # directly saves two regex matches and three calls per line (a million lines in a
-        # long run).
         scan = _SCANNER
-        adders = _ADDERS
         for line in f:
             if pending is not None:
                 # A bad line followed by more lines is corruption in the middle.
@@ -668,35 +731,13 @@ def load_run(path: str | os.PathLike[str]) -> Run:
                 pending = None
             if not line.strip():
                 continue
-            if not line.isascii() and _UNDECODABLE.search(line):
-                # A byte that is not UTF-8: this line is unreadable, like one cut JSON.
+            try:
+                rec = decode_line(line, scan)
+            except Undecodable:
                 pending = line
                 continue
-            try:
-                rec, end = scan(line, 0)
-                if end != len(line) and (end != len(line) - 1 or line[end] != "\n"):
-                    raise ValueError  # more than the newline after the value: let loads() judge
-            except RecursionError:
-                pending = line  # nested deeper than the decoder goes: a bad line like any other
-                continue
-            except (StopIteration, ValueError):
-                # Not a JSON value starting at the first character, or text after it: the
-                # full parser accepts or rejects it exactly as json.loads always did.
-                try:
-                    rec = json.loads(line)
-                except _UNDECODED:
-                    pending = line
-                    continue
-            if type(rec) is dict:
-                kind = rec.get("type")
-                add = adders.get(kind) if type(kind) is str else None
-                if add is not None:
-                    try:
-                        if add(run, rec):
-                            continue
-                    except (TypeError, ValueError, OverflowError):
-                        pass  # a field of the wrong type: the record is skipped like a bad line
-            run.skipped_lines += 1
+            if not file_record(run, rec):
+                run.skipped_lines += 1
         if pending is not None:
             run.truncated_tail = True
     run.steps.sort(key=itemgetter(0))  # by step index (Step.i)

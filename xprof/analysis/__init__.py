@@ -16,22 +16,14 @@ from xprof.analysis import findings as _findings
 from xprof.analysis import steps as _steps
 from xprof.analysis import tables
 from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals
-from xprof.runfile import (
-    CACHED,
-    EXECUTION_COUNTERS,
-    TO_CPU,
-    UNCACHED,
-    Run,
-    gc_paused,
-    is_fallback_counter,
-    load_run,
-)
+from xprof.runcolumns import RunColumns, columns_of, load_columns
+from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter
 
 __all__ = ["CAUSES", "WARMUP_STEPS", "Analysis", "Finding", "Totals", "analyze", "analyze_path"]
 
 
 def analyze_path(path: str) -> Analysis:
-    return analyze(load_run(path))
+    return analyze(load_columns(path))
 
 
 def analyze(run: Run) -> Analysis:
@@ -41,15 +33,16 @@ def analyze(run: Run) -> Analysis:
 
 
 def _analyze(run: Run) -> Analysis:
-    run, dropped = _consistent(run)
-    steps = tables.step_table(run)
+    cols, dropped = _consistent(columns_of(run))
+    executions = cols.sample("executions")
+    steps = tables.step_table(cols)
     _steps.assign(steps)
-    syncs = tables.sync_table(run)
-    compiles = tables.compile_table(run, steps, syncs)
-    inputs = tables.input_table(run)
-    steps["graph_nodes"] = tables.barrier_graph_nodes(run, steps)
+    syncs = tables.sync_table(cols, run.sites)
+    compiles = tables.compile_table(cols, steps, syncs)
+    inputs = tables.input_table(run.signatures)
+    steps["graph_nodes"] = tables.barrier_graph_nodes(cols, steps)
     steps["warmup"] = (steps["phase"] == "train") & (steps["ordinal"] >= 0) & (steps["ordinal"] < WARMUP_STEPS)
-    exec_ms, sync_exec, execute_s = tables.attribute_executions(run, steps, syncs)
+    exec_ms, sync_exec, execute_s = tables.attribute_executions(executions, steps, syncs)
     steps["execute_ms"] = exec_ms
     steps["sync_execute_ms"] = sync_exec
     per_step_compile = compiles.groupby("step")["ms"].sum() if len(compiles) else pd.Series(dtype=float)
@@ -75,13 +68,13 @@ def _analyze(run: Run) -> Analysis:
         compiles) else pd.array([], dtype="Int64")
     first_cause = compiles.groupby("step")["cause"].first() if len(compiles) else pd.Series(dtype=object)
     steps["cause"] = steps["i"].map(first_cause).astype(object).fillna("")
-    sync_exec_ms, sync_exec_n = tables.sync_executions(run, syncs, steps)
+    sync_exec_ms, sync_exec_n = tables.sync_executions(executions, syncs, steps)
     if len(syncs):
         syncs["kind"] = [_findings.sync_kind(a, c, v if isinstance(v, str) else None)
                          for a, c, v in zip(syncs["access"], syncs["code"], syncs["via"])]
         syncs["exec_ms"] = sync_exec_ms
         # Counted by timestamps when samples exist: the counter lags asynchronous executions.
-        if run.executions:
+        if len(executions):
             syncs["executions"] = sync_exec_n
     else:
         syncs["kind"] = pd.Series(dtype=object)
@@ -90,36 +83,38 @@ def _analyze(run: Run) -> Analysis:
     totals = _totals(run, steps, compiles, syncs, execute_s, found)
     for f in findings:
         f.minor = f.seconds < MINOR_SHARE * totals.wall_seconds
-    notes = _notes(run, steps, syncs, totals)
+    notes = _notes(run, steps, syncs, totals, cols.dropped)
     if dropped:
         notes.append(dropped)
     return Analysis(run=run, steps=steps, compiles=compiles, syncs=syncs, inputs=inputs,
                     findings=findings, totals=totals, notes=notes)
 
 
-def _consistent(run: Run) -> tuple[Run, str]:
-    """The run with one record per step index and no compile without its step.
+def _consistent(cols: RunColumns) -> tuple[RunColumns, str]:
+    """The columns with one record per step index and no compile without its step.
 
     A process killed between writing a compile and its step record leaves such a
     compile; a corrupted or concatenated file can repeat a step index. Both are dropped
     (and said in the notes) rather than failing the whole analysis.
     """
-    seen: set[int] = set()
-    steps = []
-    for s in run.steps:
-        if s.i not in seen:
-            seen.add(s.i)
-            steps.append(s)
-    compiles = [c for c in run.compiles if c.i in seen]
-    if len(steps) == len(run.steps) and len(compiles) == len(run.compiles):
-        return run, ""
+    idx = cols.steps["i"]
+    # Steps are sorted by index (stably): a repeat follows its first record.
+    keep = np.ones(len(idx), dtype=bool)
+    if len(idx) > 1:
+        keep[1:] = idx[1:] != idx[:-1]
+    has_step = np.isin(cols.compiles["step"], idx)
+    repeated, orphans = int((~keep).sum()), int((~has_step).sum())
+    if not repeated and not orphans:
+        return cols, ""
     parts = []
-    if len(steps) != len(run.steps):
-        parts.append(f"{len(run.steps) - len(steps)} repeated step record(s)")
-    if len(compiles) != len(run.compiles):
-        parts.append(f"{len(run.compiles) - len(compiles)} compile record(s) without their step")
+    if repeated:
+        parts.append(f"{repeated} repeated step record(s)")
+    if orphans:
+        parts.append(f"{orphans} compile record(s) without their step")
     note = f"Ignored {' and '.join(parts)} (a file cut off mid-step, or damaged)."
-    return dataclasses.replace(run, steps=steps, compiles=compiles), note
+    return dataclasses.replace(cols, steps={k: v[keep] for k, v in cols.steps.items()},
+                               counters={k: v[keep] for k, v in cols.counters.items()},
+                               compiles={k: v[has_step] for k, v in cols.compiles.items()}), note
 
 
 def _debug_evidence(run: Run, compiles: pd.DataFrame) -> None:
@@ -177,7 +172,9 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     cached = int(steps["cached"].sum()) + int(tail.get(CACHED, 0))
     executions = int(steps["executions"].sum()) + sum(int(tail.get(name, 0)) for name in EXECUTION_COUNTERS)
     transfers = int(steps["transfers"].sum()) + int(tail.get(TO_CPU, 0))
-    work = steps[steps["work"] & (steps["ordinal"] >= 0)]
+    # Only the columns the totals read: a boolean filter of the whole table copies every
+    # column (a million rows of objects take seconds).
+    work = steps.loc[steps["work"] & (steps["ordinal"] >= 0), ["ordinal", "uncached", "step_ms", "execute_ms"]]
     n_work = _steps.training_steps(steps)
     graph_barriers = int(steps["work"].sum())
     warm = sum(1 for c in found if c.cause == "warmup")
@@ -186,7 +183,7 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     missing = max(uncached - len(compiles), 0)
     recompiles = max(uncached - warm, 0) if missing == 0 else (len(found) - warm) + missing
     fallback: dict[str, int] = {}
-    for d in steps["fallback"]:
+    for d in [d for d in steps["fallback"].tolist() if d]:
         for k, v in d.items():
             fallback[k] = fallback.get(k, 0) + int(v)
     for k, v in tail.items():
@@ -223,7 +220,7 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     )
 
 
-def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals) -> list[str]:
+def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, unreadable: int = 0) -> list[str]:
     notes = []
     if not run.complete:
         notes.append("The run is incomplete: the process ended without closing the run file "
@@ -248,8 +245,8 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals) -
     if dropped:
         notes.append(f"Some timing samples were lost from torch_xla's ring buffer ({', '.join(dropped)}); "
                      "execute times are partial.")
-    if run.skipped_lines:
-        notes.append(f"{run.skipped_lines} unreadable line(s) in the run file were skipped.")
+    if run.skipped_lines + unreadable:
+        notes.append(f"{run.skipped_lines + unreadable} unreadable line(s) in the run file were skipped.")
     if len(syncs) and len(steps):
         live = tables.live_reads(syncs)
         after = live[live["step"] > int(steps["i"].max())]

@@ -27,7 +27,6 @@ training graph stands in for that evidence.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,13 +181,15 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     # A recorder that counts backward passes marks eval barriers itself (steps.assign); the
     # graph-size guess below is only for files without that evidence.
     ctx.size_guess = not ("backward" in steps and bool(steps["backward"].to_numpy().any()))
-    prev_kind = ""
 
-    for step_i, sig_id, ordinal, user_step, dz, phase, kind, bsite, work, fallback_d, nodes in zip(
-            steps["i"].tolist(), _optional_ints(steps["sig"]), steps["ordinal"].tolist(),
-            steps["user_step"].tolist(), steps["dynamo_graphs"].tolist(),
-            steps["phase"].tolist(), steps["barrier"].tolist(), _optional_ints(steps["site"]),
-            steps["work"].tolist(), steps["fallback"].tolist(), _optional_ints(steps["graph_nodes"])):
+    matter, prev_barrier = _rows_that_matter(steps, set(by_step), set(sites_by_step), dynamo_steps)
+    rows_in = steps.loc[matter, _ROW_COLUMNS]
+    for step_i, sig_id, ordinal, user_step, dz, phase, kind, bsite, work, fallback_d, nodes, prev_kind in zip(
+            rows_in["i"].tolist(), _optional_ints(rows_in["sig"]), rows_in["ordinal"].tolist(),
+            rows_in["user_step"].tolist(), rows_in["dynamo_graphs"].tolist(),
+            rows_in["phase"].tolist(), rows_in["barrier"].tolist(), _optional_ints(rows_in["site"]),
+            rows_in["work"].tolist(), rows_in["fallback"].tolist(), _optional_ints(rows_in["graph_nodes"]),
+            prev_barrier[matter].tolist()):
         sites = sites_by_step.get(step_i, empty)
         ks = by_step.get(step_i)
         if ks is not None:
@@ -229,7 +230,6 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
             seen_fallback.update(fallback_d)
         if sig_id is not None and (dz > 0 or step_i in dynamo_steps):
             dynamo_sigs.add(sig_id)
-        prev_kind = kind
     out = [result[k] for k in range(len(compiles))]
     for k, found_k in enumerate(out):
         if found_k.cause == "unknown" and rows[k]["debug_reason"]:
@@ -237,6 +237,41 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
             found_k.evidence = (f"{found_k.evidence}; torch_xla says: \"{rows[k]['debug_reason']}\""
                           + (f" at {where}" if where else ""))
     return out
+
+
+_ROW_COLUMNS = ["i", "sig", "ordinal", "user_step", "dynamo_graphs", "phase", "barrier", "site", "work",
+                "fallback", "graph_nodes"]
+
+
+def _rows_that_matter(steps: pd.DataFrame, compiled: set[int], read: set[int],
+                      dynamo_steps: set[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The steps :func:`attribute`'s walk has to visit: those that compiled, and those that add
+    something to what it remembers (a read site, a fallback op, a signature, a (signature,
+    sites) pair or a graph size not seen before, a dynamo signature). The others change
+    nothing, and a long run has a million of them. Also the barrier kind of the step before
+    each step (the walk reads it for the rows it visits). (A new line of state in the walk
+    needs its rows here.)
+    """
+    barrier = steps["barrier"].to_numpy(dtype=object)
+    prev = np.empty(len(barrier), dtype=object)
+    prev[:1] = ""
+    prev[1:] = barrier[:-1]
+    idx = steps["i"].to_numpy()
+    has_sites = np.isin(idx, list(read))
+    matter = np.isin(idx, list(compiled)) | has_sites | np.isin(idx, list(dynamo_steps))
+    matter |= np.asarray([bool(d) for d in steps["fallback"].tolist()], dtype=bool)
+    matter |= steps["dynamo_graphs"].to_numpy() > 0
+    trained = steps["work"].to_numpy(dtype=bool) & (steps["phase"].to_numpy(dtype=object) == "train")
+    steady = trained & (steps["ordinal"].to_numpy() >= 1)
+    sig = steps["sig"].to_numpy(dtype=np.float64, na_value=np.nan)
+    nodes = steps["graph_nodes"].to_numpy(dtype=np.float64, na_value=np.nan)
+    # first seen: a signature in training (sig_step), a steady signature (seen_sigs), a steady
+    # (signature, no reads) pair (seen_keys; rows with reads are all visited), a graph size
+    for values, among in ((sig, trained), (sig, steady), (sig, steady & ~has_sites), (nodes, steady)):
+        first = ~pd.Series(values[among]).duplicated(keep="first").to_numpy()
+        rows = np.flatnonzero(among)
+        matter[rows[first]] = True
+    return matter, prev
 
 
 @dataclass
@@ -286,6 +321,8 @@ def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[in
     barriers' and the reads' sites anywhere in the pass (the HF Trainer's evaluation_loop).
     """
     owners: dict[int, Cause] = {}
+    if not (steps["phase"] == "eval").any():
+        return owners  # no eval barrier, no pass (and no walk over a long run's steps)
     run: list[int] = []
     has_eval = False
     site_col = _optional_ints(steps["site"])
@@ -350,15 +387,17 @@ def _first_graph_was_steady(steps: pd.DataFrame, first: tuple[int | None, int | 
     """Did the first step's graph serve later steps with the same inputs without compiling?"""
     if first[0] is None:
         return False
-    later = steps[steps["work"] & (steps["ordinal"] >= 1) & (steps["sig"] == first[0])]
-    return bool(len(later)) and int(later["barrier_uncached"].iat[0]) == 0
+    later = steps.loc[steps["work"] & (steps["ordinal"] >= 1) & (steps["sig"] == first[0]), "barrier_uncached"]
+    return bool(len(later)) and int(later.iat[0]) == 0
 
 
 def _train_graph_nodes(steps: pd.DataFrame) -> int | None:
-    steady = steps[(steps["work"]) & (steps["ordinal"] >= 1)]["graph_nodes"].dropna()
+    """The node count most steady steps' graphs have (the first seen among equals)."""
+    steady = steps.loc[(steps["work"]) & (steps["ordinal"] >= 1), "graph_nodes"].dropna()
     if not len(steady):
         return None
-    return int(Counter(int(v) for v in steady.tolist()).most_common(1)[0][0])
+    codes, values = pd.factorize(steady.to_numpy(dtype=np.int64))
+    return int(values[int(np.argmax(np.bincount(codes)))])
 
 
 def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_list: list[Signature],

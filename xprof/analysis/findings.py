@@ -6,8 +6,11 @@ import os
 import re
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from xprof.analysis import mechanisms as _mech
@@ -309,20 +312,67 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     )
 
 
-def _series(name: str, steps: pd.DataFrame, sigs: dict[int, Signature]) -> list[tuple[int, tuple[int, ...]]]:
+@dataclass
+class _Series:
     """(ordinal, shape) of input ``name`` for every steady step that ran a graph (each
-    micro-batch's ``name#k`` too)."""
-    shape_of: dict[int, list[tuple[int, ...]]] = {}
-    for sig_id, inputs in sigs.items():
-        shape_of[sig_id] = [shape for n, shape, _, _ in inputs if base_input_name(n) == name]
-    sig_col = steps["sig"]
-    keep = (steps["work"].to_numpy(dtype=bool) & sig_col.notna().to_numpy(dtype=bool)
-            & (steps["ordinal"].to_numpy() >= 1))
-    out = []
-    for sig, ordinal in zip(sig_col[keep].tolist(), steps["ordinal"].to_numpy()[keep].tolist()):
-        for shape in shape_of.get(int(sig), ()):
-            out.append((ordinal, shape))
-    return out
+    micro-batch's ``name#k`` too), kept per signature: a long run has a million steps and
+    a few dozen signatures. The series is, step by step, each shape of the step's group."""
+
+    ords: np.ndarray
+    """Ordinal of each steady step whose signature holds the input, in step order."""
+    which: np.ndarray
+    """That step's group (an index into ``groups``)."""
+    groups: list[list[tuple[int, ...]]]
+    """The input's shapes in each signature, in input order."""
+
+    @classmethod
+    def of(cls, name: str, steps: pd.DataFrame, sigs: dict[int, Signature]) -> _Series:
+        shape_of = {sig_id: [shape for n, shape, _, _ in inputs if base_input_name(n) == name]
+                    for sig_id, inputs in sigs.items()}
+        sig_col = steps["sig"]
+        keep = (steps["work"].to_numpy(dtype=bool) & sig_col.notna().to_numpy(dtype=bool)
+                & (steps["ordinal"].to_numpy() >= 1))
+        sig = sig_col.to_numpy(dtype=np.int64, na_value=-1)[keep]
+        ords = steps["ordinal"].to_numpy()[keep]
+        codes, uniques = pd.factorize(sig)  # groups in order of first appearance
+        groups = [shape_of.get(int(u), []) for u in uniques]
+        has = np.asarray([len(g) > 0 for g in groups], dtype=bool)[codes] if len(groups) else np.zeros(0, bool)
+        return cls(ords[has], codes[has], groups)
+
+    def shapes(self) -> list[tuple[int, ...]]:
+        """Distinct shapes in order of first appearance."""
+        out: list[tuple[int, ...]] = []
+        for g in self.groups:
+            for shape in g:
+                if shape not in out:
+                    out.append(shape)
+        return out
+
+    def _per_step(self, pick: Callable[[tuple[int, ...]], bool]) -> np.ndarray:
+        """How many shapes of each step's group ``pick`` takes."""
+        per_group = np.asarray([sum(1 for s in g if pick(s)) for g in self.groups], dtype=np.int64)
+        return per_group[self.which] if len(per_group) else np.zeros(0, dtype=np.int64)
+
+    def value_counts(self, dim: int) -> Counter[int]:
+        """Counts of the shapes' size along ``dim`` over the series, in order of first appearance."""
+        steps_in = np.bincount(self.which, minlength=len(self.groups))
+        out: Counter[int] = Counter()
+        for g, n in zip(self.groups, steps_in.tolist()):
+            if n:
+                for s in g:
+                    if len(s) > dim:
+                        out[s[dim]] += n
+        return out
+
+    def ordinals_where(self, pick: Callable[[tuple[int, ...]], bool]) -> list[int]:
+        """The ordinal of every series entry whose shape ``pick`` takes, in series order."""
+        return np.repeat(self.ords, self._per_step(pick)).tolist()
+
+    def values(self, dim: int) -> list[int]:
+        """Each series entry's size along ``dim`` (entries of lower rank left out), as counts allow:
+        the order is not the series' (callers count them)."""
+        counts = self.value_counts(dim)
+        return np.repeat(np.asarray(list(counts), dtype=np.int64), list(counts.values())).tolist()
 
 
 def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
@@ -331,20 +381,17 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     name = c0.input or "?"
     ms = float(rows["ms"].sum())
     comp_steps = [int(s) for s in rows["step"]]
-    series = _series(name, steps, sigs)
-    shapes: list[tuple[int, ...]] = []
-    for _, shape in series:
-        if shape not in shapes:
-            shapes.append(shape)
+    series = _Series.of(name, steps, sigs)
+    shapes = series.shapes()
     rank = max((len(s) for s in shapes), default=0)
     varying = [d for d in range(rank) if len({s[d] for s in shapes if len(s) > d}) > 1]
     kind, dim, pattern = "shape_change", None, None
     if varying == [0]:
         dim = 0
-        values = [s[0] for _, s in series]
-        mode = Counter(values).most_common(1)[0][0]
-        minority = sorted({v for v in values if v != mode})
-        minority_ords = [o for o, s in series if s[0] != mode]
+        counts = series.value_counts(0)
+        mode = counts.most_common(1)[0][0]
+        minority = sorted(v for v in counts if v != mode)
+        minority_ords = series.ordinals_where(lambda s: len(s) > 0 and s[0] != mode)
         if len(minority) == 1 and minority[0] < mode:
             kind = "partial_batch"
             every = describe_period(minority_ords)
@@ -358,7 +405,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         kind = "dynamic_padding" if distinct >= 3 else "shape_change"
     what_if = None
     if kind == "dynamic_padding" and dim is not None and len(rows):
-        lengths = [s[dim] for _, s in series if len(s) > dim]
+        lengths = series.values(dim)
         # What one more length cost in this run: every graph it compiled (the step's, its
         # reads', a micro-batch's), not one compile: the first length was warm-up's.
         per_length = ms / 1e3 / max(len(set(lengths)) - 1, 1)

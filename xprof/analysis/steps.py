@@ -35,8 +35,7 @@ def assign(steps: pd.DataFrame) -> None:
     ``seq`` (index among barriers that ran a graph) to the step table, in place."""
     n = len(steps)
     work = steps["work"].to_numpy(dtype=bool)
-    kinds = steps["barrier"].tolist()
-    dynamo = np.asarray([k == "dynamo" for k in kinds], dtype=bool) if n else np.zeros(0, dtype=bool)
+    dynamo = steps["barrier"].to_numpy(dtype=object) == "dynamo" if n else np.zeros(0, dtype=bool)
     steps["seq"] = np.where(work, np.cumsum(work) - 1, -1) if n else np.zeros(0, dtype=np.int64)
     opt = steps["opt"].to_numpy(dtype=np.int64) if "opt" in steps else np.zeros(n, dtype=np.int64)
     nograd = steps["nograd"].to_numpy(dtype=bool) if "nograd" in steps else np.zeros(n, dtype=bool)
@@ -51,48 +50,31 @@ def assign(steps: pd.DataFrame) -> None:
         phase[dynamo] = "dynamo"
         ordinal[counted] = np.cumsum(counted)[counted] - 1
     else:
-        k = -1
-        pending: list[int] = []
-        for r in range(n):
-            if dynamo[r]:
-                phase[r] = "dynamo"
-            elif opt[r] > 0:
-                k += 1
-                phase[r] = "train"
-                ordinal[r] = k
-                for p in pending:  # graphs run before the first optimizer step
-                    phase[p] = "train"
-                    ordinal[p] = k
-                pending = []
-            elif not work[r]:
-                phase[r] = "empty"
-            elif nograd[r]:
-                phase[r] = "eval"
-            elif k < 0:
-                pending.append(r)
-            else:
-                # After an optimizer step and before the next: its logging, a checkpoint,
-                # the next micro-batch. It belongs to the step whose optimizer step precedes it.
-                phase[r] = "train"
-                ordinal[r] = k
+        # Column by column (a long run has a million barriers): an optimizer step opens
+        # training step k; a graph barrier after it with grad on belongs to step k, and those
+        # before the first optimizer step to step 0; grad off and no optimizer step is eval.
+        is_opt = (opt > 0) & ~dynamo
+        k = np.cumsum(is_opt) - 1
+        other = ~dynamo & ~is_opt & work
+        phase[dynamo] = "dynamo"
+        phase[is_opt] = "train"
+        ordinal[is_opt] = k[is_opt]
+        phase[other & nograd] = "eval"
+        belongs = other & ~nograd & ((k >= 0) | is_opt.any())
+        phase[belongs] = "train"
+        ordinal[belongs] = np.maximum(k[belongs], 0)
     steps["phase"] = phase
     steps["ordinal"] = ordinal
     # The training step a barrier is reported under: its own; for eval, dynamo and empty
     # barriers, the last training step before them.
-    user = np.zeros(n, dtype=np.int64)
-    last = 0
-    for r in range(n):
-        if ordinal[r] >= 0:
-            last = int(ordinal[r])
-            user[r] = last
-        else:
-            user[r] = last
-    steps["user_step"] = user
+    # (the ordinal of the last row with one, 0 before any: a forward fill)
+    last_row = np.maximum.accumulate(np.where(ordinal >= 0, np.arange(n), -1)) if n else np.zeros(0, dtype=np.int64)
+    steps["user_step"] = np.where(last_row >= 0, ordinal[np.clip(last_row, 0, None)], 0).astype(np.int64)
 
 
 def training_steps(steps: pd.DataFrame) -> int:
     ords = steps["ordinal"].to_numpy()
-    return len(np.unique(ords[ords >= 0])) if len(ords) else 0
+    return len(pd.unique(ords[ords >= 0])) if len(ords) else 0  # (np.unique sorts: seconds at 1M steps)
 
 
 def eval_steps(steps: pd.DataFrame) -> int:
@@ -101,6 +83,8 @@ def eval_steps(steps: pd.DataFrame) -> int:
 
 def eval_passes(steps: pd.DataFrame) -> int:
     """Eval passes: runs of eval barriers, with only empty barriers between them."""
+    if not eval_steps(steps):
+        return 0
     passes = 0
     inside = False
     for phase in steps["phase"].tolist():

@@ -1,9 +1,9 @@
-"""Typed run records -> pandas tables: one row per step, compile, host read and input.
+"""Run columns -> pandas tables: one row per step, compile, host read and input.
 
-The records come decoded from :mod:`xprof.runfile`; this module turns them into the
-columns everything after works on. It is written to stay linear in the number of steps (plain list
-comprehensions into columns, ``searchsorted`` for time attribution) so a million-step
-run still loads in seconds.
+The bulk records come as columns (:class:`xprof.runcolumns.RunColumns`: read from the file
+by DuckDB, or built from typed records); this module turns them into the tables everything
+after works on, column by column (no Python object per step), with ``searchsorted`` for
+time attribution, so a million-step run builds its tables in about a second.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Run, Step, is_fallback_counter
+from xprof.runcolumns import RunColumns
+from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Input, Site
 
 
 def live_reads(syncs: pd.DataFrame) -> pd.DataFrame:
@@ -21,71 +22,57 @@ def live_reads(syncs: pd.DataFrame) -> pd.DataFrame:
     return syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
 
 
-def _int_column(values: list[Any]) -> np.ndarray:
-    """``values`` as int64, converting each the way ``int()`` does.
-
-    A list of Python ints (what the recorder writes) converts in one numpy call; anything
-    else (floats, strings, huge ints) goes through ``int()`` one by one, so it converts or
-    fails exactly as it always did.
-    """
-    arr = np.asarray(values)
-    if arr.dtype.kind in "ib":
-        return arr.astype(np.int64)
-    return np.asarray([int(v) for v in values], dtype=np.int64)
+def _nullable(col: np.ndarray) -> pd.array:
+    """A masked int column as pandas' nullable Int64."""
+    return pd.arrays.IntegerArray(np.asarray(np.ma.getdata(col), dtype=np.int64),
+                                  np.asarray(np.ma.getmaskarray(col), dtype=bool).copy())
 
 
-def step_table(run: Run) -> pd.DataFrame:
-    steps = run.steps
-    cols: list[tuple[Any, ...]] = list(zip(*steps)) if steps else [()] * len(Step._fields)
-    i, t0, tb, t1, barrier, counters, bu, bc, sig, opt, nograd, dz, site, eval_mode, backward = cols
+_NO_FALLBACK: dict[str, int] = {}
+"""The ``fallback`` cell of every step that ran no CPU-fallback op (shared, never modified)."""
 
-    def counter(name: str) -> np.ndarray:
-        return _int_column([c.get(name, 0) for c in counters])
 
+def step_table(cols: RunColumns) -> pd.DataFrame:
+    st = cols.steps
     df = pd.DataFrame({
-        "i": np.asarray(i, dtype=np.int64),
-        "t0": np.asarray(t0, dtype=float),
-        "tb": np.asarray(tb, dtype=float),
-        "t1": np.asarray(t1, dtype=float),
-        "barrier": list(barrier),
-        "sig": pd.array(list(sig), dtype="Int64"),
-        "site": pd.array(list(site), dtype="Int64"),
-        "uncached": counter(UNCACHED),
-        "cached": counter(CACHED),
-        "barrier_uncached": np.asarray(bu, dtype=np.int64),
-        "barrier_cached": np.asarray(bc, dtype=np.int64),
+        "i": st["i"],
+        "t0": st["t0"],
+        "tb": st["tb"],
+        "t1": st["t1"],
+        "barrier": st["barrier"],
+        "sig": _nullable(st["sig"]),
+        "site": _nullable(st["site"]),
+        "uncached": cols.counter(UNCACHED),
+        "cached": cols.counter(CACHED),
+        "barrier_uncached": st["barrier_uncached"],
+        "barrier_cached": st["barrier_cached"],
         # A process's own executions, or SPMD's replicated ones (a run counts in one of them).
-        "executions": sum((counter(name) for name in EXECUTION_COUNTERS), np.zeros(len(steps), dtype=np.int64)),
-        "transfers": counter(TO_CPU),
-        "opt": np.asarray(opt, dtype=np.int64),
-        "dynamo_graphs": np.asarray(dz, dtype=np.int64),
-        "nograd": np.asarray(nograd, dtype=bool),
-        "eval_mode": np.asarray(eval_mode, dtype=bool),
-        "backward": np.asarray(backward, dtype=np.int64),
+        "executions": sum((cols.counter(name) for name in EXECUTION_COUNTERS),
+                          np.zeros(cols.n_steps, dtype=np.int64)),
+        "transfers": cols.counter(TO_CPU),
+        "opt": st["opt"],
+        "dynamo_graphs": st["dynamo_graphs"],
+        "nograd": st["nograd"],
+        "eval_mode": st["eval_mode"],
+        "backward": st["backward"],
     })
     df["work"] = (df["barrier_uncached"] + df["barrier_cached"]) > 0
     df["step_ms"] = (df["t1"] - df["t0"]) * 1e3
-    df["fallback"] = _fallback_counts(counters)
+    df["fallback"] = _fallback_counts(cols)
     return df
 
 
-def _fallback_counts(counters: tuple[dict[str, int], ...]) -> list[dict[str, int]]:
-    """The CPU-fallback counters of each step (a new dict per step).
-
-    Steps repeat a handful of counter-name sets, so which names are fallback ops is decided
-    once per set of names rather than once per name per step.
-    """
-    fallback_names: dict[tuple[str, ...], tuple[str, ...]] = {}
-    out: list[dict[str, int]] = []
-    for c in counters:
-        if not c:
-            out.append({})
-            continue
-        names = tuple(c)
-        picked = fallback_names.get(names)
-        if picked is None:
-            picked = fallback_names[names] = tuple(k for k in names if is_fallback_counter(k))
-        out.append({k: c[k] for k in picked} if picked else {})
+def _fallback_counts(cols: RunColumns) -> np.ndarray:
+    """The CPU-fallback counters of each step as a dict (the shared empty one where none ran)."""
+    out = np.empty(cols.n_steps, dtype=object)
+    out[:] = [_NO_FALLBACK] * cols.n_steps
+    fallback = cols.fallback_counters()
+    if not fallback:
+        return out
+    names = list(fallback)
+    values = np.column_stack([fallback[n] for n in names])
+    for r in np.flatnonzero(values.any(axis=1)).tolist():
+        out[r] = {n: int(v) for n, v in zip(names, values[r].tolist()) if v}
     return out
 
 
@@ -99,32 +86,44 @@ def _step_index_by_time(df: pd.DataFrame, times: np.ndarray) -> np.ndarray:
 SYNC_COLUMNS = ["step", "t0", "t1", "ms", "site", "access", "file", "line", "func", "code", "via",
                 "deferred", "uncached", "cached", "executions", "thread", "inner"]
 
+_NO_SITE = ("?", "?", 0, "?", None, "", None)
+"""What a read shows when its site record is missing."""
 
-def sync_table(run: Run) -> pd.DataFrame:
-    if not run.syncs:
+
+def sync_table(cols: RunColumns, sites: dict[int, Site]) -> pd.DataFrame:
+    sy = cols.syncs
+    n = len(sy["step"])
+    if not n:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SYNC_COLUMNS})
-    sites = run.sites
-    rows = []
-    for s in run.syncs:
-        site = sites.get(s.site)
-        access, file, line, func, via, code, inner = (
-            (site.access, site.file, site.line, site.func, site.via, site.code, site.inner)
-            if site else ("?", "?", 0, "?", None, "", None))
-        rows.append((s.i, s.t0, s.t1, (s.t1 - s.t0) * 1e3, s.site, access, file, line, func, code, via,
-                     s.deferred, s.uncached, s.cached, s.executions, s.thread, inner))
-    return pd.DataFrame(rows, columns=SYNC_COLUMNS)
+    # Reads name a handful of sites: look each up once, then spread them by index.
+    site_ids = sy["site"]
+    inverse, distinct = pd.factorize(site_ids)
+    info = [(s.access, s.file, s.line, s.func, s.via, s.code, s.inner) if (s := sites.get(int(k))) else _NO_SITE
+            for k in distinct.tolist()]
+    attrs = list(zip(*info)) if info else [()] * 7
+
+    def spread(k: int) -> list[Any]:
+        return np.asarray(attrs[k], dtype=object)[inverse].tolist()
+
+    access, file, line, func, via, code, inner = (spread(k) for k in range(7))
+    return pd.DataFrame({
+        "step": sy["step"], "t0": sy["t0"], "t1": sy["t1"], "ms": (sy["t1"] - sy["t0"]) * 1e3,
+        "site": site_ids, "access": access, "file": file, "line": line, "func": func, "code": code,
+        "via": via, "deferred": sy["deferred"], "uncached": sy["uncached"], "cached": sy["cached"],
+        "executions": sy["executions"], "thread": sy["thread"].tolist(), "inner": inner,
+    }, columns=SYNC_COLUMNS)
 
 
-def compile_table(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame) -> pd.DataFrame:
+def compile_table(cols: RunColumns, steps: pd.DataFrame, syncs: pd.DataFrame) -> pd.DataFrame:
     """One row per compile event; ``sync_row`` is the host read it happened inside, if any."""
-    cols = ["step", "t", "ms", "at", "sync_row", "graph_nodes"]
-    if not run.compiles:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-    step_c, t_c, ns_c, at_c = zip(*run.compiles)
-    t = np.asarray(t_c, dtype=float)
-    ms = np.asarray(ns_c, dtype=float) / 1e6
-    step = np.asarray(step_c, dtype=np.int64)
-    at = list(at_c)
+    names = ["step", "t", "ms", "at", "sync_row", "graph_nodes"]
+    co = cols.compiles
+    if not len(co["step"]):
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in names})
+    t = co["t"]
+    ms = co["ns"] / 1e6
+    step = co["step"]
+    at = co["at"].tolist()
     sync_row = np.full(len(t), -1, dtype=np.int64)
     if len(syncs):
         order = np.argsort(syncs["t0"].to_numpy(), kind="stable")
@@ -134,18 +133,23 @@ def compile_table(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame) -> pd.Data
         safe = np.clip(pos, 0, None)
         inside = (pos >= 0) & (np.asarray(at, dtype=object) == "step") & (t <= s1[safe])
         sync_row[inside] = order[safe[inside]]
-    nodes = _graph_nodes_after(run, t)
+    nodes = _graph_nodes_after(cols, t)
     df = pd.DataFrame({"step": step, "t": t, "ms": ms, "at": at, "sync_row": sync_row,
                        "graph_nodes": nodes})
     return df.sort_values("t", kind="stable").reset_index(drop=True)
 
 
-def _graph_nodes_after(run: Run, times: np.ndarray) -> pd.array:
+def _sorted_sizes(cols: RunColumns) -> np.ndarray:
+    """The graph-size samples sorted by time (then size), as the record reader's ``sorted()`` did."""
+    return _by_time(cols.sample("graph_sizes"))
+
+
+def _graph_nodes_after(cols: RunColumns, times: np.ndarray) -> pd.array:
     """TensorsGraphSize is sampled right after a graph is compiled: the first sample at or
     after each compile's end is that graph's node count."""
-    if not run.graph_sizes:
+    gs = _sorted_sizes(cols)
+    if not len(gs):
         return pd.array([None] * len(times), dtype="Int64")
-    gs = np.asarray(sorted(run.graph_sizes))
     pos = np.searchsorted(gs[:, 0], times, side="left")
     safe = np.clip(pos, 0, len(gs) - 1)
     found = (pos < len(gs)) & (gs[safe, 0] - times < 1.0)
@@ -167,11 +171,11 @@ def _nullable_ints(values: np.ndarray, mask: np.ndarray) -> pd.array:
     return pd.arrays.IntegerArray(data, ~mask)
 
 
-def barrier_graph_nodes(run: Run, steps: pd.DataFrame) -> pd.array:
+def barrier_graph_nodes(cols: RunColumns, steps: pd.DataFrame) -> pd.array:
     """Node count of the graph each barrier ran: the graph-size sample inside [tb, t1]."""
-    if not run.graph_sizes or not len(steps):
+    gs = _sorted_sizes(cols)
+    if not len(gs) or not len(steps):
         return pd.array([None] * len(steps), dtype="Int64")
-    gs = np.asarray(sorted(run.graph_sizes))
     t1 = steps["t1"].to_numpy()
     tb = steps["tb"].to_numpy()
     pos = np.searchsorted(gs[:, 0], t1, side="right") - 1
@@ -180,7 +184,7 @@ def barrier_graph_nodes(run: Run, steps: pd.DataFrame) -> pd.array:
     return _nullable_ints(gs[safe, 1], found)
 
 
-def attribute_executions(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame) -> tuple[
+def attribute_executions(executions: np.ndarray, steps: pd.DataFrame, syncs: pd.DataFrame) -> tuple[
         np.ndarray, np.ndarray, float]:
     """Execution ms per step, of which forced by host reads, and the total seconds.
 
@@ -191,9 +195,9 @@ def attribute_executions(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame) -> 
     n = len(steps)
     per_step = np.zeros(n)
     by_sync = np.zeros(n)
-    if not run.executions or not n:
+    if not len(executions) or not n:
         return per_step, by_sync, 0.0
-    ex = np.asarray(run.executions)
+    ex = np.asarray(executions, dtype=np.float64).reshape(-1, 2)
     dur_s = ex[:, 1] / 1e9
     start = ex[:, 0] - dur_s
     rows = _step_index_by_time(steps, start)
@@ -221,7 +225,7 @@ def attribute_executions(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame) -> 
     return per_step, by_sync, float(dur_s.sum())
 
 
-def sync_executions(run: Run, syncs: pd.DataFrame,
+def sync_executions(executions: np.ndarray, syncs: pd.DataFrame,
                     steps: pd.DataFrame | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Executions that started inside each host read's window: (ms, count) per sync row.
 
@@ -229,21 +233,16 @@ def sync_executions(run: Run, syncs: pd.DataFrame,
     at or after the barrier's start is that graph's, even when a host read early in the next
     step waited for it (and so saw it start inside its window). Those are not the read's."""
     out = np.zeros(len(syncs))
-    if not run.executions or not len(syncs):
+    if not len(executions) or not len(syncs):
         return out, np.zeros(len(syncs), dtype=np.int64)
-    ex = np.asarray(sorted(run.executions))
+    ex = _by_time(np.asarray(executions, dtype=np.float64).reshape(-1, 2))
     dur_s = ex[:, 1] / 1e9
     start = ex[:, 0] - dur_s
-    order = np.argsort(start, kind="stable")
-    start, dur_s = start[order], dur_s[order]
+    if len(start) > 1 and not (np.diff(start) >= 0).all():
+        order = np.argsort(start, kind="stable")
+        start, dur_s = start[order], dur_s[order]
     if steps is not None and len(steps):
-        own = np.zeros(len(start), dtype=bool)
-        for tb in steps.loc[steps["work"].astype(bool), "tb"].to_numpy(dtype=float):
-            k = int(np.searchsorted(start, tb, side="left"))
-            while k < len(start) and own[k]:
-                k += 1
-            if k < len(start):
-                own[k] = True
+        own = _barrier_executions(start, steps.loc[steps["work"].astype(bool), "tb"].to_numpy(dtype=float))
         start, dur_s = start[~own], dur_s[~own]
     csum = np.concatenate([[0.0], np.cumsum(dur_s)])
     lo = np.searchsorted(start, syncs["t0"].to_numpy(), side="left")
@@ -251,8 +250,38 @@ def sync_executions(run: Run, syncs: pd.DataFrame,
     return (csum[hi] - csum[lo]) * 1e3, (hi - lo).astype(np.int64)
 
 
-def input_table(run: Run) -> pd.DataFrame:
+def _by_time(pairs: np.ndarray) -> np.ndarray:
+    """(time, value) pairs sorted by time, then value (as ``sorted()`` sorts tuples); samples
+    come in time order, so mostly nothing moves."""
+    if len(pairs) > 1 and not (np.diff(pairs[:, 0]) > 0).all():
+        return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    return pairs
+
+
+def _barrier_executions(start: np.ndarray, barriers: np.ndarray) -> np.ndarray:
+    """Which executions (sorted start times) are barriers' own: each barrier, in order, takes
+    the first execution starting at or after it that no earlier barrier took.
+
+    With barriers in time order (what the recorder writes) the k-th barrier takes
+    ``max(its first candidate, what the one before took + 1)``: a running maximum, no loop.
+    """
+    own = np.zeros(len(start), dtype=bool)
+    first = np.searchsorted(start, barriers, side="left")
+    if len(barriers) and np.all(np.diff(barriers) >= 0):
+        n = np.arange(len(first))
+        taken = np.maximum.accumulate(first - n) + n
+        own[taken[taken < len(start)]] = True
+        return own
+    for k in first.tolist():  # barriers out of time order (a damaged file): one at a time
+        while k < len(start) and own[k]:
+            k += 1
+        if k < len(start):
+            own[k] = True
+    return own
+
+
+def input_table(signatures: dict[int, tuple[Input, ...]]) -> pd.DataFrame:
     """One row per input of each signature; ``sharding`` is None outside SPMD runs."""
     rows = [(sid, entry.name, entry.shape, entry.dtype, entry.src, entry.sharding)
-            for sid, inputs in run.signatures.items() for entry in inputs]
+            for sid, inputs in signatures.items() for entry in inputs]
     return pd.DataFrame(rows, columns=["sig", "name", "shape", "dtype", "src", "sharding"])

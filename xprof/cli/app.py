@@ -49,9 +49,15 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     raise typer.Exit(code)
 
 
-def load_or_fail(path: str) -> Run:
+def load_or_fail(path: str, records: bool = False) -> Run:
+    """The run at ``path``, its bulk records as columns (``records``: as typed records, for
+    the renderers that walk them one by one); one line and exit 2 on a bad file."""
     try:
-        return load_run(path)
+        if records:
+            return load_run(path)
+        from xprof.runcolumns import load_columns
+
+        return load_columns(path)
     except RunFileError as exc:
         fail(str(exc))
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from xprof.cli.app import EXIT_REGRESSION, app, console, err_console, fail, load_or_fail, output_errors
+from xprof.report.console import Text
+from xprof.untrusted import md_code
 
 if TYPE_CHECKING:
     from xprof.comparison import Gate, Violation
@@ -113,19 +115,33 @@ def compare(
 
 
 def _compare_ranks(runs: list[str], gate: Gate, as_json: bool, markdown: bool, output: str | None) -> None:
-    """Rank N of the base folder against rank N of the new one; the gate holds for every rank."""
+    """Rank N of the base folder against rank N of the new one; the gate holds for every rank.
+
+    A rank with no file, or an unreadable one, on either side is named and fails the
+    comparison (exit 1): a host that wrote nothing is a regression of the pod."""
     from xprof.comparison import compare as run_compare
-    from xprof.comparison.ranks import compare_ranks_json, pair_rank_folders, rank_output_path
+    from xprof.comparison.ranks import RankProblem, compare_ranks_json, pair_rank_folders, rank_output_path
     from xprof.report.compare_text import print_terminal, render_markdown
+    from xprof.runcolumns import load_columns
+    from xprof.runfile import RunFileError
 
     try:
-        pairs = pair_rank_folders(runs[0], runs[1])
+        pairing = pair_rank_folders(runs[0], runs[1])
     except ValueError as exc:
         fail(str(exc))
+    problems = list(pairing.problems)
     thresholds = gate.describe() if gate.active else None
     results: list[tuple[int, CompareResult, list[Violation]]] = []
-    for pair in pairs:
-        result = run_compare(load_or_fail(pair.base), load_or_fail(pair.new))
+    for pair in pairing.pairs:
+        loaded = []
+        for side, path in (("base", pair.base), ("new", pair.new)):
+            try:
+                loaded.append(load_columns(path))
+            except RunFileError as exc:
+                problems.append(RankProblem(pair.rank, "unreadable", side, f"rank {pair.rank}: {exc}", path))
+        if len(loaded) < 2:
+            continue
+        result = run_compare(*loaded)
         violations = [v for p in result.pairs for v in gate.check(p)]
         results.append((pair.rank, result, violations))
         if markdown:
@@ -135,12 +151,22 @@ def _compare_ranks(runs: list[str], gate: Gate, as_json: bool, markdown: bool, o
             print_terminal(console, result, violations, gate.active)
         if output is not None:
             _write(rank_output_path(output, pair.rank), result, violations, gate.active, thresholds)
+    problems.sort(key=lambda p: p.rank)
     if as_json:
-        sys.stdout.write(json.dumps(compare_ranks_json(results, thresholds), indent=2) + "\n")
+        sys.stdout.write(json.dumps(compare_ranks_json(results, thresholds, problems), indent=2) + "\n")
+    elif markdown and problems:
+        sys.stdout.write("### ranks not compared\n\n" + "".join(f"- {md_code(p.message)}\n" for p in problems) + "\n")
+    elif problems:
+        console.rule("ranks not compared")
+        for p in problems:
+            console.print(Text(f"{p.kind}: {p.message}", style="bold red"))
     failed = [(rank, v) for rank, _, violations in results for v in violations]
+    for p in problems:
+        err_console.print(f"xprof: regression: {p.message}", markup=False)
     if failed:
         for rank, v in failed:
             err_console.print(f"xprof: regression: rank {rank}: {v.threshold}: {v.message}", markup=False)
+    if failed or problems:
         raise typer.Exit(EXIT_REGRESSION)
 
 

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from xprof.cli.app import app, console, fail, finite_json, load_or_fail, output_errors
+from xprof.cli.progress import Progress, wanted
 
 RunArg = Annotated[str, typer.Argument(help="Run file written by xprof.watch() or xprof run.",
                                        show_default=False)]
@@ -24,15 +25,42 @@ RunsArg = Annotated[list[str], typer.Argument(
          "or their folder for a multi-process run.", show_default=False)]
 
 
-def _load_many(paths: list[str]) -> list[Any]:
-    """Load every run named (a folder stands for its run files); bad input exits 2."""
+def _expand(paths: list[str]) -> list[str]:
+    """The run files named (a folder stands for its run files); bad paths exit 2."""
     from xprof.runfile import expand_run_paths
 
     try:
-        expanded = expand_run_paths(paths)
+        return expand_run_paths(paths)
     except ValueError as exc:
         fail(str(exc))
-    return [load_or_fail(p) for p in expanded]
+
+
+def _one(path: str, bar: Progress) -> Any:
+    """The analysis of one run file (bad file: one line, exit 2)."""
+    from xprof.analysis import analyze
+
+    bar.phase(f"reading {Path(path).name}")
+    run = load_or_fail(path)
+    bar.phase(f"analysing {Path(path).name}")
+    return analyze(run)
+
+
+def read_pod(files: list[str], bar: Progress, summaries: bool = False) -> tuple[Any, Any]:
+    """The pod and its view, of several rank files (read in parallel where that helps);
+    exit 2 when none of them can be read. ``summaries``: each rank's summary for ``--json``."""
+    from xprof.analysis.pod import load_pod
+
+    bar.phase("reading rank files", total=len(files))
+    pod = load_pod(files, progress=bar.update, summaries=summaries)
+    if not pod.ranks:
+        fail("no rank file could be read: " + "; ".join(why for _, _, why in pod.unreadable))
+    bar.phase("comparing ranks")
+    return pod, pod.view()
+
+
+def _focus(pod: Any, view: Any, bar: Progress) -> Any:
+    """The rank shown in full (the straggler, else the first): kept, or read again."""
+    return pod.analysis_of(view.focus_path) or _one(view.focus_path, bar)
 
 
 def _plain(text: str) -> None:
@@ -52,21 +80,20 @@ def report(
     Example: [bold]xprof report run.json -o run.html --open[/bold]; for a multi-process run,
     [bold]xprof report runs/[/bold] (a section lines up the ranks, the rest shows the straggler).
     """
-    from xprof.analysis import analyze
     from xprof.report import default_report_path, write_report
 
-    loaded = _load_many(runs)
-    analyses = [analyze(r) for r in loaded]
-    ranks = None
-    analysis = analyses[0]
-    if len(analyses) > 1:
-        from xprof.analysis.ranks import ranks_view
-
-        ranks = ranks_view(analyses)
-        analysis = analyses[ranks.focus_index]
-    path = output or str(default_report_path(analysis.run.name))
-    with output_errors(path):
-        written = write_report(analysis, path, ranks)
+    files = _expand(runs)
+    with Progress(wanted(machine_output=False)) as bar:
+        ranks = None
+        if len(files) > 1:
+            pod, ranks = read_pod(files, bar)
+            analysis = _focus(pod, ranks, bar)
+        else:
+            analysis = _one(files[0], bar)
+        path = output or str(default_report_path(analysis.run.name))
+        bar.phase("writing the report")
+        with output_errors(path):
+            written = write_report(analysis, path, ranks)
     _plain(str(written))
     if open_browser:
         import webbrowser
@@ -84,13 +111,16 @@ def summary(
 
     Example: [bold]xprof summary run.json[/bold] or [bold]xprof summary run.json --json | jq .recompiles[/bold]
     """
-    from xprof.analysis import analyze
-
-    analyses = [analyze(r) for r in _load_many(runs)]
-    if len(analyses) > 1:
-        _summary_ranks(analyses, as_json)
+    files = _expand(runs)
+    with Progress(wanted(machine_output=as_json)) as bar:
+        if len(files) > 1:
+            pod, view = read_pod(files, bar, summaries=as_json)
+            focus = None if as_json else _focus(pod, view, bar)
+        else:
+            view, analysis = None, _one(files[0], bar)
+    if view is not None:
+        _summary_ranks(view, focus, as_json)
         return
-    analysis = analyses[0]
     if as_json:
         sys.stdout.write(json.dumps(finite_json(analysis.summary()), indent=2, default=str) + "\n")
         sys.stdout.flush()
@@ -100,19 +130,18 @@ def summary(
     render_summary(analysis, console)
 
 
-def _summary_ranks(analyses: list[Any], as_json: bool) -> None:
-    from xprof.analysis.ranks import ranks_summary_json, ranks_view
+def _summary_ranks(view: Any, focus: Any, as_json: bool) -> None:
+    from xprof.analysis.ranks import ranks_summary_json
 
-    view = ranks_view(analyses)
     if as_json:
-        doc = ranks_summary_json(view, analyses)
+        doc = ranks_summary_json(view)
         sys.stdout.write(json.dumps(finite_json(doc), indent=2, default=str) + "\n")
         return
     from xprof.report.terminal import render_ranks, render_summary
 
     render_ranks(view, console)
     console.print()
-    render_summary(analyses[view.focus_index], console)
+    render_summary(focus, console)
 
 
 @app.command()

@@ -94,7 +94,7 @@ def export_command(
     """
     if fmt != "chrome-trace":
         fail(f"unknown format {fmt!r} (known: chrome-trace)")
-    run = load_or_fail(run_path)
+    run = load_or_fail(run_path, records=True)
     from xprof.report.trace import chrome_trace
 
     out = output or os.path.splitext(run_path)[0] + ".trace.json"
@@ -115,14 +115,16 @@ def ranks_command(
 
     Example: [bold]xprof ranks runs/[/bold]  or  [bold]xprof ranks run.rank0.json run.rank1.json[/bold]
     """
-    from xprof.analysis.ranks import analyze_ranks, ranks_view
+    from xprof.cli.commands_report import read_pod
+    from xprof.cli.progress import Progress, wanted
     from xprof.runfile import expand_run_paths
 
     try:
         files = expand_run_paths(paths)
     except ValueError as exc:
         fail(str(exc))
-    view = ranks_view(analyze_ranks([load_or_fail(p) for p in files]))
+    with Progress(wanted(machine_output=as_json)) as bar:
+        _, view = read_pod(files, bar)
     if as_json:
         sys.stdout.write(json.dumps(finite_json(view.to_json()), indent=2) + "\n")
         return

@@ -32,7 +32,8 @@ from xprof.comparison.model import (
     ShapeChange,
     Violation,
 )
-from xprof.runfile import Run, load_run
+from xprof.runcolumns import load_columns
+from xprof.runfile import Run
 
 RunLike = Union[str, "os.PathLike[str]", Run, Analysis]
 
@@ -42,7 +43,7 @@ def _analysis(item: RunLike) -> Analysis:
         return item
     from xprof.analysis import analyze
 
-    run = item if isinstance(item, Run) else load_run(item)
+    run = item if isinstance(item, Run) else load_columns(item)
     return analyze(run)
 
 

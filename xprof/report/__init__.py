@@ -9,6 +9,21 @@ Renderers take an :class:`xprof.analysis.model.Analysis`, a
 TPU VM can be reported on a laptop.
 """
 
-from xprof.report.html import default_report_path, render_report, write_report
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from xprof.report.html import default_report_path, render_report, write_report
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: the terminal commands need neither jinja2 nor the HTML page.
+    if name in __all__:
+        from xprof.report import html
+
+        return getattr(html, name)
+    raise AttributeError(f"module 'xprof.report' has no attribute {name!r}")
+
 
 __all__ = ["default_report_path", "render_report", "write_report"]

@@ -18,7 +18,7 @@ import pandas as pd
 
 from xprof._version import __version__
 from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding
-from xprof.analysis.ranks import RanksView
+from xprof.analysis.ranks import RanksView, span
 from xprof.report import fmt, plots, prose
 from xprof.report.page import env, plotly_js, write_atomic
 
@@ -57,8 +57,10 @@ def _compile_rows(analysis: Analysis, sigs: dict[int, str]) -> tuple[list[dict[s
     if df is None or df.empty or "step" not in df:
         return [], 0
     steps_sig: dict[int, Any] = {}
-    if analysis.steps is not None and not analysis.steps.empty and "sig" in analysis.steps:
-        steps_sig = dict(zip(analysis.steps["i"].astype(int), analysis.steps["sig"]))
+    st = analysis.steps
+    if st is not None and not st.empty and "sig" in st:
+        mine = st.loc[st["i"].isin(df["step"].unique()), ["i", "sig"]]  # only the steps that compiled
+        steps_sig = dict(zip(mine["i"].astype(int), mine["sig"]))
     rows: list[dict[str, Any]] = []
     for step, group in df.groupby("step", sort=True):
         causes = [str(c) for c in group.get("cause", pd.Series(dtype=str)).fillna("") if c]
@@ -139,10 +141,13 @@ def _meta_rows(analysis: Analysis) -> list[tuple[str, str]]:
 
 
 def _ranks_context(view: RanksView) -> dict[str, Any]:
-    return {"count": len(view.table), "columns": prose.RANK_COLUMNS,
-            "rows": [prose.rank_cells(r) for r in view.rows],
+    groups, rows = prose.rank_rows(view)
+    return {"count": len(view.table), "world_size": view.world_size, "columns": prose.RANK_COLUMNS,
+            "groups": groups, "rows": rows,
+            "faults": [{"kind": f.kind, "message": f.message} for f in view.faults],
             "stragglers": [s.message for s in view.stragglers], "no_straggler": prose.NO_STRAGGLER,
-            "findings": view.findings, "focus": view.focus}
+            "findings": [{"title": f.title, "ranks": span(f.ranks), "missing_on": span(f.missing_on)}
+                         for f in view.findings], "focus": view.focus}
 
 
 def report_context(analysis: Analysis, ranks: RanksView | None = None) -> dict[str, Any]:

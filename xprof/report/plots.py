@@ -15,6 +15,7 @@ import html
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from xprof.analysis.model import Analysis, Finding, is_missing
@@ -73,18 +74,26 @@ def signature_texts(analysis: Analysis) -> dict[int, str]:
     return {k: ", ".join(v) for k, v in out.items()}
 
 
-def _bucketed(x: list[int], y: list[float]) -> tuple[list[float], list[float], list[float]]:
+def _bucketed(x: np.ndarray, y: np.ndarray) -> tuple[list[float], list[float], list[float]]:
     """Cut a long series into :data:`BUCKETS` runs of steps: (first step, mean, max)."""
     size = math.ceil(len(x) / BUCKETS)
-    xs: list[float] = []
-    mean: list[float] = []
-    top: list[float] = []
-    for start in range(0, len(x), size):
-        chunk = y[start:start + size]
-        xs.append(x[start])
-        mean.append(sum(chunk) / len(chunk))
-        top.append(max(chunk))
-    return xs, mean, top
+    starts = np.arange(0, len(x), size)
+    counts = np.diff(np.append(starts, len(x)))
+    y = np.asarray(y, dtype=float)
+    mean = np.add.reduceat(y, starts) / counts
+    return np.asarray(x)[starts].tolist(), mean.tolist(), np.maximum.reduceat(y, starts).tolist()
+
+
+def _numbers(steps: pd.DataFrame, name: str) -> np.ndarray:
+    """A step column as floats, 0 where missing, not a number or not finite."""
+    if name not in steps:
+        return np.zeros(len(steps))
+    col = steps[name]
+    try:
+        values = col.to_numpy(dtype=float, na_value=np.nan)
+    except (TypeError, ValueError):
+        values = np.asarray([_num(v) for v in col.tolist()], dtype=float)
+    return np.where(np.isfinite(values), values, 0.0)
 
 
 def _base_layout(height: int) -> dict[str, Any]:
@@ -110,32 +119,35 @@ def timeline_figure(analysis: Analysis, max_points: int = MAX_POINTS) -> dict[st
     if steps is None or steps.empty or "i" not in steps:
         return None
     sigs = signature_texts(analysis)
-    idx = [int(v) for v in steps["i"]]
-    exe = [_num(v) for v in steps.get("execute_ms", pd.Series([0.0] * len(steps)))]
-    comp = [_num(v) for v in steps.get("compile_ms", pd.Series([0.0] * len(steps)))]
-    unc = [int(_num(v)) for v in steps.get("uncached", pd.Series([0] * len(steps)))]
-    causes = [str(v or "") if not pd.isna(v) else "" for v in
-              steps.get("cause", pd.Series([""] * len(steps)))]
-    if "warmup" in steps:
-        warm = [bool(v) for v in steps["warmup"]]
-    else:
-        warm = [c == "warmup" for c in causes]
-    sig_col = list(steps.get("sig", pd.Series([None] * len(steps))))
+    # Column by column: a long run has a million steps, a few hundred of which compiled.
+    idx = steps["i"].to_numpy(dtype=np.int64)
+    exe = _numbers(steps, "execute_ms")
+    comp = _numbers(steps, "compile_ms")
+    unc = _numbers(steps, "uncached").astype(np.int64)
+    cause_col = steps["cause"].astype(object) if "cause" in steps else pd.Series([""] * len(steps), dtype=object)
+    cause_col = cause_col.where(cause_col.notna(), "")
+    warm = (steps["warmup"].to_numpy(dtype=bool) if "warmup" in steps
+            else (cause_col == "warmup").to_numpy(dtype=bool))
+    sig_col = steps["sig"] if "sig" in steps else pd.Series([None] * len(steps), dtype=object)
+    marked = np.flatnonzero((unc != 0) | (comp > 0))
+    causes = {int(n): str(c or "") for n, c in zip(marked.tolist(), cause_col.iloc[marked].tolist())}
+    recompiled = np.flatnonzero((unc != 0) & ~warm)
+    for n, c in zip(recompiled.tolist(), cause_col.iloc[recompiled].tolist()):
+        causes[int(n)] = str(c or "")
 
     traces: list[dict[str, Any]] = []
     # Top panel: one bar per step that compiled, coloured by cause (never bucketed).
     by_cause: dict[str, dict[str, list[Any]]] = {}
-    for n, i in enumerate(idx):
-        if not unc[n] and comp[n] <= 0:
-            continue
+    for n in marked.tolist():
+        i = int(idx[n])
         cause = "warmup" if warm[n] and causes[n] in ("", "warmup") else (causes[n] or "unknown")
         g = by_cause.setdefault(cause, {"x": [], "y": [], "text": []})
-        sid = sig_id(sig_col[n])
+        sid = sig_id(sig_col.iat[n])
         sig = sigs.get(sid, "") if sid is not None else ""
         g["x"].append(i)
-        g["y"].append(round(comp[n], 3))
+        g["y"].append(round(float(comp[n]), 3))
         g["text"].append(
-            f"<b>step {i}</b><br>{unc[n]} uncached compile(s), {fmt.ms(comp[n])}"
+            f"<b>step {i}</b><br>{int(unc[n])} uncached compile(s), {fmt.ms(float(comp[n]))}"
             f"<br>cause: {_e(cause_label(cause))}" + (f"<br>inputs: {_e(sig)}" if sig else ""))
     for cause in sorted(by_cause, key=lambda c: (c != "warmup", c)):
         g = by_cause[cause]
@@ -164,36 +176,35 @@ def timeline_figure(analysis: Analysis, max_points: int = MAX_POINTS) -> dict[st
     else:
         traces.append({
             "type": "scatter", "mode": "lines+markers" if len(idx) <= 300 else "lines",
-            "name": "execute ms", "x": idx, "y": [round(v, 3) for v in exe],
+            "name": "execute ms", "x": idx.tolist(), "y": np.round(exe, 3).tolist(),
             "xaxis": "x", "yaxis": "y", "line": {"color": EXECUTE_COLOR, "width": 1.5},
             "marker": {"size": 4},
             "hovertemplate": "step %{x}<br>execute %{y:.2f} ms<extra></extra>",
         })
     # Every step with an uncached compile also gets a mark on the execute panel.
-    rx = [i for n, i in enumerate(idx) if unc[n] and not warm[n]]
-    if rx:
-        ry = [exe[n] for n, i in enumerate(idx) if unc[n] and not warm[n]]
-        rt = [f"<b>step {i}</b>: recompiled<br>cause: {_e(cause_label(causes[n]) or 'unknown')}"
-              for n, i in enumerate(idx) if unc[n] and not warm[n]]
+    if len(recompiled):
+        rows = recompiled.tolist()
         traces.append({
-            "type": "scatter", "mode": "markers", "name": "recompile", "x": rx,
-            "y": [round(v, 3) for v in ry], "xaxis": "x", "yaxis": "y",
+            "type": "scatter", "mode": "markers", "name": "recompile", "x": idx[recompiled].tolist(),
+            "y": [round(float(exe[n]), 3) for n in rows], "xaxis": "x", "yaxis": "y",
             "marker": {"symbol": "x", "size": 9, "color": "#c92a2a"},
-            "hovertext": rt, "hoverinfo": "text",
+            "hovertext": [f"<b>step {int(idx[n])}</b>: recompiled<br>cause: "
+                          f"{_e(cause_label(causes[n]) or 'unknown')}" for n in rows],
+            "hoverinfo": "text",
         })
     # Bars one step wide vanish on a long axis: keep them a few pixels wide.
     bar_width = max(0.8, len(idx) / 300)
     for t in traces:
         if t.get("type") == "bar":
             t["width"] = bar_width
-    positive = sorted(v for v in exe if v > 0)
-    log_y = bool(positive) and positive[-1] > 20 * positive[len(positive) // 2]
+    positive = np.sort(exe[exe > 0])
+    log_y = bool(len(positive)) and positive[-1] > 20 * positive[len(positive) // 2]
     layout = _base_layout(460)
     layout.update({
         "barmode": "overlay",
         "bargap": 0.1,
         "xaxis": {"title": {"text": "step"}, "anchor": "y", "zeroline": False,
-                  "gridcolor": "#f1f3f5", "range": [min(idx) - 0.5, max(idx) + 0.5]},
+                  "gridcolor": "#f1f3f5", "range": [int(idx.min()) - 0.5, int(idx.max()) + 0.5]},
         "yaxis": {"title": {"text": "execute ms" + (" (log)" if log_y else "")}, "domain": [0.0, 0.42],
                   "gridcolor": "#f1f3f5", **({"type": "log", "dtick": 1} if log_y else {"rangemode": "tozero"})},
         "yaxis2": {"title": {"text": "compile ms"}, "domain": [0.52, 1.0], "rangemode": "tozero",
@@ -232,44 +243,45 @@ def shape_figure(analysis: Analysis, finding: Finding,
             by_sig[sid] = [int(d) for d in dims]
     if not by_sig:
         return None
-    xs: list[int] = []
-    ys: list[float] = []
-    labels: list[str] = []
-    for i, sig in zip(steps["i"], steps["sig"]):
-        sid = sig_id(sig)
-        dims = by_sig.get(sid) if sid is not None else None
-        if dims is None:
-            continue
-        xs.append(int(i))
-        if dim is not None and dim < len(dims):
-            ys.append(float(dims[dim]))
-        else:
-            ys.append(float(math.prod(dims)))
-        labels.append(fmt.shape(dims))
-    if not xs:
+    # Per signature, then spread over the steps by index (a long run has a million steps).
+    sig_ids = sorted(by_sig)
+    sig_arr = steps["sig"].to_numpy(dtype=np.float64, na_value=np.nan)
+    pos = np.searchsorted(np.asarray(sig_ids, dtype=np.float64), sig_arr)
+    safe = np.clip(pos, 0, len(sig_ids) - 1)
+    keep = np.flatnonzero(np.asarray(sig_ids, dtype=np.float64)[safe] == sig_arr)
+    which = safe[keep]
+    size = [float(by_sig[k][dim]) if dim is not None and dim < len(by_sig[k]) else float(math.prod(by_sig[k]))
+            for k in sig_ids]
+    label_of = [fmt.shape(by_sig[k]) for k in sig_ids]
+    x_arr = steps["i"].to_numpy(dtype=np.int64)[keep]
+    y_arr = np.asarray(size, dtype=float)[which]
+    if not len(x_arr):
         return None
+    xs: list[int] = x_arr.tolist()
+    ys: list[float] = y_arr.tolist()
     ylabel = f"{name} dim {dim}" if dim is not None else f"{name} elements"
     hit = set(finding.steps or [])
     traces: list[dict[str, Any]] = []
     if len(xs) > max_points:
-        bx, _mean, top = _bucketed(xs, ys)
-        size = math.ceil(len(xs) / BUCKETS)
-        low = [min(ys[k:k + size]) for k in range(0, len(xs), size)]
-        traces.append({"type": "scatter", "mode": "lines", "name": f"max per {size} steps",
+        bx, _mean, top = _bucketed(x_arr, y_arr)
+        bucket = math.ceil(len(xs) / BUCKETS)
+        low = np.minimum.reduceat(y_arr, np.arange(0, len(xs), bucket)).tolist()
+        traces.append({"type": "scatter", "mode": "lines", "name": f"max per {bucket} steps",
                        "x": bx, "y": top, "line": {"color": "#ffc078", "width": 1}})
-        traces.append({"type": "scatter", "mode": "lines", "name": f"min per {size} steps",
+        traces.append({"type": "scatter", "mode": "lines", "name": f"min per {bucket} steps",
                        "x": bx, "y": low, "line": {"color": "#ffd8a8", "width": 1}})
     else:
         traces.append({
             "type": "scatter", "mode": "lines+markers", "name": _e(ylabel), "x": xs, "y": ys,
             "line": {"shape": "hv", "color": "#adb5bd", "width": 1}, "marker": {"size": 5, "color": "#868e96"},
-            "hovertext": [f"step {x}: {_e(name)} {lab}" for x, lab in zip(xs, labels)],
+            "hovertext": [f"step {x}: {_e(name)} {label_of[w]}" for x, w in zip(xs, which.tolist())],
             "hoverinfo": "text",
         })
-    cx = [x for x in xs if x in hit]
+    at_hit = np.flatnonzero(np.isin(x_arr, list(hit)))
+    cx = x_arr[at_hit].tolist()
     if cx:
-        cy = [y for x, y in zip(xs, ys) if x in hit]
-        cl = [lab for x, lab in zip(xs, labels) if x in hit]
+        cy = y_arr[at_hit].tolist()
+        cl = [label_of[w] for w in which[at_hit].tolist()]
         traces.append({
             "type": "scatter", "mode": "markers", "name": "compiled here", "x": cx, "y": cy,
             "marker": {"size": 9, "color": CAUSE_COLORS["input_shape"], "symbol": "diamond"},

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from xprof.analysis.model import MINOR_SHARE, WARMUP_STEPS, Analysis, Finding
-from xprof.analysis.ranks import RankFinding
+from xprof.analysis.ranks import GROUP_MIN, RankFinding, RankGroup, RanksView, span
 from xprof.report import fmt
 from xprof.runfile import Run
 
@@ -224,16 +224,54 @@ NO_STRAGGLER = "No straggler: the ranks compile and wait alike."
 def rank_cells(row: dict[str, Any]) -> list[str]:
     """One row of :func:`xprof.analysis.ranks.rank_table` as the cells under :data:`RANK_COLUMNS`."""
     step = row.get("step_ms_median")
-    return [str(row["rank"]), str(row["steps"]), str(row["compiles"]), str(row["recompiles"]),
+    rank = str(row["rank"]) + (" (incomplete)" if row.get("status") == "incomplete" else "")
+    return [rank, str(row["steps"]), str(row["compiles"]), str(row["recompiles"]),
             f"{row['compile_s']:.2f}", str(row["syncs"]), f"{row['sync_wait_s']:.2f}",
             f"{step:.1f}" if isinstance(step, float) and math.isfinite(step) else ""]
 
 
+def _spread(v: tuple[float, float, float] | None, digits: int) -> str:
+    """``12.30 (12.10-12.60)``: the median and the range of a group's values."""
+    if v is None:
+        return ""
+    lo, mid, hi = v
+    if round(lo, digits) == round(hi, digits):
+        return f"{mid:.{digits}f}"
+    return f"{mid:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
+
+
+def group_cells(g: RankGroup) -> list[str]:
+    """A group of alike ranks as one row under :data:`RANK_COLUMNS` (times: median (range))."""
+    label = f"{len(g.ranks)} ranks: {span(g.ranks)}" + (" (incomplete)" if g.status == "incomplete" else "")
+    return [label, str(g.steps), str(g.compiles), str(g.recompiles), _spread(g.compile_s, 2), str(g.syncs),
+            _spread(g.sync_wait_s, 2), _spread(g.step_ms_median, 1)]
+
+
+def rank_rows(view: RanksView) -> tuple[list[list[str]], list[list[str]]]:
+    """The rank table as shown: (groups, outliers). Few ranks: no groups, every rank a row.
+    Many ranks: one row per group of at least :data:`xprof.analysis.ranks.GROUP_MIN` ranks
+    that counted alike, then every other rank and every straggler by itself."""
+    if not view.grouped:
+        return [], [rank_cells(r) for r in view.rows]
+    groups = [g for g in view.groups if len(g.ranks) >= GROUP_MIN]
+    grouped = {r for g in groups for r in g.ranks}
+    singled = grouped - {s.rank for s in view.stragglers}
+    return ([group_cells(g) for g in groups],
+            [rank_cells(r) for r in view.rows if r["rank"] not in singled])
+
+
+def group_sentence(g: RankGroup) -> str:
+    """``250 ranks: 41 compiles, 39 recompiles, 120 host reads over 2000 steps``."""
+    return (f"{fmt.plural(len(g.ranks), 'rank')}: {fmt.plural(g.compiles, 'compile')}, "
+            f"{fmt.plural(g.recompiles, 'recompile')}, {fmt.plural(g.syncs, 'host read')} over "
+            f"{fmt.plural(g.steps, 'step')}")
+
+
 def rank_finding_where(f: RankFinding) -> str:
     """``ranks 1 (not 0)``: where a finding appeared, and where it did not."""
-    where = f"ranks {', '.join(str(r) for r in f.ranks)}"
+    where = f"ranks {span(f.ranks)}"
     if f.missing_on:
-        where += f" (not {', '.join(str(r) for r in f.missing_on)})"
+        where += f" (not {span(f.missing_on)})"
     return where
 
 

@@ -125,13 +125,26 @@ def render_summary(analysis: Analysis, console: Console) -> None:
 
 
 def render_ranks(view: RanksView, console: Console, details_below: bool = True) -> None:
-    """The rank table, the stragglers and the findings across ranks of a multi-process run."""
-    table = Table(title="Ranks", title_justify="left", show_edge=False)
-    for col in prose.RANK_COLUMNS:
-        table.add_column(col, justify="right")
-    for row in view.rows:
-        table.add_row(*(Text(c) for c in prose.rank_cells(row)))
-    console.print(table)
+    """The rank files that are not there, the rank table (grouped for many ranks), the
+    stragglers and the findings across ranks of a multi-process run."""
+    for fault in view.faults:
+        console.print(Text(f"{fault.kind}: {fault.message}", style="bold yellow"))
+    groups, rows = prose.rank_rows(view)
+    title = f"Ranks ({len(view.table)}" + (f" of {view.world_size}" if view.world_size else "") + ")"
+    if groups:
+        table = Table(title=f"{title}: ranks that counted alike", title_justify="left", show_edge=False)
+        for col in prose.RANK_COLUMNS:
+            table.add_column(col, justify="right")
+        for cells in groups:
+            table.add_row(*(Text(c) for c in cells))
+        console.print(table)
+    if rows:
+        table = Table(title="Other ranks, one by one" if groups else title, title_justify="left", show_edge=False)
+        for col in prose.RANK_COLUMNS:
+            table.add_column(col, justify="right")
+        for cells in rows:
+            table.add_row(*(Text(c) for c in cells))
+        console.print(table)
     for s in view.stragglers:
         console.print(Text(f"straggler: {s.message}", style="bold red"))
     if not view.stragglers:

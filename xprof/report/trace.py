@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from xprof._version import __version__
+from xprof.runcolumns import with_records
 from xprof.runfile import Run, Site
 
 TID_STEPS = 1
@@ -58,7 +59,9 @@ def _site_label(site: Site | None) -> str:
 
 
 def chrome_trace(run: Run) -> dict[str, Any]:
-    """The trace as a JSON-ready dict: ``{"traceEvents": [...], ...}``."""
+    """The trace as a JSON-ready dict: ``{"traceEvents": [...], ...}`` (a run read as columns
+    is walked as typed records)."""
+    run = with_records(run)
     pid = _pid(run)
     origin = _origin(run)
     events: list[dict[str, Any]] = []

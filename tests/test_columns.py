@@ -1,0 +1,151 @@
+"""The columnar reader (DuckDB) against the record reader: the same columns, the same
+accounting of damaged lines, and the same analysis on every committed sample run.
+
+The scenarios (real torch_xla runs) are checked the same way in test_scenarios.py. No torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from xprof.analysis import Analysis, analyze
+from xprof.runcolumns import RunColumns, columns_of, load_columns, with_records
+from xprof.runfile import Run, load_run
+
+SAMPLES = sorted((Path(__file__).resolve().parent.parent / "sample_runs").glob("*.json"))
+
+
+def assert_same_columns(a: RunColumns, b: RunColumns) -> None:
+    for part in ("steps", "syncs", "compiles"):
+        x, y = getattr(a, part), getattr(b, part)
+        assert list(x) == list(y), part
+        for name in x:
+            assert len(x[name]) == len(y[name]), (part, name)
+            assert np.ma.getmaskarray(x[name]).tolist() == np.ma.getmaskarray(y[name]).tolist(), (part, name)
+            assert np.array_equal(np.ma.getdata(x[name]), np.ma.getdata(y[name])), (part, name)
+    assert sorted(a.counters) == sorted(b.counters)
+    for name in a.counters:
+        assert a.counters[name].tolist() == b.counters[name].tolist(), name
+    for name in ("executions", "transfers", "graph_sizes"):
+        assert a.sample(name).tolist() == b.sample(name).tolist(), name
+
+
+def assert_same_run(cols: Run, typed: Run) -> None:
+    """A run read as columns holds what the record reader read."""
+    assert cols.columns is not None
+    assert_same_columns(cols.columns, columns_of(typed))
+    for name in ("header", "sites", "signatures", "errors", "debug", "dynamo", "end"):
+        assert getattr(cols, name) == getattr(typed, name), name
+    assert (cols.skipped_lines, cols.truncated_tail) == (typed.skipped_lines, typed.truncated_tail)
+
+
+def assert_same_analysis(a: Analysis, b: Analysis) -> None:
+    for name in ("steps", "compiles", "syncs", "inputs"):
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_dtype=True, obj=name)
+    assert a.totals == b.totals
+    assert a.findings == b.findings
+    assert a.notes == b.notes
+    assert a.summary() == b.summary()
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+def test_columnar_reader_gives_the_same_analysis_on_sample_runs(path: Path) -> None:
+    cols, typed = load_columns(path, engine="duckdb"), load_run(path)
+    assert_same_run(cols, typed)
+    assert_same_analysis(analyze(cols), analyze(typed))
+
+
+def test_records_come_back_from_columns() -> None:
+    path = SAMPLES[0]
+    back, typed = with_records(load_columns(path, engine="duckdb")), load_run(path)
+    assert (back.steps, back.syncs, back.compiles) == (typed.steps, typed.syncs, typed.compiles)
+    assert (back.executions, back.graph_sizes, back.transfers) == (typed.executions, typed.graph_sizes,
+                                                                   typed.transfers)
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+def _damaged(tmp_path: Path, name: str, edit: Any) -> Path:
+    """A copy of the sample run with more host reads, edited line by line."""
+    lines = _lines(Path(SAMPLES[0]).with_name("item_every_step.json"))
+    out = tmp_path / f"{name}.json"
+    out.write_bytes(b"".join(s if isinstance(s, bytes) else s.encode("utf-8") for s in edit(lines)))
+    return out
+
+
+def _step_rows(lines: list[str]) -> list[int]:
+    return [k for k, s in enumerate(lines) if s.startswith('{"type":"step"')]
+
+
+CASES: dict[str, Any] = {
+    "garbage_in_the_middle": lambda ls: ls[:5] + ["this is not json\n"] + ls[5:],
+    "cut_step_at_the_end": lambda ls: ls[:_step_rows(ls)[-1]] + [ls[_step_rows(ls)[-1]][:25]],
+    "cut_small_record_at_the_end": lambda ls: ls + ['{"type":"end","t":1.0,"sta'],
+    "cut_line_then_blank": lambda ls: ls + ['{"type":"step","i":9', "\n", "   \n"],
+    "not_utf8_step": lambda ls: ls[:6] + [b'{"type":"step","i":999,"barrier":"\xff\xfe"}\n'] + ls[6:],
+    "not_utf8_at_the_end": lambda ls: ls + [b'{"type":"step","i":999,"barrier":"\xff'],
+    "step_without_index": lambda ls: ls[:6] + ['{"type":"step","t0":1.0}\n', '{"type":"compile","t":2.0}\n']
+    + ls[6:],
+    "step_index_not_a_number": lambda ls: ls[:6] + ['{"type":"step","i":"x","t0":1.0}\n'] + ls[6:],
+    "unknown_type_and_non_objects": lambda ls: ls[:4] + ['{"type":"future","x":1}\n', "[1, 2]\n", "{}\n", "7\n"]
+    + ls[4:],
+    "blank_lines": lambda ls: [ls[0], "\n", "  \n"] + ls[1:] + ["\n"],
+    "no_newline_at_the_end": lambda ls: ls[:-1] + [ls[-1].rstrip("\n")],
+    "keys_in_another_order": lambda ls: ls + ['{"i":50,"type":"step","t0":9.0,"tb":9.1,"t1":9.2}\n'],
+    "repeated_step": lambda ls: ls + [ls[_step_rows(ls)[3]]],
+    "nested_too_deep": lambda ls: ls[:5] + ["[" * 100000 + "]" * 100000 + "\n"] + ls[5:],
+    "samples_with_odd_pairs": lambda ls: ls + ['{"type":"exec","samples":[[1.0,2.0],[3.0],"x",[4.0,5.0]]}\n'],
+    "counters_not_an_object": lambda ls: ls + ['{"type":"step","i":77,"t0":1.0,"tb":1.1,"t1":1.2,"c":5}\n'],
+    "only_the_header": lambda ls: ls[:1],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_damaged_files_are_read_alike(tmp_path: Path, case: str) -> None:
+    path = _damaged(tmp_path, case, CASES[case])
+    cols, typed = load_columns(path, engine="duckdb"), load_run(path)
+    assert_same_run(cols, typed)
+    assert_same_analysis(analyze(cols), analyze(typed))
+
+
+def test_a_path_that_looks_like_a_glob_pattern(tmp_path: Path) -> None:
+    folder = tmp_path / "runs [2026]*"
+    folder.mkdir()
+    path = folder / "run?.json"
+    shutil.copy(SAMPLES[0], path)
+    shutil.copy(SAMPLES[1], folder / "runX.json")  # what the pattern would match instead
+    assert_same_run(load_columns(path, engine="duckdb"), load_run(path))
+
+
+def test_small_files_take_the_record_reader_and_give_the_same_columns(tmp_path: Path) -> None:
+    path = SAMPLES[0]
+    assert_same_run(load_columns(path), load_run(path))  # auto: below SMALL_FILE
+    typed = load_run(path)
+    made = dataclasses.replace(typed)  # a Run without columns (built by hand or by load_run)
+    assert made.columns is None
+    assert_same_analysis(analyze(made), analyze(load_columns(path, engine="duckdb")))
+
+
+def test_bad_files_fail_with_one_line_like_the_record_reader(tmp_path: Path) -> None:
+    from xprof.runfile import RunFileError
+
+    cases = {"empty.json": b"", "garbage.json": b"garbage\n", "newer.json":
+             json.dumps({"format": "xprof-run", "version": 99}).encode() + b"\n"}
+    for name, data in cases.items():
+        p = tmp_path / name
+        p.write_bytes(data)
+        with pytest.raises(RunFileError) as a:
+            load_columns(p, engine="duckdb")
+        with pytest.raises(RunFileError) as b:
+            load_run(p)
+        assert str(a.value) == str(b.value)
