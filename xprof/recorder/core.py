@@ -53,6 +53,8 @@ WAKE_AT = 512
 second; a 1 ms step queues ~250 between two passes)."""
 
 QUEUE_LIMIT = 4096
+RAW_SIG_LIMIT = 65536
+"""Raw signatures remembered for a fast lookup (a run with more still interns correctly)."""
 """Events queued at most before the thread that queues one converts them itself (the
 writer thread cannot keep up: bound the memory, ~2 MB at most)."""
 
@@ -155,6 +157,8 @@ class Recorder:
         self._xfer_pending = 0
         self._dtypes: dict[Any, str] = {}
         self._sigs: dict[tuple[InputEntry, ...], int] = {}
+        self._raw_sigs: dict[tuple[Any, ...], int] = {}
+        """The same signatures keyed by the raw inputs the hooks queued (writer thread)."""
         self._sites: dict[tuple[Any, ...], int] = {}
         self._prev: dict[str, int] = {}
         self._stopped = threading.Event()
@@ -625,6 +629,12 @@ class Recorder:
         return out
 
     def _intern_sig(self, inputs: list[RawInput], out: list[dict[str, Any]]) -> int:
+        # Steps repeat a few signatures: the raw tuples (names, torch.Size, dtypes) are looked
+        # up first, so naming and converting happen once per distinct signature, not per step.
+        raw = tuple(inputs)
+        sid = self._raw_sigs.get(raw)
+        if sid is not None:
+            return sid
         key = tuple(self._name_inputs(inputs))
         sid = self._sigs.get(key)
         if sid is None:
@@ -633,6 +643,8 @@ class Recorder:
             out.append({"type": "sig", "id": sid, "inputs": [_input_record(e) for e in key]})
             if self.spmd:
                 self._note_mesh(out)
+        if len(self._raw_sigs) < RAW_SIG_LIMIT:
+            self._raw_sigs[raw] = sid
         return sid
 
     def _note_mesh(self, out: list[dict[str, Any]]) -> None:
