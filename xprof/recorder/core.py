@@ -538,7 +538,9 @@ class Recorder:
     def _queue_full(self) -> None:
         if len(self._events) >= QUEUE_LIMIT:
             self._drain(flush=False)
-        else:
+        elif not self._wake.is_set():
+            # Until the writer wakes, every event past WAKE_AT lands here: Event.set takes a
+            # lock and notifies each time, is_set is one attribute read.
             self._wake.set()
 
     # -- the writer thread's side ----------------------------------------------------
