@@ -36,6 +36,7 @@ import pandas as pd
 from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, mechanism
 from xprof.analysis.model import EVAL_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
+from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import live_reads
 from xprof.runfile import Site
 
@@ -321,20 +322,21 @@ def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[in
     barriers' and the reads' sites anywhere in the pass (the HF Trainer's evaluation_loop).
     """
     owners: dict[int, Cause] = {}
-    if not (steps["phase"] == "eval").any():
+    ids = eval_pass_ids(steps)
+    rows = np.flatnonzero(ids >= 0)
+    if not len(rows):
         return owners  # no eval barrier, no pass (and no walk over a long run's steps)
-    run: list[int] = []
-    has_eval = False
-    site_col = _optional_ints(steps["site"])
-
-    def close() -> None:
-        if not has_eval:
-            return
+    site_col = _optional_ints(steps["site"].iloc[rows])
+    step_ids = steps["i"].to_numpy()[rows].tolist()
+    by_pass: dict[int, list[int]] = {}
+    for k, pass_id in enumerate(ids[rows].tolist()):
+        by_pass.setdefault(pass_id, []).append(k)
+    for ks in by_pass.values():
         owner: Cause | None = None
-        for r in run:
-            barrier_site = site_col[r]
+        for k in ks:
+            barrier_site = site_col[k]
             for site in ([barrier_site] if barrier_site is not None else []) + sorted(
-                    sites_by_step.get(int(step_ids[r]), frozenset())):
+                    sites_by_step.get(int(step_ids[k]), frozenset())):
                 mech = mechanism(ctx.sites.get(site))
                 if mech is not None and mech.evaluates:
                     owner = Cause("library", FindingKey.parse(mech.key), site=site, evidence=(
@@ -342,20 +344,10 @@ def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[in
                     break
             if owner is not None:
                 break
-        for r in run:
-            owners[int(step_ids[r])] = owner or Cause("graph_change", EVAL_KEY, evidence=(
+        for k in ks:
+            owners[int(step_ids[k])] = owner or Cause("graph_change", EVAL_KEY, evidence=(
                 "compiled in an eval pass (no optimizer step or backward pass; grad off or the "
                 "model in eval mode)"))
-
-    step_ids = steps["i"].to_numpy()
-    for r, phase in enumerate(steps["phase"].tolist()):
-        if phase in ("eval", "empty"):
-            run.append(r)
-            has_eval = has_eval or phase == "eval"
-        else:
-            close()
-            run, has_eval = [], False
-    close()
     return owners
 
 

@@ -25,6 +25,7 @@ from xprof.analysis.causes import (
 )
 from xprof.analysis.model import EVAL_KEY, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
+from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import live_reads
 from xprof.runfile import Site
 
@@ -543,19 +544,12 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
 
 
 def _eval_pass_starts(steps: pd.DataFrame) -> list[int]:
-    """The training step each eval pass follows (runs of eval barriers, empty ones between)."""
+    """The training step each eval pass follows."""
     if "phase" not in steps:
         return []
-    starts: list[int] = []
-    inside = False
-    for phase, user in zip(steps["phase"].tolist(), steps["user_step"].tolist()):
-        if phase == "eval":
-            if not inside:
-                starts.append(int(user))
-            inside = True
-        elif phase != "empty":
-            inside = False
-    return starts
+    ids = eval_pass_ids(steps)
+    first = np.flatnonzero((ids >= 0) & (ids != np.concatenate(([-1], ids[:-1]))))
+    return [int(u) for u in steps["user_step"].to_numpy()[first]]
 
 
 def _train_steps_before(starts: list[int], eval_ordinals: list[int]) -> list[int]:

@@ -81,16 +81,27 @@ def eval_steps(steps: pd.DataFrame) -> int:
     return int((steps["phase"] == "eval").sum()) if len(steps) else 0
 
 
+def eval_pass_ids(steps: pd.DataFrame) -> np.ndarray:
+    """Which eval pass each barrier is in (-1: none). A pass is a run of consecutive eval and
+    empty barriers with at least one eval barrier: a training or dynamo barrier ends it.
+    The one definition of a pass (counted in :func:`eval_passes`, owned in ``causes.py``,
+    timed in ``findings.py``)."""
+    phase = steps["phase"].to_numpy(dtype=object) if len(steps) else np.zeros(0, dtype=object)
+    out = np.full(len(phase), -1, dtype=np.int64)
+    is_eval = phase == "eval"
+    if not is_eval.any():
+        return out
+    inside = is_eval | (phase == "empty")
+    opens = inside & ~np.concatenate(([False], inside[:-1]))
+    run = np.cumsum(opens) - 1
+    with_eval = np.zeros(int(run.max()) + 1, dtype=bool)
+    with_eval[run[is_eval]] = True
+    keep = inside & with_eval[np.clip(run, 0, None)]
+    out[keep] = np.searchsorted(np.flatnonzero(with_eval), run[keep])
+    return out
+
+
 def eval_passes(steps: pd.DataFrame) -> int:
-    """Eval passes: runs of eval barriers, with only empty barriers between them."""
-    if not eval_steps(steps):
-        return 0
-    passes = 0
-    inside = False
-    for phase in steps["phase"].tolist():
-        if phase == "eval":
-            passes += not inside
-            inside = True
-        elif phase != "empty":
-            inside = False
-    return passes
+    """How often the loop evaluated: the number of eval passes."""
+    ids = eval_pass_ids(steps)
+    return int(ids.max()) + 1 if len(ids) else 0
