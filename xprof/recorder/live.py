@@ -328,8 +328,8 @@ class LiveNotices:
             self._k += 1
         i = self._k if self._opt_seen else self._work
         # torch.compile's own barrier or an eval pass's: not a training step (never warm-up)
-        evaluating = bool(rec.get("ng") or rec.get("ev")) and not rec.get("bw")
-        apart = rec.get("barrier") == "dynamo" or (work and evaluating and not rec.get("o"))
+        eval_barrier = work and bool(rec.get("ng") or rec.get("ev")) and not rec.get("bw") and not rec.get("o")
+        apart = rec.get("barrier") == "dynamo" or eval_barrier
         quiet = dynamo or apart or self._closure_compiled
         self._closure_compiled = False
         steady = i >= WARMUP_STEPS and not quiet
@@ -368,7 +368,7 @@ class LiveNotices:
             if not warm:  # what the analysis counts as recompiles
                 self._recompiles += 1
                 self._recompile_s += ns
-                if dynamo and not (work and evaluating and not rec.get("o")):
+                if dynamo and not eval_barrier:
                     # torch.compile traced a new graph: the dynamo finding's. One traced for an
                     # eval pass is left to the report: a grad-mode retrace is a one-off (info),
                     # which only the guard text, written at the end, can tell.

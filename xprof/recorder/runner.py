@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import os
 import runpy
+import signal
 import sys
 import tempfile
+import threading
 import traceback
 from dataclasses import dataclass
 from types import TracebackType
@@ -45,9 +47,6 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 def _catch_sigterm() -> Any:
     """Turn SIGTERM into :class:`Terminated` while the script runs, where the script has not
     set a handler of its own; returns what to restore (None when nothing was set)."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         return None
     try:
@@ -201,8 +200,6 @@ def run_script(script: str, args: list[str], out: str = "run.json", *, name: str
         traceback.print_exception(type(exc), exc, _user_traceback(exc.__traceback__, script))
     finally:
         if saved_sigterm is not None:
-            import signal
-
             # If the script installed a handler of its own meanwhile, leave it.
             if signal.getsignal(signal.SIGTERM) is _on_sigterm:
                 signal.signal(signal.SIGTERM, saved_sigterm)
