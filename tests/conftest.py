@@ -25,10 +25,12 @@ def _hook_state() -> dict[str, Any]:
     state: dict[str, Any] = {}
     torch = sys.modules.get("torch")
     if torch is not None:
-        from xprof.recorder.hooks import HOST_READS
+        from xprof.recorder.hooks import DATA_DEPENDENT, HOST_READS
 
         # Only what watch() patches: pickling, for one, caches __slotnames__ on the class.
-        state["Tensor"] = {k: torch.Tensor.__dict__.get(k) for k in (*HOST_READS, "to")}
+        state["Tensor"] = {k: torch.Tensor.__dict__.get(k)
+                           for k in (*HOST_READS, *DATA_DEPENDENT, "to", "__getitem__")}
+        state["torch"] = {k: getattr(torch, k, None) for k in DATA_DEPENDENT}
     xlac = sys.modules.get("torch_xla._XLAC")
     if xlac is not None:
         state["step_marker"] = xlac._xla_step_marker
@@ -57,10 +59,10 @@ def _no_leaked_watch() -> Iterator[None]:
     assert active() is None, "a test left xprof.watch() running"
     after = _hook_state()
     for key, value in before.items():
-        if key == "Tensor":
+        if key in ("Tensor", "torch"):
             changed = {k for k in set(value) | set(after[key])
                        if value.get(k) is not after[key].get(k)}
-            assert not changed, f"a test left torch.Tensor patched: {sorted(changed)}"
+            assert not changed, f"a test left {key} patched: {sorted(changed)}"
         else:
             assert after.get(key) is value, f"a test left {key} patched"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -256,10 +257,29 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, u
     if totals.deferred_reads:
         notes.append(f"{totals.deferred_reads} read(s) ran in step closures after the barrier "
                      "(xm.add_step_closure): deferred, they never split a step's graph.")
+    for d in run.debug:
+        if d.kind == "hook":
+            notes.append(_late_hook_note(d.fields, steps))
     if not run.signatures and totals.steps:
         notes.append("No step inputs were recorded (no DataLoader batches or .to(device) moves "
                      "were seen), so shape changes cannot be told apart from graph changes.")
     return notes
+
+
+_LATE_HOOKS = {"mask_index": "Boolean-mask indexing (t[mask])"}
+
+
+def _late_hook_note(fields: dict[str, Any], steps: pd.DataFrame) -> str:
+    """A hook the recorder installed once a counter showed it could matter (``debug`` kind
+    ``hook``): reads it would have seen before then are not among the host reads."""
+    what = _LATE_HOOKS.get(str(fields.get("hook")), f"The {fields.get('hook')} hook")
+    i = fields.get("i")
+    at = steps.loc[steps["i"] == i, "user_step"].tolist() if isinstance(i, int) and len(steps) else []
+    upto = f"up to step {int(at[0])}" if at else "before the last step"
+    counter = fields.get("counter") or "its counter"
+    return (f"{what} is hooked once torch_xla has run {counter} (the hook costs every tensor "
+            f"index, so it waits for that evidence): such a read {upto} is in its step's counters, "
+            "without its line.")
 
 
 def _fmt_seconds(s: float) -> str:

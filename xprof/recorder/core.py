@@ -22,6 +22,7 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from xprof.recorder import metrics as m
@@ -166,6 +167,9 @@ class Recorder:
         self._flusher: threading.Thread | None = None
         self._drain_lock = threading.Lock()
         """Held from popping events to writing their records, so the file keeps queue order."""
+        # -- hooks installed once a counter shows they can matter (either thread) --
+        self._arms: list[tuple[str, str, Callable[[], None]]] = []
+        self._arm_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -175,6 +179,7 @@ class Recorder:
             self.guard("start", cursor.start)
         self._prev = self.guard("start", lambda: self.counters.snapshot(refresh=True)) or {}
         self._last_uncached = self._prev.get(m.UNCACHED, 0)
+        self._check_arms(at_start=True)
         self._t0 = time.time()
         self.active = True
         self._flusher = threading.Thread(target=self._flush_loop, name="xprof-writer", daemon=True)
@@ -187,7 +192,8 @@ class Recorder:
             wake.clear()
             if stopped.is_set():
                 break
-            self.guard("counters", self.counters.refresh)  # new fallback counters, off the hot path
+            if self.guard("counters", self.counters.refresh):  # new fallback counters, off the hot path
+                self._check_arms()
             self._drain(flush=True)
 
     def _drain(self, flush: bool) -> None:
@@ -327,6 +333,37 @@ class Recorder:
         except Exception as exc:
             self.error(f"mark {kind}", exc)
 
+    # -- hooks armed by evidence -------------------------------------------------------
+
+    def arm_on_counter(self, counter: str, hook: str, install: Callable[[], None]) -> None:
+        """Call ``install`` once torch_xla's ``counter`` exists (now, if it does at start).
+
+        For a hook on a call so common that wrapping it would cost every training step
+        (``Tensor.__getitem__``: a data loader indexes each sample) and that only matters
+        after torch_xla has run a given op (``aten::nonzero``, which boolean-mask indexing
+        of an XLA tensor runs on the CPU). The counter appears when that op first runs; the
+        barrier that follows (or the writer thread, within a quarter second) installs the
+        hook, and a ``debug`` record of kind ``hook`` says from which step it is on."""
+        with self._arm_lock:
+            self._arms.append((counter, hook, install))
+
+    def _check_arms(self, at_start: bool = False) -> None:
+        """Install the armed hooks whose counter the counter reader now tracks; never raises."""
+        names = self.counters.names
+        with self._arm_lock:
+            due = [a for a in self._arms if a[0] in names]
+            if not due:
+                return
+            self._arms = [a for a in self._arms if a[0] not in names]
+        for counter, hook, install in due:
+            try:
+                install()
+            except Exception as exc:
+                self.error(f"{hook} hook", exc)
+                continue
+            if not at_start:
+                self.mark("hook", hook=hook, counter=counter)
+
     # -- the hooks' side: barriers ---------------------------------------------------
 
     def on_barrier(self, tb: float, before: tuple[int, int], kind: str) -> None:
@@ -348,6 +385,8 @@ class Recorder:
             if counters.refresh():
                 names = counters.names
                 vals = counters.read(names)
+                if self._arms:
+                    self._check_arms()
             if frame is not None:
                 site = self.frames.user_site(frame)  # who asked for a barrier that compiled
         ran = uncached != before[0] or (vals[1] or 0) != before[1]
