@@ -55,8 +55,13 @@ class _Muted:
         sys.stderr = self._saved
 
 
+HEAD_STEPS = 20
+"""Steps at the start of each block reported apart: the cost of watch() starting (once a run)."""
+
+
 def loop_overhead(loop: TinyLoop, tmp: str, blocks: int, steps: int) -> dict[str, Any]:
-    """Step time plain vs watched over many short interleaved blocks.
+    """Step time plain vs watched over interleaved blocks, each watched block its own
+    ``watch()`` (so its start is in the figures, once a block: more often than a real run).
 
     Three figures, because the machine is shared: the ratio of median wall step times,
     the median of the per-pair ratios, and the ratio of process CPU time per step (all
@@ -68,6 +73,10 @@ def loop_overhead(loop: TinyLoop, tmp: str, blocks: int, steps: int) -> dict[str
     with _watched(tmp, "warm"):
         loop.timed_steps(30)
     modes = ("plain", "watched", "live")
+    head = min(HEAD_STEPS, steps // 2)
+    heads: dict[str, list[float]] = {m: [] for m in modes}
+    enter_s: list[float] = []
+    exit_s: list[float] = []
     wall: dict[str, list[float]] = {m: [] for m in modes}
     cpu: dict[str, float] = dict.fromkeys(modes, 0.0)
     pair_ratios = []
@@ -87,11 +96,22 @@ def loop_overhead(loop: TinyLoop, tmp: str, blocks: int, steps: int) -> dict[str
             # plain one pays for the plain block's last executions (a bias against watched
             # blocks of ~2% on this step; measured).
             xm.wait_device_ops()
-            with _Muted() if mode == "live" else nullcontext(), ctx:
-                c0 = time.process_time()
-                got[mode] = loop.timed_steps(steps)
-                cpu[mode] += time.process_time() - c0
+            with _Muted() if mode == "live" else nullcontext():
+                t0 = time.perf_counter()
+                ctx.__enter__()
+                t1 = time.perf_counter()
+                try:
+                    c0 = time.process_time()
+                    got[mode] = loop.timed_steps(steps)
+                    cpu[mode] += time.process_time() - c0
+                finally:
+                    t2 = time.perf_counter()
+                    ctx.__exit__(None, None, None)
+                if mode == "watched":
+                    enter_s.append(t1 - t0)
+                    exit_s.append(time.perf_counter() - t2)
             wall[mode] += got[mode]
+            heads[mode] += got[mode][:head]
         pair_ratios.append(median(got["watched"]) / median(got["plain"]))
         live_ratios.append(median(got["live"]) / median(got["watched"]))
     plain, watched = wall["plain"], wall["watched"]
@@ -115,6 +135,10 @@ def loop_overhead(loop: TinyLoop, tmp: str, blocks: int, steps: int) -> dict[str
         "cpu_ms_per_step_live": cpu["live"] / n * 1e3,
         "live_pair_ratio": median(live_ratios),
         "live_cpu_ratio": cpu["live"] / cpu["watched"],
+        "head_steps": head,
+        "head_ratio": median(heads["watched"]) / median(heads["plain"]),
+        "watch_enter_ms": median(enter_s) * 1e3,
+        "watch_exit_ms": median(exit_s) * 1e3,
     }
 
 
@@ -291,6 +315,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"CPU time ratio: {lo['cpu_ratio']:.4f}")
     print(f"live notices on / off (both watched): median of per-block ratios {lo['live_pair_ratio']:.4f}, "
           f"CPU time ratio {lo['live_cpu_ratio']:.4f}")
+    print(f"watch() itself: enter {lo['watch_enter_ms']:.2f} ms, exit {lo['watch_exit_ms']:.2f} ms (median); "
+          f"the first {lo['head_steps']} steps of a block, watched / plain: {lo['head_ratio']:.4f}")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
           "(wall-time ratios are only meaningful on an idle machine)")
     print()
