@@ -64,7 +64,7 @@ def _analyze(run: Run) -> Analysis:
     compiles["cause"] = [c.cause for c in found]
     compiles["finding"] = [str(c.key) for c in found]
     compiles["input"] = [c.input for c in found]
-    compiles["sig"] = steps.set_index("i")["sig"].reindex(compiles["step"]).to_numpy() if len(
+    compiles["sig"] = _sig_of_steps(steps, compiles["step"].to_numpy()) if len(
         compiles) else pd.array([], dtype="Int64")
     first_cause = compiles.groupby("step")["cause"].first() if len(compiles) else pd.Series(dtype=object)
     steps["cause"] = steps["i"].map(first_cause).astype(object).fillna("")
@@ -88,6 +88,15 @@ def _analyze(run: Run) -> Analysis:
         notes.append(dropped)
     return Analysis(run=run, steps=steps, compiles=compiles, syncs=syncs, inputs=inputs,
                     findings=findings, totals=totals, notes=notes)
+
+
+def _sig_of_steps(steps: pd.DataFrame, step_ids: np.ndarray) -> np.ndarray:
+    """The input signature of the step of each index in ``step_ids`` (each has one row in
+    ``steps``: :func:`_consistent`); found by position where the indices are sorted."""
+    idx = steps["i"].to_numpy()
+    if len(idx) > 1 and not (np.diff(idx) > 0).all():
+        return steps.set_index("i")["sig"].reindex(step_ids).to_numpy()
+    return steps["sig"].iloc[np.searchsorted(idx, step_ids)].to_numpy()
 
 
 def _consistent(cols: RunColumns) -> tuple[RunColumns, str]:
@@ -161,7 +170,8 @@ def _debug_hashes(run: Run, n: int) -> list[str | None]:
 
 
 def _pct(values: pd.Series, q: float) -> float | None:
-    v = values.dropna()
+    v = values.to_numpy(dtype=np.float64)
+    v = v[~np.isnan(v)]
     return float(np.percentile(v, q)) if len(v) else None
 
 
@@ -183,7 +193,7 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     missing = max(uncached - len(compiles), 0)
     recompiles = max(uncached - warm, 0) if missing == 0 else (len(found) - warm) + missing
     fallback: dict[str, int] = {}
-    for d in [d for d in steps["fallback"].tolist() if d]:
+    for d in steps["fallback"].to_numpy()[tables.fallback_rows(steps)].tolist():
         for k, v in d.items():
             fallback[k] = fallback.get(k, 0) + int(v)
     for k, v in tail.items():

@@ -28,6 +28,7 @@ training graph stands in for that evidence.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import ne
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,7 @@ from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, mechanism
 from xprof.analysis.model import EVAL_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.steps import eval_pass_ids
-from xprof.analysis.tables import live_reads
+from xprof.analysis.tables import fallback_rows, live_reads
 from xprof.runfile import Site
 
 EVAL_GRAPH_RATIO = 0.75
@@ -88,18 +89,27 @@ def no_sharding(spec: str) -> str:
     return spec if spec else "no sharding (replicated)"
 
 
-def _closest(sig: Signature, previous: list[Signature]) -> tuple[Signature | None, str | None,
-                                                                   int | None, Shape | None, Shape | None]:
-    """The earlier signature nearest to ``sig`` and the input that differs most usefully."""
+def _closest(sig: Signature, previous: list[Signature],
+             maps: dict[int, dict[str, Shape]] | None = None) -> tuple[
+        Signature | None, str | None, int | None, Shape | None, Shape | None]:
+    """The earlier signature nearest to ``sig`` (the first of equals) and the input that
+    differs most usefully. ``maps``: each earlier signature's input name -> shape, by ``id``
+    (kept by the caller: a run's walk asks again with a longer list each time)."""
+    maps = {} if maps is None else maps
     best: tuple[int, Signature] | None = None
+    mine = [shape for _, shape, _, _ in sig]
+    names = [name for name, _, _, _ in sig]
     for prev in previous:
-        d = _sig_distance(sig, prev)
+        prev_map = maps.get(id(prev))
+        if prev_map is None:
+            prev_map = maps[id(prev)] = _shape_map(prev)
+        d = _sig_distance(names, mine, len(prev), prev_map)
         if best is None or d < best[0]:
             best = (d, prev)
     if best is None:
         return None, None, None, None, None
     prev = best[1]
-    prev_by_name = {name: shape for name, shape, _, _ in prev}
+    prev_by_name = _shape_map(prev)
     candidates = []
     for name, shape, _, src in sig:
         old = prev_by_name.get(name)
@@ -116,13 +126,23 @@ def _closest(sig: Signature, previous: list[Signature]) -> tuple[Signature | Non
     return prev, name, dim, old, new
 
 
-def _sig_distance(a: Signature, b: Signature) -> int:
-    bmap = {name: shape for name, shape, _, _ in b}
-    d = 0
-    for name, shape, _, _ in a:
-        other = bmap.get(name)
-        d += 10 if other is None else shape_distance(shape, other)
-    return d + 10 * abs(len(a) - len(b))
+def _shape_map(sig: Signature) -> dict[str, Shape]:
+    """Input name -> shape (the last input of a name, where a signature repeats one)."""
+    return {name: shape for name, shape, _, _ in sig}
+
+
+def _sig_distance(names: list[str], shapes: list[Shape], other_len: int, other: dict[str, Shape]) -> int:
+    """How far a signature (its input ``names`` and ``shapes``) is from another (its length and
+    input name -> shape): 10 for each input the other lacks or length apart, else
+    :func:`~xprof.analysis.patterns.shape_distance` of the two shapes."""
+    d = 10 * abs(len(names) - other_len)
+    for name, shape in zip(names, shapes):
+        was = other.get(name)
+        if was is None:
+            d += 10
+        elif was != shape:  # (equal shapes are 0 apart)
+            d += sum(map(ne, shape, was)) if len(shape) == len(was) else shape_distance(shape, was)
+    return d
 
 
 DATA_DEPENDENT_ACCESS = DATA_DEPENDENT_ACCESSES
@@ -260,7 +280,7 @@ def _rows_that_matter(steps: pd.DataFrame, compiled: set[int], read: set[int],
     idx = steps["i"].to_numpy()
     has_sites = np.isin(idx, list(read))
     matter = np.isin(idx, list(compiled)) | has_sites | np.isin(idx, list(dynamo_steps))
-    matter |= np.asarray([bool(d) for d in steps["fallback"].tolist()], dtype=bool)
+    matter[fallback_rows(steps)] = True
     matter |= steps["dynamo_graphs"].to_numpy() > 0
     trained = steps["work"].to_numpy(dtype=bool) & (steps["phase"].to_numpy(dtype=object) == "train")
     steady = trained & (steps["ordinal"].to_numpy() >= 1)
@@ -310,6 +330,8 @@ class _Context:
     """The first training step that ran each signature."""
     eval_owner: dict[int, Cause] = field(default_factory=dict)
     """For each barrier of an eval pass, the cause its compiles get (:func:`_eval_pass_owners`)."""
+    shape_maps: dict[int, dict[str, Shape]] = field(default_factory=dict)
+    """Each signature's input name -> shape, by ``id`` (:func:`_closest`)."""
 
 
 def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[int]],
@@ -467,7 +489,7 @@ def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature
         if found is not None:
             return found
     sig = ctx.sigs.get(sig_id, ())
-    prev, name, dim, old, new = _closest(sig, seen_sig_list)
+    prev, name, dim, old, new = _closest(sig, seen_sig_list, ctx.shape_maps)
     if name is not None:
         # ``input_ids#2`` is the same input in the next micro-batch of the step: one finding.
         base = base_input_name(name)

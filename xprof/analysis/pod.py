@@ -121,6 +121,8 @@ def _context() -> Any:
 
     methods = multiprocessing.get_all_start_methods()
     if sys.platform.startswith("linux") and "fork" in methods and not connected():  # (macOS: not fork-safe)
+        import duckdb  # noqa: F401  (imported once here, not in each child: the import starts no thread)
+
         return multiprocessing.get_context("fork")
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
