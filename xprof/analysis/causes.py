@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import ne
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -90,25 +90,32 @@ def no_sharding(spec: str) -> str:
 
 
 def _closest(sig: Signature, previous: list[Signature],
-             maps: dict[int, dict[str, Shape]] | None = None) -> tuple[
+             known: dict[int, _Known] | None = None) -> tuple[
         Signature | None, str | None, int | None, Shape | None, Shape | None]:
     """The earlier signature nearest to ``sig`` (the first of equals) and the input that
-    differs most usefully. ``maps``: each earlier signature's input name -> shape, by ``id``
-    (kept by the caller: a run's walk asks again with a longer list each time)."""
-    maps = {} if maps is None else maps
-    best: tuple[int, Signature] | None = None
-    mine = [shape for _, shape, _, _ in sig]
-    names = [name for name, _, _, _ in sig]
-    for prev in previous:
-        prev_map = maps.get(id(prev))
-        if prev_map is None:
-            prev_map = maps[id(prev)] = _shape_map(prev)
-        d = _sig_distance(names, mine, len(prev), prev_map)
-        if best is None or d < best[0]:
-            best = (d, prev)
-    if best is None:
+    differs most usefully. ``known``: what :func:`_known` found of each earlier signature, by
+    ``id`` (kept by the caller: a run's walk asks again with a longer list each time)."""
+    if not previous:
         return None, None, None, None, None
-    prev = best[1]
+    known = {} if known is None else known
+    mine = _known(sig)
+    names = [name for name, _, _, _ in sig]
+    shapes = [shape for _, shape, _, _ in sig]
+    dist = np.zeros(len(previous), dtype=np.int64)
+    alike: list[int] = []
+    rows: list[np.ndarray] = []
+    for k, prev in enumerate(previous):
+        entry = known.get(id(prev))
+        if entry is None:
+            entry = known[id(prev)] = _known(prev)
+        if mine.layout is not None and entry.layout == mine.layout:
+            alike.append(k)  # same inputs and ranks: the distance is how many dims differ
+            rows.append(entry.dims)
+        else:
+            dist[k] = _sig_distance(names, shapes, len(prev), entry.shapes)
+    if alike:
+        dist[alike] = (np.stack(rows) != mine.dims).sum(axis=1)
+    prev = previous[int(np.argmin(dist))]  # (argmin: the first of equals)
     prev_by_name = _shape_map(prev)
     candidates = []
     for name, shape, _, src in sig:
@@ -129,6 +136,29 @@ def _closest(sig: Signature, previous: list[Signature],
 def _shape_map(sig: Signature) -> dict[str, Shape]:
     """Input name -> shape (the last input of a name, where a signature repeats one)."""
     return {name: shape for name, shape, _, _ in sig}
+
+
+class _Known(NamedTuple):
+    """A signature as :func:`_closest` compares it."""
+
+    shapes: dict[str, Shape]
+    """Input name -> shape (:func:`_shape_map`)."""
+    layout: tuple[tuple[str, int], ...] | None
+    """Each input's name and rank, when the names are distinct and every dim an int (else None)."""
+    dims: np.ndarray
+    """Every input's dims, one after the other (with a layout)."""
+
+
+def _known(sig: Signature) -> _Known:
+    shapes = _shape_map(sig)
+    layout = tuple((name, len(shape)) for name, shape, _, _ in sig)
+    dims = [d for _, shape, _, _ in sig for d in shape]
+    if len(shapes) == len(sig) and all(type(d) is int and _LO <= d <= _HI for d in dims):
+        return _Known(shapes, layout, np.asarray(dims, dtype=np.int64))
+    return _Known(shapes, None, np.zeros(0, dtype=np.int64))
+
+
+_LO, _HI = -(1 << 63), (1 << 63) - 1
 
 
 def _sig_distance(names: list[str], shapes: list[Shape], other_len: int, other: dict[str, Shape]) -> int:
@@ -330,8 +360,8 @@ class _Context:
     """The first training step that ran each signature."""
     eval_owner: dict[int, Cause] = field(default_factory=dict)
     """For each barrier of an eval pass, the cause its compiles get (:func:`_eval_pass_owners`)."""
-    shape_maps: dict[int, dict[str, Shape]] = field(default_factory=dict)
-    """Each signature's input name -> shape, by ``id`` (:func:`_closest`)."""
+    known_sigs: dict[int, _Known] = field(default_factory=dict)
+    """Each earlier signature as :func:`_closest` compares it, by ``id``."""
 
 
 def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[int]],
@@ -489,7 +519,7 @@ def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature
         if found is not None:
             return found
     sig = ctx.sigs.get(sig_id, ())
-    prev, name, dim, old, new = _closest(sig, seen_sig_list, ctx.shape_maps)
+    prev, name, dim, old, new = _closest(sig, seen_sig_list, ctx.known_sigs)
     if name is not None:
         # ``input_ids#2`` is the same input in the next micro-batch of the step: one finding.
         base = base_input_name(name)
