@@ -199,10 +199,11 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                     found_dd.append(int(site))
         sites_by_step = {step: frozenset(found) for step, found in read_sites.items()}
     train_nodes = _train_graph_nodes(steps)
-    first_rows = steps[steps["work"] & (steps["phase"] == "train") & (steps["ordinal"] == 0)]
+    first_rows = np.flatnonzero(steps["work"].to_numpy(dtype=bool) & (steps["phase"].to_numpy(dtype=object) == "train")
+                                & (steps["ordinal"].to_numpy() == 0))
     first: tuple[int | None, int | None] = (None, None)
     if len(first_rows):
-        fs, fn = first_rows["sig"].iat[0], first_rows["graph_nodes"].iat[0]
+        fs, fn = steps["sig"].iat[first_rows[0]], steps["graph_nodes"].iat[first_rows[0]]
         first = (None if pd.isna(fs) else int(fs), None if pd.isna(fn) else int(fn))
     first_steady = _first_graph_was_steady(steps, first)
 
@@ -431,16 +432,19 @@ def _first_graph_was_steady(steps: pd.DataFrame, first: tuple[int | None, int | 
     """Did the first step's graph serve later steps with the same inputs without compiling?"""
     if first[0] is None:
         return False
-    later = steps.loc[steps["work"] & (steps["ordinal"] >= 1) & (steps["sig"] == first[0]), "barrier_uncached"]
-    return bool(len(later)) and int(later.iat[0]) == 0
+    sig = steps["sig"]
+    later = np.flatnonzero(steps["work"].to_numpy(dtype=bool) & (steps["ordinal"].to_numpy() >= 1)
+                           & sig.notna().to_numpy() & (sig.to_numpy(dtype=np.int64, na_value=0) == first[0]))
+    return bool(len(later)) and int(steps["barrier_uncached"].iat[later[0]]) == 0
 
 
 def _train_graph_nodes(steps: pd.DataFrame) -> int | None:
     """The node count most steady steps' graphs have (the first seen among equals)."""
-    steady = steps.loc[(steps["work"]) & (steps["ordinal"] >= 1), "graph_nodes"].dropna()
-    if not len(steady):
+    nodes = steps["graph_nodes"]
+    keep = steps["work"].to_numpy(dtype=bool) & (steps["ordinal"].to_numpy() >= 1) & nodes.notna().to_numpy()
+    if not keep.any():
         return None
-    codes, values = pd.factorize(steady.to_numpy(dtype=np.int64))
+    codes, values = pd.factorize(nodes.to_numpy(dtype=np.int64, na_value=0)[keep])
     return int(values[int(np.argmax(np.bincount(codes)))])
 
 

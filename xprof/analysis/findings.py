@@ -89,7 +89,8 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
           dynamo_guards: list[dict[str, Any]] | None = None, specs: Shardings | None = None) -> list[Finding]:
     findings: list[Finding] = []
     ordinal_of = _user_steps(steps)
-    steady = int(steps.loc[steps["work"] & (steps["ordinal"] >= 2), "ordinal"].nunique())
+    ords = steps["ordinal"].to_numpy()
+    steady = len(pd.unique(ords[steps["work"].to_numpy(dtype=bool) & (ords >= 2)]))
     last_barrier = int(steps["i"].max()) if len(steps) else -1
 
     groups: dict[FindingKey, list[int]] = {}
