@@ -78,15 +78,22 @@ def _read(items: Sequence[tuple[int, str]], summaries: bool = True,
     return out
 
 
-def _chunks(paths: Sequence[str]) -> list[list[tuple[int, str]]]:
+def _chunks(paths: Sequence[str], processes: int = 1) -> list[list[tuple[int, str]]]:
+    """Batches of files in order, up to :data:`CHUNK_BYTES` each; smaller towards the end (a
+    batch is at most the bytes left over twice the processes), so that no process is left
+    with a whole batch to read while the others have nothing more to take."""
+    sizes = [_size(p) for p in paths]
+    left = sum(sizes)
     out: list[list[tuple[int, str]]] = []
-    size = 0
-    for pos, p in enumerate(paths):
-        if not out or size >= CHUNK_BYTES:
+    size = limit = 0
+    for pos, (p, s) in enumerate(zip(paths, sizes)):
+        if not out or size >= limit:
             out.append([])
             size = 0
+            limit = CHUNK_BYTES if processes <= 1 else min(CHUNK_BYTES, left // (2 * processes))
         out[-1].append((pos, p))
-        size += _size(p)
+        size += s
+        left -= s
     return out
 
 
@@ -141,7 +148,7 @@ def load_pod(paths: Sequence[str], progress: Callable[[int, int], None] | None =
     while the others start."""
     total = len(paths)
     n = workers if workers is not None else workers_for(paths)
-    pending = deque(_chunks(paths))
+    pending = deque(_chunks(paths, n))
     found: dict[int, RankRun | Unreadable] = {}
     lock = threading.Lock()
 
