@@ -603,6 +603,11 @@ def _release() -> None:
         con.close()
 
 
+def close() -> None:
+    """Close this thread's DuckDB connection, if it has one."""
+    _release()
+
+
 BIG_FILE = 64 << 20
 """After reading this many bytes the connection is closed, so the memory DuckDB held for them
 goes back before the analysis needs its own (a million steps: ~300 MB)."""
