@@ -29,8 +29,9 @@ Unreadable = tuple[str, int, str]
 
 PARALLEL_FROM_BYTES = 24 << 20
 """Below this many bytes of rank files, worker processes cost more than they save."""
-CHUNK_BYTES = 8 << 20
-"""Rank files read at a time (one DuckDB query): small enough that the processes finish together."""
+CHUNK_BYTES = 16 << 20
+"""Rank files read at a time (one DuckDB query) at most: the batches shrink towards the end
+(:func:`_chunks`), so the processes finish together."""
 
 
 @dataclass
