@@ -107,6 +107,10 @@ CASES: dict[str, Any] = {
     "samples_with_odd_pairs": lambda ls: ls + ['{"type":"exec","samples":[[1.0,2.0],[3.0],"x",[4.0,5.0]]}\n'],
     "counters_not_an_object": lambda ls: ls + ['{"type":"step","i":77,"t0":1.0,"tb":1.1,"t1":1.2,"c":5}\n'],
     "only_the_header": lambda ls: ls[:1],
+    "odd_counter_values": lambda ls: ls + [
+        '{"type":"step","i":78,"t0":1.0,"tb":1.1,"t1":1.2,"c":{"UncachedCompile":"x","it\'s":3,"Z":null}}\n',
+        '{"type":"step","i":79,"t0":1.3,"tb":1.4,"t1":1.5,"c":{"MarkStep":99999999999999999999999,"it\'s":2}}\n',
+        '{"type":"step","i":80,"t0":1.6,"tb":1.7,"t1":1.8,"c":{"MarkStep":[1],"q\\"uote":4}}\n'],
 }
 
 
@@ -116,6 +120,17 @@ def test_damaged_files_are_read_alike(tmp_path: Path, case: str) -> None:
     cols, typed = load_columns(path, engine="duckdb"), load_run(path)
     assert_same_run(cols, typed)
     assert_same_analysis(analyze(cols), analyze(typed))
+
+
+@pytest.mark.parametrize("case", ["odd_counter_values", "counters_not_an_object", "repeated_step"])
+def test_counters_read_alike_when_every_step_is_parsed(tmp_path: Path, case: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """More distinct counters objects than runcolumns codes: each step's own is parsed."""
+    import xprof.runcolumns
+
+    monkeypatch.setattr(xprof.runcolumns, "CODED_COUNTERS", 0)
+    path = _damaged(tmp_path, case, CASES[case])
+    assert_same_run(load_columns(path, engine="duckdb"), load_run(path))
 
 
 def test_a_path_that_looks_like_a_glob_pattern(tmp_path: Path) -> None:

@@ -252,7 +252,10 @@ def _from_records(run: Run) -> RunColumns:
 def _int_column(values: list[Any]) -> np.ndarray:
     """Counter deltas as int64: a list of Python ints converts in one numpy call; a value
     ``int()`` cannot take, or one beyond 64 bits, counts as 0 (as DuckDB reads it)."""
-    arr = np.asarray(values)
+    try:
+        arr = np.asarray(values)
+    except ValueError:  # (a list among the values)
+        return np.asarray([_count_or_zero(v) for v in values], dtype=np.int64)
     if arr.dtype.kind in "ib":
         return arr.astype(np.int64)
     return np.asarray([_count_or_zero(v) for v in values], dtype=np.int64)
@@ -600,6 +603,11 @@ def _release() -> None:
         con.close()
 
 
+def close() -> None:
+    """Close this thread's DuckDB connection, if it has one."""
+    _release()
+
+
 BIG_FILE = 64 << 20
 """After reading this many bytes the connection is closed, so the memory DuckDB held for them
 goes back before the analysis needs its own (a million steps: ~300 MB)."""
@@ -704,7 +712,7 @@ def _read_bulk(paths: list[str]) -> list[_Read_and_seen]:
         steps, counters = _split(*_query_steps(con, facts), n)
         syncs = _split(_query_table(con, "sync", SYNC_FIELDS), {}, n)[0]
         compiles = _split(_query_table(con, "compile", COMPILE_FIELDS), {}, n)[0]
-        samples = _query_samples(con, n, facts["bad_samples"])
+        samples = _query_samples(con, n)
     finally:
         con.execute("DROP TABLE IF EXISTS xprof_bulk")
     out = []
@@ -832,15 +840,13 @@ def _query_table(con: Any, record: str, fields: Sequence[Field]) -> dict[str, np
 
 _COUNTERS = f"CASE WHEN json_type({_sql_ident(COUNTERS_KEY)}) = 'OBJECT' THEN {_sql_ident(COUNTERS_KEY)} END"
 """A step's counters object (NULL where ``c`` is something else)."""
-_PAIR_OK = "lambda s: len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL"
 _SAMPLE_ROWS = (f"FROM xprof_bulk WHERE type IN ({', '.join(_sql_str(t) for t in SAMPLES)}) "
                 "AND samples IS NOT NULL")
 
 
 def _facts(con: Any) -> dict[str, Any]:
     """What the other queries need to know first, in one round trip: rows and rows without a
-    required field per file, the counter names, the distinct strings of the step fields, and
-    whether any sample pair is not two numbers."""
+    required field per file, the counter names and the distinct strings of the step fields."""
     ok_step = _required(STEP_FIELDS, "step")[0]
     missing = " + ".join(f"count(*) FILTER (WHERE {_required(fields, record)[1]})"
                          for record, fields in BULK.items())
@@ -849,21 +855,32 @@ def _facts(con: Any) -> dict[str, Any]:
         f"(SELECT list(f ORDER BY f) FROM (SELECT {_FILE} AS f FROM xprof_bulk GROUP BY {_FILE}))",
         f"(SELECT list(n ORDER BY f) FROM (SELECT {_FILE} AS f, count(*) AS n FROM xprof_bulk GROUP BY {_FILE}))",
         f"(SELECT list(m ORDER BY f) FROM (SELECT {_FILE} AS f, {missing} AS m FROM xprof_bulk GROUP BY {_FILE}))",
-        f"(SELECT list(DISTINCT k) FROM (SELECT unnest(json_keys({_COUNTERS})) AS k FROM xprof_bulk WHERE {ok_step}))",
+        # (over each distinct counters object: steps repeat a handful, and parsing is the cost)
+        f"(SELECT list(DISTINCT k) FROM (SELECT unnest(json_keys({_COUNTERS})) AS k FROM "
+        f"(SELECT DISTINCT {_sql_ident(COUNTERS_KEY)} FROM xprof_bulk WHERE {ok_step})))",
         *(f"(SELECT list(DISTINCT {_select(f, _KEY_TYPES[f.key])}) FROM xprof_bulk WHERE {ok_step})" for f in strings),
-        f"(SELECT count(*) FILTER (WHERE NOT COALESCE(list_bool_and(list_transform(samples, {_PAIR_OK})), TRUE)) "
-        f"{_SAMPLE_ROWS})",
+        f"(SELECT CASE WHEN count(*) <= {CODED_COUNTERS} THEN list(o) END FROM (SELECT DISTINCT "
+        f"{_sql_ident(COUNTERS_KEY)}::VARCHAR AS o FROM xprof_bulk WHERE {ok_step} AND {_sql_ident(COUNTERS_KEY)} "
+        "IS NOT NULL))",
     ]
     got = con.execute("SELECT " + ", ".join(parts)).fetchone()
     files, rows, miss, names = (v or [] for v in got[:4])
     return {"files": files, "rows": rows, "missing": miss, "counters": sorted(names),
             "strings": {f.column: list(v or []) for f, v in zip(strings, got[4:4 + len(strings)])},
-            "bad_samples": int(got[-1] or 0)}
+            "counter_objects": got[-1]}
+
+
+CODED_COUNTERS = 64
+"""Up to this many distinct counters objects (steps repeat a handful), each is parsed once and
+the steps point at theirs; more, and every step's object is parsed."""
 
 
 def _query_steps(con: Any, facts: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     ok = _required(STEP_FIELDS, "step")[0]
     names = facts["counters"]
+    objects = facts.get("counter_objects")
+    if names and objects is not None:
+        return _query_steps_coded(con, facts, names, objects)
     extra = [f"struct_extract(xprof_c, {_sql_str(n)}) AS {_sql_ident('counter:' + n)}" for n in names]
     source = "xprof_bulk"
     if names:
@@ -877,31 +894,47 @@ def _query_steps(con: Any, facts: dict[str, Any]) -> tuple[dict[str, np.ndarray]
     return _finish(raw, STEP_FIELDS), counters
 
 
+def _query_steps_coded(con: Any, facts: dict[str, Any], names: list[str],
+                       objects: list[str]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The steps with each one's counters object as an index into the distinct ``objects``
+    (0: none), and the counters of each object parsed once: as :func:`_query_steps` reads them."""
+    ok = _required(STEP_FIELDS, "step")[0]
+    listed = "[" + ", ".join(_sql_str(o) for o in objects) + "]::VARCHAR[]"
+    code = f"COALESCE(list_position({listed}, {_sql_ident(COUNTERS_KEY)}::VARCHAR), 0) AS xprof_code"
+    raw = _fetch(con, STEP_FIELDS, ok, [code], strings=facts["strings"])
+    which = np.asarray(np.ma.filled(raw.pop("xprof_code"), 0), dtype=np.int64)
+    struct = "{" + ", ".join(f'{_json_str(n)}: "BIGINT"' for n in names) + "}"
+    parsed = f"json_transform(CASE WHEN json_type(o) = 'OBJECT' THEN o END, {_sql_str(struct)})"
+    values = ", ".join(f"struct_extract({parsed}, {_sql_str(n)}) AS {_sql_ident('counter:' + n)}" for n in names)
+    got = con.execute(f"SELECT {values} FROM (SELECT unnest(?::JSON[]) AS o, unnest(range(?)) AS k) ORDER BY k",
+                      [objects, len(objects)]).fetchnumpy()
+    counters: dict[str, np.ndarray] = {}
+    for n in names:
+        v = got["counter:" + n]
+        per_object = np.zeros(len(objects) + 1, dtype=np.int64)
+        per_object[1:] = np.asarray(np.ma.filled(v, 0) if isinstance(v, np.ma.MaskedArray) else v, dtype=np.int64)
+        counters[n] = per_object[which]
+    return _finish(raw, STEP_FIELDS), counters
+
+
 def _json_str(s: str) -> str:
     import json
 
     return json.dumps(s)
 
 
-def _query_samples(con: Any, n: int, bad: int) -> list[dict[str, np.ndarray]]:
+def _query_samples(con: Any, n: int) -> list[dict[str, np.ndarray]]:
     """Every ``samples`` pair of the sample records, by file and record type (pairs that are
-    not two numbers are dropped, as the record reader drops them; ``bad``: how many records
-    hold such pairs)."""
+    not two numbers are dropped, as the record reader drops them): one query, one row a pair."""
     kinds = list(SAMPLES)
     code = "CASE type " + " ".join(f"WHEN {_sql_str(t)} THEN {k}" for k, t in enumerate(kinds)) + " END"
-    if bad:
-        got = con.execute(f"SELECT f, k, s[1] AS a, s[2] AS b FROM (SELECT {_FILE} AS f, {code} AS k, "
-                          f"unnest(samples) AS s {_SAMPLE_ROWS}) WHERE len(s) = 2 AND s[1] IS NOT NULL "
-                          "AND s[2] IS NOT NULL").fetchnumpy()
-        f, k = np.asarray(got["f"]), np.asarray(got["k"])
-        pairs = np.column_stack([np.asarray(got["a"], dtype=np.float64), np.asarray(got["b"], dtype=np.float64)])
-    else:  # every pair is two numbers (what the recorder writes): flattened in one go
-        sizes = con.execute(f"SELECT {_FILE} AS f, {code} AS k, len(samples) AS n {_SAMPLE_ROWS}").fetchnumpy()
-        count = np.asarray(sizes["n"], dtype=np.int64)
-        flat = (con.execute(f"SELECT unnest(flatten(samples)) AS v {_SAMPLE_ROWS}").fetchnumpy()["v"]
-                if count.sum() else np.zeros(0))
-        pairs = np.asarray(flat, dtype=np.float64).reshape(-1, 2)
-        f, k = np.repeat(np.asarray(sizes["f"]), count), np.repeat(np.asarray(sizes["k"]), count)
+    got = con.execute(f"SELECT f, k, s[1] AS a, s[2] AS b, len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL "
+                      f"AS good FROM (SELECT {_FILE} AS f, {code} AS k, unnest(samples) AS s {_SAMPLE_ROWS})"
+                      ).fetchnumpy()
+    good = np.asarray(np.ma.filled(got["good"], False), dtype=bool)
+    f, k = np.asarray(got["f"])[good], np.asarray(got["k"])[good]
+    pairs = np.column_stack([np.asarray(np.ma.getdata(got["a"]), dtype=np.float64)[good],
+                             np.asarray(np.ma.getdata(got["b"]), dtype=np.float64)[good]])
     out: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
     if not len(pairs):
         return out

@@ -47,12 +47,13 @@ def _analyze(run: Run) -> Analysis:
     steps["execute_ms"] = exec_ms
     steps["sync_execute_ms"] = sync_exec
     per_step_compile = compiles.groupby("step")["ms"].sum() if len(compiles) else pd.Series(dtype=float)
-    steps["compile_ms"] = steps["i"].map(per_step_compile).fillna(0.0).astype(float)
+    rows_of = _StepRows(steps)
+    steps["compile_ms"] = rows_of.spread(per_step_compile, 0.0)
     if len(syncs):
-        live = tables.live_reads(syncs)
-        steps["syncs"] = steps["i"].map(live.groupby("step").size()).fillna(0).astype(int)
-        deferred = syncs[syncs["deferred"].astype(bool)]
-        steps["deferred_reads"] = steps["i"].map(deferred.groupby("step").size()).fillna(0).astype(int)
+        deferred = syncs["deferred"].to_numpy(dtype=bool)
+        read_steps = syncs["step"].to_numpy()
+        steps["syncs"] = rows_of.count(read_steps[~deferred])
+        steps["deferred_reads"] = rows_of.count(read_steps[deferred])
     else:
         steps["syncs"] = 0
         steps["deferred_reads"] = 0
@@ -65,10 +66,10 @@ def _analyze(run: Run) -> Analysis:
     compiles["cause"] = [c.cause for c in found]
     compiles["finding"] = [str(c.key) for c in found]
     compiles["input"] = [c.input for c in found]
-    compiles["sig"] = steps.set_index("i")["sig"].reindex(compiles["step"]).to_numpy() if len(
+    compiles["sig"] = _sig_of_steps(steps, compiles["step"].to_numpy()) if len(
         compiles) else pd.array([], dtype="Int64")
     first_cause = compiles.groupby("step")["cause"].first() if len(compiles) else pd.Series(dtype=object)
-    steps["cause"] = steps["i"].map(first_cause).astype(object).fillna("")
+    steps["cause"] = rows_of.spread(first_cause, "")
     sync_exec_ms, sync_exec_n = tables.sync_executions(executions, syncs, steps)
     if len(syncs):
         syncs["kind"] = [_findings.sync_kind(a, c, v if isinstance(v, str) else None)
@@ -89,6 +90,55 @@ def _analyze(run: Run) -> Analysis:
         notes.append(dropped)
     return Analysis(run=run, steps=steps, compiles=compiles, syncs=syncs, inputs=inputs,
                     findings=findings, totals=totals, notes=notes)
+
+
+class _StepRows:
+    """Per-step values of things keyed by step index, placed by position where the step
+    table's indices are sorted and distinct (as read; :func:`_consistent` drops repeats), else
+    through pandas' ``map`` (a table built by hand)."""
+
+    def __init__(self, steps: pd.DataFrame) -> None:
+        self.steps = steps
+        self.idx = steps["i"].to_numpy()
+        self.ordered = len(self.idx) < 2 or bool((np.diff(self.idx) > 0).all())
+
+    def _rows(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The row of each index in ``wanted`` and whether the table has it."""
+        idx = self.idx
+        if not len(idx):
+            return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
+        pos = np.minimum(np.searchsorted(idx, wanted), len(idx) - 1)
+        return pos, idx[pos] == wanted
+
+    def spread(self, by_step: pd.Series, missing: Any) -> Any:
+        """``by_step`` (indexed by step index) as a column of the step table, ``missing``
+        where a step has no value: ``steps["i"].map(by_step).fillna(missing)``."""
+        if not self.ordered:
+            mapped = self.steps["i"].map(by_step)
+            return (mapped.fillna(missing).astype(float) if isinstance(missing, float)
+                    else mapped.astype(object).fillna(missing))
+        out = np.full(len(self.idx), missing, dtype=float if isinstance(missing, float) else object)
+        if len(by_step):
+            rows, hit = self._rows(by_step.index.to_numpy())
+            out[rows[hit]] = by_step.to_numpy(dtype=out.dtype)[hit]
+        # (object stays object: pandas would take a column of strings for its string dtype)
+        return out if out.dtype != object else pd.Series(out, index=self.steps.index, dtype=object)
+
+    def count(self, step_ids: np.ndarray) -> np.ndarray:
+        """How many of ``step_ids`` fall on each step (int64)."""
+        if not self.ordered:
+            return self.steps["i"].map(pd.Series(step_ids).groupby(step_ids).size()).fillna(0).astype(int).to_numpy()
+        rows, hit = self._rows(np.asarray(step_ids))
+        return np.bincount(rows[hit], minlength=len(self.idx)).astype(np.int64)
+
+
+def _sig_of_steps(steps: pd.DataFrame, step_ids: np.ndarray) -> np.ndarray:
+    """The input signature of the step of each index in ``step_ids`` (each has one row in
+    ``steps``: :func:`_consistent`); found by position where the indices are sorted."""
+    idx = steps["i"].to_numpy()
+    if len(idx) > 1 and not (np.diff(idx) > 0).all():
+        return steps.set_index("i")["sig"].reindex(step_ids).to_numpy()
+    return steps["sig"].iloc[np.searchsorted(idx, step_ids)].to_numpy()
 
 
 def _consistent(cols: RunColumns) -> tuple[RunColumns, str]:
@@ -161,30 +211,31 @@ def _debug_hashes(run: Run, n: int) -> list[str | None]:
     return [None] * n
 
 
-def _pct(values: pd.Series, q: float) -> float | None:
-    v = values.dropna()
+def _pct(values: np.ndarray, q: float) -> float | None:
+    v = values[~np.isnan(values)]
     return float(np.percentile(v, q)) if len(v) else None
 
 
 def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
             execute_s: float, found: list[_causes.Cause]) -> Totals:
     tail = run.end.tail if run.end else {}
-    uncached = int(steps["uncached"].sum()) + int(tail.get(UNCACHED, 0))
-    cached = int(steps["cached"].sum()) + int(tail.get(CACHED, 0))
-    executions = int(steps["executions"].sum()) + sum(int(tail.get(name, 0)) for name in EXECUTION_COUNTERS)
-    transfers = int(steps["transfers"].sum()) + int(tail.get(TO_CPU, 0))
-    # Only the columns the totals read: a boolean filter of the whole table copies every
-    # column (a million rows of objects take seconds).
-    work = steps.loc[steps["work"] & (steps["ordinal"] >= 0), ["ordinal", "uncached", "step_ms", "execute_ms"]]
+    per_step_uncached = steps["uncached"].to_numpy()
+    uncached = int(per_step_uncached.sum()) + int(tail.get(UNCACHED, 0))
+    cached = int(steps["cached"].to_numpy().sum()) + int(tail.get(CACHED, 0))
+    executions = int(steps["executions"].to_numpy().sum()) + sum(int(tail.get(name, 0)) for name in EXECUTION_COUNTERS)
+    transfers = int(steps["transfers"].to_numpy().sum()) + int(tail.get(TO_CPU, 0))
+    # Masks over plain arrays: a boolean filter of the table copies every column it keeps.
+    work = steps["work"].to_numpy(dtype=bool)
+    ordinal = steps["ordinal"].to_numpy()
     n_work = _steps.training_steps(steps)
-    graph_barriers = int(steps["work"].sum())
+    graph_barriers = int(work.sum())
     warm = sum(1 for c in found if c.cause == "warmup")
     # Compiles without a recorded event (the CompileTime ring dropped it) count as recompiles
     # only when they happened after warm-up.
     missing = max(uncached - len(compiles), 0)
     recompiles = max(uncached - warm, 0) if missing == 0 else (len(found) - warm) + missing
     fallback: dict[str, int] = {}
-    for d in [d for d in steps["fallback"].tolist() if d]:
+    for d in steps["fallback"].to_numpy()[tables.fallback_rows(steps)].tolist():
         for k, v in d.items():
             fallback[k] = fallback.get(k, 0) + int(v)
     for k, v in tail.items():
@@ -199,8 +250,9 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
         stop = start
     wall = max(stop - start, 0.0)
     compile_s = float(compiles["ms"].sum()) / 1e3 if len(compiles) else 0.0
-    steady = work[work["ordinal"] >= WARMUP_STEPS]
-    quiet = steady[steady["uncached"] == 0]
+    steady = work & (ordinal >= 0) & (ordinal >= WARMUP_STEPS)
+    quiet = steady & (per_step_uncached == 0)
+    step_ms, execute_ms = steps["step_ms"].to_numpy(dtype=np.float64), steps["execute_ms"].to_numpy(dtype=np.float64)
     live = tables.live_reads(syncs)
     status = "incomplete" if run.end is None else run.end.status
     return Totals(
@@ -215,8 +267,8 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
         if len(live) else 0,
         transfers=transfers, fallback_ops=fallback, complete=run.complete, status=status,
         exception=run.end.exception if run.end else None, profiler_errors=len(run.errors),
-        step_ms_median=_pct(steady["step_ms"], 50), step_ms_p95=_pct(steady["step_ms"], 95),
-        execute_ms_median=_pct(quiet["execute_ms"], 50), execute_ms_p95=_pct(quiet["execute_ms"], 95),
+        step_ms_median=_pct(step_ms[steady], 50), step_ms_p95=_pct(step_ms[steady], 95),
+        execute_ms_median=_pct(execute_ms[quiet], 50), execute_ms_p95=_pct(execute_ms[quiet], 95),
         compile_share=compile_s / wall if wall > 0 else 0.0,
     )
 

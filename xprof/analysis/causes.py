@@ -28,7 +28,8 @@ training graph stands in for that evidence.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from operator import ne
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -37,7 +38,7 @@ from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, mechanism
 from xprof.analysis.model import EVAL_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.steps import eval_pass_ids
-from xprof.analysis.tables import live_reads
+from xprof.analysis.tables import fallback_rows, live_reads
 from xprof.runfile import Site
 
 EVAL_GRAPH_RATIO = 0.75
@@ -88,18 +89,34 @@ def no_sharding(spec: str) -> str:
     return spec if spec else "no sharding (replicated)"
 
 
-def _closest(sig: Signature, previous: list[Signature]) -> tuple[Signature | None, str | None,
-                                                                   int | None, Shape | None, Shape | None]:
-    """The earlier signature nearest to ``sig`` and the input that differs most usefully."""
-    best: tuple[int, Signature] | None = None
-    for prev in previous:
-        d = _sig_distance(sig, prev)
-        if best is None or d < best[0]:
-            best = (d, prev)
-    if best is None:
+def _closest(sig: Signature, previous: list[Signature],
+             known: dict[int, _Known] | None = None) -> tuple[
+        Signature | None, str | None, int | None, Shape | None, Shape | None]:
+    """The earlier signature nearest to ``sig`` (the first of equals) and the input that
+    differs most usefully. ``known``: what :func:`_known` found of each earlier signature, by
+    ``id`` (kept by the caller: a run's walk asks again with a longer list each time)."""
+    if not previous:
         return None, None, None, None, None
-    prev = best[1]
-    prev_by_name = {name: shape for name, shape, _, _ in prev}
+    known = {} if known is None else known
+    mine = _known(sig)
+    names = [name for name, _, _, _ in sig]
+    shapes = [shape for _, shape, _, _ in sig]
+    dist = np.zeros(len(previous), dtype=np.int64)
+    alike: list[int] = []
+    rows: list[np.ndarray] = []
+    for k, prev in enumerate(previous):
+        entry = known.get(id(prev))
+        if entry is None:
+            entry = known[id(prev)] = _known(prev)
+        if mine.layout is not None and entry.layout == mine.layout:
+            alike.append(k)  # same inputs and ranks: the distance is how many dims differ
+            rows.append(entry.dims)
+        else:
+            dist[k] = _sig_distance(names, shapes, len(prev), entry.shapes)
+    if alike:
+        dist[alike] = (np.stack(rows) != mine.dims).sum(axis=1)
+    prev = previous[int(np.argmin(dist))]  # (argmin: the first of equals)
+    prev_by_name = _shape_map(prev)
     candidates = []
     for name, shape, _, src in sig:
         old = prev_by_name.get(name)
@@ -116,13 +133,46 @@ def _closest(sig: Signature, previous: list[Signature]) -> tuple[Signature | Non
     return prev, name, dim, old, new
 
 
-def _sig_distance(a: Signature, b: Signature) -> int:
-    bmap = {name: shape for name, shape, _, _ in b}
-    d = 0
-    for name, shape, _, _ in a:
-        other = bmap.get(name)
-        d += 10 if other is None else shape_distance(shape, other)
-    return d + 10 * abs(len(a) - len(b))
+def _shape_map(sig: Signature) -> dict[str, Shape]:
+    """Input name -> shape (the last input of a name, where a signature repeats one)."""
+    return {name: shape for name, shape, _, _ in sig}
+
+
+class _Known(NamedTuple):
+    """A signature as :func:`_closest` compares it."""
+
+    shapes: dict[str, Shape]
+    """Input name -> shape (:func:`_shape_map`)."""
+    layout: tuple[tuple[str, int], ...] | None
+    """Each input's name and rank, when the names are distinct and every dim an int (else None)."""
+    dims: np.ndarray
+    """Every input's dims, one after the other (with a layout)."""
+
+
+def _known(sig: Signature) -> _Known:
+    shapes = _shape_map(sig)
+    layout = tuple((name, len(shape)) for name, shape, _, _ in sig)
+    dims = [d for _, shape, _, _ in sig for d in shape]
+    if len(shapes) == len(sig) and all(type(d) is int and _LO <= d <= _HI for d in dims):
+        return _Known(shapes, layout, np.asarray(dims, dtype=np.int64))
+    return _Known(shapes, None, np.zeros(0, dtype=np.int64))
+
+
+_LO, _HI = -(1 << 63), (1 << 63) - 1
+
+
+def _sig_distance(names: list[str], shapes: list[Shape], other_len: int, other: dict[str, Shape]) -> int:
+    """How far a signature (its input ``names`` and ``shapes``) is from another (its length and
+    input name -> shape): 10 for each input the other lacks or length apart, else
+    :func:`~xprof.analysis.patterns.shape_distance` of the two shapes."""
+    d = 10 * abs(len(names) - other_len)
+    for name, shape in zip(names, shapes):
+        was = other.get(name)
+        if was is None:
+            d += 10
+        elif was != shape:  # (equal shapes are 0 apart)
+            d += sum(map(ne, shape, was)) if len(shape) == len(was) else shape_distance(shape, was)
+    return d
 
 
 DATA_DEPENDENT_ACCESS = DATA_DEPENDENT_ACCESSES
@@ -149,10 +199,11 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                     found_dd.append(int(site))
         sites_by_step = {step: frozenset(found) for step, found in read_sites.items()}
     train_nodes = _train_graph_nodes(steps)
-    first_rows = steps[steps["work"] & (steps["phase"] == "train") & (steps["ordinal"] == 0)]
+    first_rows = np.flatnonzero(steps["work"].to_numpy(dtype=bool) & (steps["phase"].to_numpy(dtype=object) == "train")
+                                & (steps["ordinal"].to_numpy() == 0))
     first: tuple[int | None, int | None] = (None, None)
     if len(first_rows):
-        fs, fn = first_rows["sig"].iat[0], first_rows["graph_nodes"].iat[0]
+        fs, fn = steps["sig"].iat[first_rows[0]], steps["graph_nodes"].iat[first_rows[0]]
         first = (None if pd.isna(fs) else int(fs), None if pd.isna(fn) else int(fn))
     first_steady = _first_graph_was_steady(steps, first)
 
@@ -260,7 +311,7 @@ def _rows_that_matter(steps: pd.DataFrame, compiled: set[int], read: set[int],
     idx = steps["i"].to_numpy()
     has_sites = np.isin(idx, list(read))
     matter = np.isin(idx, list(compiled)) | has_sites | np.isin(idx, list(dynamo_steps))
-    matter |= np.asarray([bool(d) for d in steps["fallback"].tolist()], dtype=bool)
+    matter[fallback_rows(steps)] = True
     matter |= steps["dynamo_graphs"].to_numpy() > 0
     trained = steps["work"].to_numpy(dtype=bool) & (steps["phase"].to_numpy(dtype=object) == "train")
     steady = trained & (steps["ordinal"].to_numpy() >= 1)
@@ -310,6 +361,8 @@ class _Context:
     """The first training step that ran each signature."""
     eval_owner: dict[int, Cause] = field(default_factory=dict)
     """For each barrier of an eval pass, the cause its compiles get (:func:`_eval_pass_owners`)."""
+    known_sigs: dict[int, _Known] = field(default_factory=dict)
+    """Each earlier signature as :func:`_closest` compares it, by ``id``."""
 
 
 def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[int]],
@@ -379,16 +432,19 @@ def _first_graph_was_steady(steps: pd.DataFrame, first: tuple[int | None, int | 
     """Did the first step's graph serve later steps with the same inputs without compiling?"""
     if first[0] is None:
         return False
-    later = steps.loc[steps["work"] & (steps["ordinal"] >= 1) & (steps["sig"] == first[0]), "barrier_uncached"]
-    return bool(len(later)) and int(later.iat[0]) == 0
+    sig = steps["sig"]
+    later = np.flatnonzero(steps["work"].to_numpy(dtype=bool) & (steps["ordinal"].to_numpy() >= 1)
+                           & sig.notna().to_numpy() & (sig.to_numpy(dtype=np.int64, na_value=0) == first[0]))
+    return bool(len(later)) and int(steps["barrier_uncached"].iat[later[0]]) == 0
 
 
 def _train_graph_nodes(steps: pd.DataFrame) -> int | None:
     """The node count most steady steps' graphs have (the first seen among equals)."""
-    steady = steps.loc[(steps["work"]) & (steps["ordinal"] >= 1), "graph_nodes"].dropna()
-    if not len(steady):
+    nodes = steps["graph_nodes"]
+    keep = steps["work"].to_numpy(dtype=bool) & (steps["ordinal"].to_numpy() >= 1) & nodes.notna().to_numpy()
+    if not keep.any():
         return None
-    codes, values = pd.factorize(steady.to_numpy(dtype=np.int64))
+    codes, values = pd.factorize(nodes.to_numpy(dtype=np.int64, na_value=0)[keep])
     return int(values[int(np.argmax(np.bincount(codes)))])
 
 
@@ -467,7 +523,7 @@ def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature
         if found is not None:
             return found
     sig = ctx.sigs.get(sig_id, ())
-    prev, name, dim, old, new = _closest(sig, seen_sig_list)
+    prev, name, dim, old, new = _closest(sig, seen_sig_list, ctx.known_sigs)
     if name is not None:
         # ``input_ids#2`` is the same input in the next micro-batch of the step: one finding.
         base = base_input_name(name)

@@ -26,7 +26,7 @@ from xprof.analysis.causes import (
 from xprof.analysis.model import EVAL_KEY, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.steps import eval_pass_ids
-from xprof.analysis.tables import live_reads
+from xprof.analysis.tables import fallback_rows, live_reads
 from xprof.runfile import Site
 
 _CONDITION = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.*\belse\b")
@@ -88,8 +88,9 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
           sigs: dict[int, Signature], sites: dict[int, Site] | None = None,
           dynamo_guards: list[dict[str, Any]] | None = None, specs: Shardings | None = None) -> list[Finding]:
     findings: list[Finding] = []
-    ordinal_of = dict(zip(steps["i"].astype(int).tolist(), steps["user_step"].astype(int).tolist()))
-    steady = int(steps.loc[steps["work"] & (steps["ordinal"] >= 2), "ordinal"].nunique())
+    ordinal_of = _user_steps(steps)
+    ords = steps["ordinal"].to_numpy()
+    steady = len(pd.unique(ords[steps["work"].to_numpy(dtype=bool) & (ords >= 2)]))
     last_barrier = int(steps["i"].max()) if len(steps) else -1
 
     groups: dict[FindingKey, list[int]] = {}
@@ -161,15 +162,20 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         ))
 
     findings.extend(_uncompiled_fallbacks(findings, steps, compiles, ordinal_of, steady))
-    _to_training_steps(findings, steps)
+    _to_training_steps(findings, ordinal_of)
     findings.sort(key=lambda f: (-f.seconds, f.id))
     return findings
 
 
-def _to_training_steps(findings: list[Finding], steps: pd.DataFrame) -> None:
+def _user_steps(steps: pd.DataFrame) -> dict[int, int]:
+    """Barrier index -> the training step it is reported under (``user_step``)."""
+    return dict(zip(steps["i"].to_numpy(dtype=np.int64).tolist(), steps["user_step"].to_numpy(dtype=np.int64).tolist()))
+
+
+def _to_training_steps(findings: list[Finding], user: dict[int, int]) -> None:
     """``Finding.steps`` in the user's training steps, not barrier indices: a barrier outside
-    a training step (eval, dynamo, an empty one) counts as the training step before it."""
-    user = dict(zip(steps["i"].astype(int).tolist(), steps["user_step"].astype(int).tolist()))
+    a training step (eval, dynamo, an empty one) counts as the training step before it
+    (``user``: :func:`_user_steps`)."""
     for f in findings:
         f.steps = sorted({user.get(s, s) for s in f.steps})
 
@@ -188,8 +194,9 @@ def _uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles
     if any(f.cause == "data_dependent" for f in findings):
         covered |= DATA_DEPENDENT_FALLBACKS
     ops: set[str] = set()
-    for o, d in zip(steps["ordinal"].tolist(), steps["fallback"].tolist()):
-        if d and o >= 2:
+    ran = fallback_rows(steps)
+    for o, d in zip(steps["ordinal"].to_numpy()[ran].tolist(), steps["fallback"].to_numpy()[ran].tolist()):
+        if o >= 2:
             ops.update(op for op in d if op not in covered)
     if not ops:
         return []
@@ -204,11 +211,11 @@ def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.
     ops = key.ops
     ms = float(rows["ms"].sum())
     ran = []
-    for i, d in zip(steps["i"].tolist(), steps["fallback"].tolist()):
-        if d:  # most steps ran no fallback op: an empty dict counts 0 calls
-            calls_here = sum(int(d.get(op, 0)) for op in ops)
-            if calls_here:
-                ran.append((i, calls_here))
+    ran_rows = fallback_rows(steps)  # most steps ran no fallback op: an empty dict counts 0 calls
+    for i, d in zip(steps["i"].to_numpy()[ran_rows].tolist(), steps["fallback"].to_numpy()[ran_rows].tolist()):
+        calls_here = sum(int(d.get(op, 0)) for op in ops)
+        if calls_here:
+            ran.append((i, calls_here))
     calls = sum(n for _, n in ran)
     ran_steps = [i for i, _ in ran]
     pattern = _pattern([ordinal_of.get(i, 0) for i in ran_steps], steady)

@@ -29,8 +29,9 @@ Unreadable = tuple[str, int, str]
 
 PARALLEL_FROM_BYTES = 24 << 20
 """Below this many bytes of rank files, worker processes cost more than they save."""
-CHUNK_BYTES = 8 << 20
-"""Rank files read at a time (one DuckDB query): small enough that the processes finish together."""
+CHUNK_BYTES = 16 << 20
+"""Rank files read at a time (one DuckDB query) at most: the batches shrink towards the end
+(:func:`_chunks`), so the processes finish together."""
 
 
 @dataclass
@@ -78,15 +79,22 @@ def _read(items: Sequence[tuple[int, str]], summaries: bool = True,
     return out
 
 
-def _chunks(paths: Sequence[str]) -> list[list[tuple[int, str]]]:
+def _chunks(paths: Sequence[str], processes: int = 1) -> list[list[tuple[int, str]]]:
+    """Batches of files in order, up to :data:`CHUNK_BYTES` each; smaller towards the end (a
+    batch is at most the bytes left over twice the processes), so that no process is left
+    with a whole batch to read while the others have nothing more to take."""
+    sizes = [_size(p) for p in paths]
+    left = sum(sizes)
     out: list[list[tuple[int, str]]] = []
-    size = 0
-    for pos, p in enumerate(paths):
-        if not out or size >= CHUNK_BYTES:
+    size = limit = 0
+    for pos, (p, s) in enumerate(zip(paths, sizes)):
+        if not out or size >= limit:
             out.append([])
             size = 0
+            limit = CHUNK_BYTES if processes <= 1 else min(CHUNK_BYTES, left // (2 * processes))
         out[-1].append((pos, p))
-        size += _size(p)
+        size += s
+        left -= s
     return out
 
 
@@ -121,6 +129,8 @@ def _context() -> Any:
 
     methods = multiprocessing.get_all_start_methods()
     if sys.platform.startswith("linux") and "fork" in methods and not connected():  # (macOS: not fork-safe)
+        import duckdb  # noqa: F401  (imported once here, not in each child: the import starts no thread)
+
         return multiprocessing.get_context("fork")
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
@@ -139,7 +149,7 @@ def load_pod(paths: Sequence[str], progress: Callable[[int, int], None] | None =
     while the others start."""
     total = len(paths)
     n = workers if workers is not None else workers_for(paths)
-    pending = deque(_chunks(paths))
+    pending = deque(_chunks(paths, n))
     found: dict[int, RankRun | Unreadable] = {}
     lock = threading.Lock()
 

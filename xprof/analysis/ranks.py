@@ -113,7 +113,8 @@ def rank_run(analysis: Analysis, position: int, summary: bool = True) -> RankRun
     compiles = a.compiles
     compile_steps = training_step(compiles["step"]) if len(compiles) else np.zeros(0, dtype=np.int64)
     recompile = (compiles["cause"] != "warmup").to_numpy(dtype=bool) if len(compiles) else np.zeros(0, bool)
-    steady = a.steps.loc[a.steps["work"] & (a.steps["ordinal"] >= WARMUP_STEPS), ["ordinal", "step_ms"]]
+    ordinal = a.steps["ordinal"].to_numpy()
+    steady = a.steps["work"].to_numpy(dtype=bool) & (ordinal >= WARMUP_STEPS)
     rank = rank_of(a.run, position)
     row = {
         "rank": rank,
@@ -136,7 +137,7 @@ def rank_run(analysis: Analysis, position: int, summary: bool = True) -> RankRun
         compile_ms=compiles["ms"].to_numpy(dtype=float) if len(compiles) else np.zeros(0),
         sync_steps=training_step(live["step"]) if len(live) else np.zeros(0, dtype=np.int64),
         sync_ms=live["ms"].to_numpy(dtype=float) if len(live) else np.zeros(0),
-        steady_steps=steady["ordinal"].to_numpy(dtype=np.int64), steady_ms=steady["step_ms"].to_numpy(dtype=float),
+        steady_steps=ordinal[steady].astype(np.int64), steady_ms=a.steps["step_ms"].to_numpy(dtype=float)[steady],
     )
 
 

@@ -78,7 +78,7 @@ def training_steps(steps: pd.DataFrame) -> int:
 
 
 def eval_steps(steps: pd.DataFrame) -> int:
-    return int((steps["phase"] == "eval").sum()) if len(steps) else 0
+    return int((steps["phase"].to_numpy(dtype=object) == "eval").sum()) if len(steps) else 0
 
 
 def eval_pass_ids(steps: pd.DataFrame) -> np.ndarray:

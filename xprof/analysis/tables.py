@@ -18,8 +18,14 @@ from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Input, S
 
 
 def live_reads(syncs: pd.DataFrame) -> pd.DataFrame:
-    """The rows of a host-read table that made the host wait (not deferred step-closure reads)."""
-    return syncs[~syncs["deferred"].astype(bool)] if len(syncs) else syncs
+    """The rows of a host-read table that made the host wait (not deferred step-closure reads).
+
+    Most runs defer no read: then a shallow copy (copy-on-write: changing it leaves ``syncs``
+    as it is) instead of a filter that copies every column (the analysis asks about seven times)."""
+    if not len(syncs):
+        return syncs
+    deferred = syncs["deferred"].to_numpy(dtype=bool)
+    return syncs[~deferred] if deferred.any() else syncs.copy(deep=False)
 
 
 def _nullable(col: np.ndarray) -> pd.array:
@@ -74,6 +80,16 @@ def _fallback_counts(cols: RunColumns) -> np.ndarray:
     for r in np.flatnonzero(values.any(axis=1)).tolist():
         out[r] = {n: int(v) for n, v in zip(names, values[r].tolist()) if v}
     return out
+
+
+def fallback_rows(steps: pd.DataFrame) -> np.ndarray:
+    """Rows of the step table whose step ran a CPU-fallback op (a ``fallback`` dict that is not
+    empty): most steps ran none, and a long run has a million of them."""
+    if not len(steps):
+        return np.zeros(0, dtype=np.int64)
+    cells = steps["fallback"].to_numpy(dtype=object)
+    maybe = np.flatnonzero(cells != _NO_FALLBACK)  # (one C loop: an empty cell equals the shared {})
+    return maybe[np.asarray([bool(cells[r]) for r in maybe.tolist()], dtype=bool)] if len(maybe) else maybe
 
 
 def _step_index_by_time(df: pd.DataFrame, times: np.ndarray) -> np.ndarray:

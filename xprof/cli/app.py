@@ -111,11 +111,42 @@ def run_app(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
+_READ_ONLY = False
+
+
+def reads_only() -> None:
+    """Called by a command that only reads run files and writes its output (summary, report,
+    ranks, compare, export): when it has returned, :func:`main` ends the process without the
+    interpreter's teardown, which frees every object pandas and DuckDB made one by one (about
+    0.15 s, a tenth of a pod's summary). Never for a command that runs training code, whose
+    exit handlers (the recorder's, torch_xla's, the user's) must run."""
+    global _READ_ONLY
+    _READ_ONLY = True
+
+
 def main() -> None:
     # Import the command modules so they register on ``app``.
     from xprof.cli import commands  # noqa: F401
 
-    sys.exit(run_app())
+    code = run_app()
+    if _READ_ONLY:
+        _end_now(code)
+    sys.exit(code)
+
+
+def _end_now(code: int) -> NoReturn:
+    """Flush what was written, close DuckDB (it removes any spill files), and end the process."""
+    import os
+
+    columns = sys.modules.get("xprof.runcolumns")
+    if columns is not None:
+        columns.close()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # (a closed pipe: what was left cannot be written anyway)
+            pass
+    os._exit(code)
 
 
 def finite_json(value: Any) -> Any:

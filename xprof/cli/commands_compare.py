@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from xprof.cli.app import EXIT_REGRESSION, app, console, err_console, fail, load_or_fail, output_errors
+from xprof.cli.app import (
+    EXIT_REGRESSION,
+    app,
+    console,
+    err_console,
+    fail,
+    load_or_fail,
+    output_errors,
+    reads_only,
+)
 from xprof.report.console import Text
 from xprof.untrusted import md_code
 
@@ -67,6 +76,7 @@ def compare(
     Counts are exact; times are judged on medians of steady-state steps with a noise floor,
     so two recordings of the same loop report no regression.
     """
+    reads_only()
     from xprof.comparison import Gate, ThresholdError
     from xprof.comparison import compare as run_compare
 

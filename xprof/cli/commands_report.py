@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from xprof.cli.app import app, console, fail, finite_json, load_or_fail, output_errors
+from xprof.cli.app import app, console, fail, finite_json, load_or_fail, output_errors, reads_only
 from xprof.cli.progress import Progress, wanted
 
 RunArg = Annotated[str, typer.Argument(help="Run file written by xprof.watch() or xprof run.",
@@ -80,6 +80,7 @@ def report(
     Example: [bold]xprof report run.json -o run.html --open[/bold]; for a multi-process run,
     [bold]xprof report runs/[/bold] (a section lines up the ranks, the rest shows the straggler).
     """
+    reads_only()
     from xprof.report import default_report_path, write_report
 
     files = _expand(runs)
@@ -111,6 +112,7 @@ def summary(
 
     Example: [bold]xprof summary run.json[/bold] or [bold]xprof summary run.json --json | jq .recompiles[/bold]
     """
+    reads_only()
     files = _expand(runs)
     with Progress(wanted(machine_output=as_json)) as bar:
         if len(files) > 1:

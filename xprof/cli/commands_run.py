@@ -22,6 +22,7 @@ from xprof.cli.app import (
     finite_json,
     load_or_fail,
     output_errors,
+    reads_only,
 )
 
 _RUN_HELP = """Run SCRIPT unmodified under xprof.watch(), like python -m cProfile.
@@ -92,6 +93,7 @@ def export_command(
 
     Example: [bold]xprof export run.json --format chrome-trace -o run.trace.json[/bold]
     """
+    reads_only()
     if fmt != "chrome-trace":
         fail(f"unknown format {fmt!r} (known: chrome-trace)")
     run = load_or_fail(run_path, records=True)
@@ -115,6 +117,7 @@ def ranks_command(
 
     Example: [bold]xprof ranks runs/[/bold]  or  [bold]xprof ranks run.rank0.json run.rank1.json[/bold]
     """
+    reads_only()
     from xprof.cli.commands_report import read_pod
     from xprof.cli.progress import Progress, wanted
     from xprof.runfile import expand_run_paths
