@@ -348,7 +348,10 @@ class Recorder:
             self._arms.append((counter, hook, install))
 
     def _check_arms(self, at_start: bool = False) -> None:
-        """Install the armed hooks whose counter the counter reader now tracks; never raises."""
+        """Install the armed hooks whose counter the counter reader now tracks; never raises.
+        Not once the recording has stopped: its patches are being restored."""
+        if self._stopped.is_set():
+            return
         names = self.counters.names
         with self._arm_lock:
             due = [a for a in self._arms if a[0] in names]

@@ -490,6 +490,13 @@ def install_data_dependent(rec: Recorder, patches: Patches, torch: Any) -> None:
             original = getattr(owner, attr, None)
             if original is not None:
                 patches.set(owner, attr, _make_reader(rec, kind, original, method=owner is tensor_type))
+    rec.arm_on_counter(MASK_INDEX_COUNTER, "mask_index",
+                       lambda: patches.set(tensor_type, "__getitem__", _mask_index_hook(rec, tensor_type)))
+
+
+def _mask_index_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
+    """The ``Tensor.__getitem__`` wrapper, around the ``__getitem__`` there is when it is
+    installed (a library may have patched it since the watch started)."""
     original_getitem = tensor_type.__getitem__
     masked = _make_reader(rec, "mask_index", original_getitem)
     tls = rec.tls
@@ -508,9 +515,7 @@ def install_data_dependent(rec: Recorder, patches: Patches, torch: Any) -> None:
 
     __getitem__.__name__ = "__getitem__"
     __getitem__.__qualname__ = getattr(original_getitem, "__qualname__", "__getitem__")
-    rec.arm_on_counter(MASK_INDEX_COUNTER, "mask_index",
-                       lambda: patches.set(tensor_type, "__getitem__", __getitem__))
-
+    return __getitem__
 
 MASK_INDEX_COUNTER = "aten::nonzero"
 """The CPU fallback op boolean-mask indexing of an XLA tensor runs (torch_xla 2.9)."""
