@@ -66,7 +66,7 @@ def _analyze(run: Run) -> Analysis:
     compiles["cause"] = [c.cause for c in found]
     compiles["finding"] = [str(c.key) for c in found]
     compiles["input"] = [c.input for c in found]
-    compiles["sig"] = _sig_of_steps(steps, compiles["step"].to_numpy()) if len(
+    compiles["sig"] = rows_of.column_at("sig", compiles["step"].to_numpy()) if len(
         compiles) else pd.array([], dtype="Int64")
     first_cause = compiles.groupby("step")["cause"].first() if len(compiles) else pd.Series(dtype=object)
     steps["cause"] = rows_of.spread(first_cause, "")
@@ -124,21 +124,19 @@ class _StepRows:
         # (object stays object: pandas would take a column of strings for its string dtype)
         return out if out.dtype != object else pd.Series(out, index=self.steps.index, dtype=object)
 
+    def column_at(self, column: str, step_ids: np.ndarray) -> np.ndarray:
+        """``column`` of the step of each index in ``step_ids`` (each has one row in the
+        table: :func:`_consistent`)."""
+        if not self.ordered:
+            return self.steps.set_index("i")[column].reindex(step_ids).to_numpy()
+        return self.steps[column].iloc[np.searchsorted(self.idx, step_ids)].to_numpy()
+
     def count(self, step_ids: np.ndarray) -> np.ndarray:
         """How many of ``step_ids`` fall on each step (int64)."""
         if not self.ordered:
             return self.steps["i"].map(pd.Series(step_ids).groupby(step_ids).size()).fillna(0).astype(int).to_numpy()
         rows, hit = self._rows(np.asarray(step_ids))
         return np.bincount(rows[hit], minlength=len(self.idx)).astype(np.int64)
-
-
-def _sig_of_steps(steps: pd.DataFrame, step_ids: np.ndarray) -> np.ndarray:
-    """The input signature of the step of each index in ``step_ids`` (each has one row in
-    ``steps``: :func:`_consistent`); found by position where the indices are sorted."""
-    idx = steps["i"].to_numpy()
-    if len(idx) > 1 and not (np.diff(idx) > 0).all():
-        return steps.set_index("i")["sig"].reindex(step_ids).to_numpy()
-    return steps["sig"].iloc[np.searchsorted(idx, step_ids)].to_numpy()
 
 
 def _consistent(cols: RunColumns) -> tuple[RunColumns, str]:
