@@ -43,6 +43,27 @@ _ENCODE = json.JSONEncoder(separators=(",", ":"), default=str, check_circular=Fa
 """One encoder for every record: ``json.dumps`` with options builds a new one per call."""
 
 
+def encode_record(record: dict[str, Any]) -> str:
+    """One record as the writer writes it (without the newline)."""
+    return _ENCODE(record)
+
+
+class EncodedRecord(dict):  # type: ignore[type-arg]
+    """A record that carries its own encoded line (``line``, newline included), written as
+    is: the recorder builds the lines of steady steps from parts it encoded once. It is
+    still the record (a dict) for whoever reads the records as they are written."""
+
+    __slots__ = ("line",)
+
+    line: str
+
+
+def _line(record: dict[str, Any]) -> str:
+    if type(record) is EncodedRecord:
+        return record.line
+    return _ENCODE(record) + "\n"
+
+
 # -- counter names ---------------------------------------------------------------------
 # The torch_xla counters a step record's ``c`` may hold. The recorder reads them by these
 # names and the analysis reads them back by the same names: both import them from here.
@@ -354,7 +375,7 @@ class RunWriter:
     def write_many(self, records: list[dict[str, Any]], flush: bool = True) -> None:
         """Several records in one write call (the recorder's batched flushes)."""
         if records:
-            self._emit("".join([_ENCODE(r) + "\n" for r in records]), flush)
+            self._emit("".join([_line(r) for r in records]), flush)
 
     def flush(self) -> None:
         self._emit("", True)

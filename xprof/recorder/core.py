@@ -23,13 +23,14 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
+from operator import sub
 from typing import Any, Protocol
 
 from xprof.recorder import metrics as m
 from xprof.recorder.frames import FrameClassifier, Site
 from xprof.recorder.inputs import dtype_name
 from xprof.recorder.spmd import ShardingsOf, mesh_facts, shardings_reader, spmd_enabled, spmd_meta
-from xprof.runfile import RunWriter
+from xprof.runfile import EncodedRecord, RunWriter, encode_record
 
 log = logging.getLogger("xprof")
 
@@ -54,10 +55,16 @@ WAKE_AT = 512
 second; a 1 ms step queues ~250 between two passes)."""
 
 QUEUE_LIMIT = 4096
-RAW_SIG_LIMIT = 65536
-"""Raw signatures remembered for a fast lookup (a run with more still interns correctly)."""
 """Events queued at most before the thread that queues one converts them itself (the
 writer thread cannot keep up: bound the memory, ~2 MB at most)."""
+
+RAW_SIG_LIMIT = 65536
+"""Raw signatures remembered for a fast lookup (a run with more still interns correctly)."""
+
+STEADY_LIMIT = 4096
+"""Kinds of steady step remembered with their encoded line (see ``Recorder._steady_step``)."""
+
+_STEP_HEAD = '{"type":"step","i":%d,"t0":%s,"tb":%r,"t1":%s'
 
 
 class _Local(threading.local):
@@ -162,6 +169,16 @@ class Recorder:
         """The same signatures keyed by the raw inputs the hooks queued (writer thread)."""
         self._sites: dict[tuple[Any, ...], int] = {}
         self._prev: dict[str, int] = {}
+        """The counters at the last step written (those not zero), by name."""
+        self._prev_names: tuple[str, ...] = ()
+        self._prev_vals: list[int] = []
+        """The same, as the barrier read them; ``_prev`` is rebuilt from these when stale."""
+        self._prev_stale = False
+        self._steady: dict[tuple[Any, ...], tuple[str, dict[str, Any], int, int]] = {}
+        """Steady steps seen (see :meth:`_steady_step`), for the counter names in ``_steady_names``."""
+        self._steady_names: tuple[str, ...] = ()
+        self._t_text: tuple[float, str] = (-1.0, "")
+        """The last ``t1`` written and its text: the next step's ``t0`` is the same time."""
         self._stopped = threading.Event()
         self._wake = threading.Event()
         self._flusher: threading.Thread | None = None
@@ -259,7 +276,7 @@ class Recorder:
                     self.writer.write_many(records, flush=False)
                 except Exception as exc:
                     self.error("write", exc)
-            tail = self.guard("stop", lambda: m.delta(self.counters.snapshot(refresh=True), self._prev))
+            tail = self.guard("stop", lambda: m.delta(self.counters.snapshot(refresh=True), self._prev_snapshot()))
             end: dict[str, Any] = {
                 "type": "end",
                 "t": time.time(),
@@ -587,13 +604,71 @@ class Recorder:
 
     # -- the writer thread's side ----------------------------------------------------
 
+    def _prev_snapshot(self) -> dict[str, int]:
+        if self._prev_stale:
+            self._prev = {n: v for n, v in zip(self._prev_names, self._prev_vals) if v}
+            self._prev_stale = False
+        return self._prev
+
+    def _steady_step(self, ev: tuple[Any, ...], out: list[dict[str, Any]]) -> bool:
+        """Write a step like one already written (same barrier, counter increases, inputs
+        and evidence; nothing compiled) from that step's encoded parts: only its index and
+        times are new. Most steps of a training loop are such a step. False when it is not
+        one seen before (the caller builds it field by field, and :meth:`_learn_steady`
+        keeps its parts)."""
+        i, t0, tb, t1, names, vals, inputs = ev[1], ev[2], ev[3], ev[4], ev[7], ev[8], ev[9]
+        if ev[10] is not None or ev[11] is not None or names is not self._steady_names \
+                or names is not self._prev_names:
+            return False  # a step with notes or a site, or the counter names changed
+        sid = None
+        if inputs:
+            sid = self._raw_sigs.get(tuple(inputs))
+            if sid is None:
+                return False
+        known = self._steady.get(_steady_key(ev, tuple(map(sub, vals, self._prev_vals)), sid))
+        if known is None:
+            return False
+        tail, fields, executions, transfers = known
+        self._steps_written = i + 1
+        self._prev_vals = vals
+        self._prev_stale = True
+        last_t, last_text = self._t_text
+        t0_text = last_text if t0 == last_t else repr(t0)
+        t1_text = repr(t1)
+        self._t_text = (t1, t1_text)
+        rec = EncodedRecord(type="step", i=i, t0=t0, tb=tb, t1=t1, **fields)
+        rec.line = _STEP_HEAD % (i, t0_text, tb, t1_text) + tail
+        self._exec_pending += executions
+        self._xfer_pending += transfers
+        if self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
+            self._flush_samples(out)
+        out.append(rec)
+        return True
+
+    def _learn_steady(self, ev: tuple[Any, ...], rec: dict[str, Any], executions: int, transfers: int) -> None:
+        """Keep the parts of a step written field by field that a later step like it reuses:
+        its fields after the times, encoded, and what it adds to the pending sample reads."""
+        names, vals, prev = ev[7], ev[8], self._prev_vals
+        if ev[10] is not None or ev[11] is not None or names is not self._prev_names or len(prev) != len(vals):
+            return
+        increases = tuple(map(sub, vals, prev))
+        if min(increases) < 0 or increases[0] or rec.get("bu") or len(self._steady) >= STEADY_LIMIT:
+            return  # a counter reset (read as counting from 0), or a compile: not reusable
+        fields = {k: v for k, v in rec.items() if k not in ("type", "i", "t0", "tb", "t1")}
+        if names is not self._steady_names:
+            self._steady = {}
+            self._steady_names = names
+        self._steady[_steady_key(ev, increases, rec.get("sig"))] = (
+            "," + encode_record(fields)[1:] + "\n", fields, executions, transfers)
+
     def _step_records(self, ev: tuple[Any, ...], out: list[dict[str, Any]]) -> None:
+        if self._steady_step(ev, out):
+            return
         (_, i, t0, tb, t1, kind, before, names, vals, inputs, extra, site, opt, graphs, no_grad, eval_mode,
          backwards) = ev
         self._steps_written = i + 1
         snap = {n: v for n, v in zip(names, vals) if v}
-        d = m.delta(snap, self._prev)
-        self._prev = snap
+        d = m.delta(snap, self._prev_snapshot())
         rec: dict[str, Any] = {"type": "step", "i": i, "t0": t0, "tb": tb, "t1": t1, "barrier": kind}
         if d:
             rec["c"] = d
@@ -632,11 +707,18 @@ class Recorder:
                 else:
                     kept.append((ts, ns))  # a later step's (the writer runs behind)
             self._compile_buf = kept
-        self._exec_pending += d.get(m.EXECUTE, 0) + d.get(m.REPLICATED, 0)
-        self._xfer_pending += d.get(m.TO_CPU, 0) + d.get(m.LOCAL_SCALAR, 0)
+        executions = d.get(m.EXECUTE, 0) + d.get(m.REPLICATED, 0)
+        transfers = d.get(m.TO_CPU, 0) + d.get(m.LOCAL_SCALAR, 0)
+        self._exec_pending += executions
+        self._xfer_pending += transfers
         if bu or self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
             self._flush_samples(out)
         out.append(rec)
+        self._learn_steady(ev, rec, executions, transfers)
+        self._prev = snap
+        self._prev_names = names
+        self._prev_vals = vals
+        self._t_text = (-1.0, "")
 
     def _flush_samples(self, out: list[dict[str, Any]]) -> None:
         self._exec_pending = 0
@@ -754,6 +836,14 @@ class Recorder:
                 rec["inner_at"] = [inner_file, inner_line, site.inner_code()]
             out.append(rec)
         return sid
+
+
+def _steady_key(ev: tuple[Any, ...], increases: tuple[int, ...], sid: int | None) -> tuple[Any, ...]:
+    """What makes a step written like another: its barrier kind, counter increases,
+    compiles at the barrier (uncached, cached), optimizer steps, dynamo graphs, grad and
+    eval mode, backward passes (``ev[12:17]``) and input signature."""
+    vals, before = ev[8], ev[6]
+    return (ev[5], increases, vals[0] - before[0], vals[1] - before[1], *ev[12:17], sid)
 
 
 def _input_record(entry: InputEntry) -> dict[str, Any]:

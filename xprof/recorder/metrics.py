@@ -129,10 +129,10 @@ class CounterReader:
         self.names = new
         return True
 
-    def read(self, names: tuple[str, ...]) -> list[int | None]:
-        """The values of ``names`` now, in order (None for a counter not created yet)."""
+    def read(self, names: tuple[str, ...]) -> list[int]:
+        """The values of ``names`` now, in order (0 for a counter not created yet)."""
         value = self.value
-        return [value(n) for n in names]
+        return [value(n) or 0 for n in names]
 
     def snapshot(self, refresh: bool = False) -> dict[str, int]:
         """Current values of the tracked counters that are not zero; ``refresh`` looks

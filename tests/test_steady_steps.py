@@ -1,0 +1,132 @@
+"""Steady steps are written from parts encoded once (``Recorder._steady_step``): the run
+file must hold exactly what building every step field by field writes, whatever happens
+between them (compiles, counter resets, new fallback counters, new input shapes, notes,
+eval mode). On exact counters, the two ways side by side."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from xprof.recorder import core
+from xprof.recorder.core import Recorder
+from xprof.runfile import RunWriter
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self.values: dict[str, int] = {"UncachedCompile": 1, "CachedCompile": 0, "ExecuteComputation": 1}
+
+    def counter_names(self) -> list[str]:
+        return list(self.values)
+
+    def counter_value(self, name: str) -> int | None:
+        return self.values.get(name)
+
+    def samples(self, name: str) -> Any:
+        return ()
+
+
+class _Leaf:
+    def __init__(self, *shape: int) -> None:
+        self.shape = shape
+        self.dtype = "torch.float32"
+
+
+def _add(values: dict[str, int], name: str, n: int = 1) -> None:
+    values[name] = values.get(name, 0) + n
+
+
+def _drive(path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """A loop of 60 steps with a bit of everything; returns the steps written steadily."""
+    clock = iter(range(10_000))
+    monkeypatch.setattr(core, "time", SimpleNamespace(**{**vars(time), "time": lambda: 1e9 + next(clock) / 7}))
+    source = _Counters()
+    v = source.values
+    rec = Recorder(RunWriter(str(path), {"xprof_version": "0.1.0", "meta": {}}), source)
+    steady = 0
+    original = rec._steady_step
+
+    def counting(ev: tuple[Any, ...], out: list[dict[str, Any]]) -> bool:
+        nonlocal steady
+        hit = original(ev, out)
+        steady += hit
+        return hit
+
+    rec._steady_step = counting  # type: ignore[method-assign]
+    rec.start()
+    t = 100.0
+    for i in range(60):
+        before = (v.get("UncachedCompile", 0), v.get("CachedCompile", 0))
+        width = 8 if i < 30 or i % 7 else 9  # a new input shape now and then
+        rec.on_batch([("x", _Leaf(4, width)), ("y", _Leaf(4))], "batch")
+        rec.eval_mode = i in (10, 11, 12)  # modules left in eval mode: only that differs
+        if i not in (14, 15):
+            rec.on_backward()
+        if i != 16:
+            rec.on_optimizer_step()
+        if i == 20:
+            rec.note_step("epoch", 1)  # a field the recorder does not know
+        if i == 25:
+            v["aten::nonzero"] = 1  # a CPU fallback appears: the counter names change
+            rec.counters.refresh()
+        if i in (40, 50):
+            # torch.compile's bridge clears the counters: read as counting from 0, so the two
+            # steps go down by as much but their deltas differ
+            v["CachedCompile"] -= 7
+            v["ExecuteComputation"] -= 7
+        if width == 9 and i % 14 == 2:
+            _add(v, "UncachedCompile")  # the new shape compiles
+        else:
+            _add(v, "CachedCompile")
+        _add(v, "ExecuteComputation")
+        if i % 5 == 0:
+            _add(v, "aten::_local_scalar_dense")  # a host read this step
+        rec.on_barrier(t + 0.0007, before, "mark_step")
+        t += 0.001
+        if i % 13 == 0:
+            rec.flush()
+    rec.stop("ok", None)
+    return steady
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()[1:]]
+
+
+def test_steady_steps_write_what_field_by_field_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    steady = _drive(tmp_path / "steady.json", monkeypatch)
+    monkeypatch.setattr(core.Recorder, "_steady_step", lambda self, ev, out: False)
+    assert _drive(tmp_path / "plain.json", monkeypatch) == 0
+    got, want = _records(tmp_path / "steady.json"), _records(tmp_path / "plain.json")
+    assert got == want
+    assert [r["i"] for r in got if r["type"] == "step"] == list(range(60))
+    assert steady >= 40  # most steps took the steady path
+
+
+def test_steady_step_line_is_the_record_it_carries(tmp_path: Path) -> None:
+    """What the live notices read (the record) and what the file holds (its line) agree."""
+    fed: list[dict[str, Any]] = []
+
+    class _Observer:
+        def feed(self, records: list[dict[str, Any]]) -> None:
+            fed.extend(records)
+
+    source = _Counters()
+    rec = Recorder(RunWriter(str(tmp_path / "r.json"), {"xprof_version": "0.1.0", "meta": {}}), source,
+                   _Observer())
+    rec.start()
+    for i in range(5):
+        before = (source.values["UncachedCompile"], source.values["CachedCompile"])
+        _add(source.values, "CachedCompile")
+        _add(source.values, "ExecuteComputation")
+        rec.on_barrier(1.0 + i, before, "mark_step")
+    rec.stop("ok", None)
+    steps = [r for r in _records(tmp_path / "r.json") if r["type"] == "step"]
+    assert [dict(r) for r in fed if r.get("type") == "step"] == steps
+    assert any(type(r).__name__ == "EncodedRecord" for r in fed)
