@@ -149,6 +149,9 @@ class LiveNotices:
         self._recompiles = 0
         self._recompile_s = 0.0
         self._pending_compiles: list[dict[str, Any]] = []
+        self._last_c: dict[str, Any] | None = None
+        self._last_fallback: list[str] = []
+        """The fallback counters of the last step's counters (steady steps share that dict)."""
         self._step_syncs: list[dict[str, Any]] = []
         self._site_steps: dict[int, set[int]] = {}
         self._forced: set[int] = set()
@@ -311,40 +314,48 @@ class LiveNotices:
         self._barriers += 1
         self._open = []
         c = rec.get("c") or {}
-        work = bool(rec.get("bu") or rec.get("bc"))
+        bu = rec.get("bu")
+        at_dynamo = rec.get("barrier") == "dynamo"
+        work = bool(bu or rec.get("bc"))
         ordinal = self._work if work else -1
         # The analysis' phases (analysis/steps.py): torch.compile's own barriers, eval
         # (grad off or eval mode, no optimizer step or backward) and a step closure's graph
         # are never notices.
         sig = rec.get("sig")
         sig = int(sig) if sig is not None else None
-        dynamo = (rec.get("barrier") == "dynamo" or self._prev_dynamo or bool(rec.get("dz"))
+        dynamo = (at_dynamo or self._prev_dynamo or bool(rec.get("dz"))
                   or (sig is not None and sig in self._dynamo_sigs))
-        if sig is not None and (rec.get("dz") or rec.get("barrier") == "dynamo"):
+        if sig is not None and (rec.get("dz") or at_dynamo):
             self._dynamo_sigs.add(sig)  # the shapes torch.compile retraced for compile on first use
-        self._prev_dynamo = rec.get("barrier") == "dynamo"
+        self._prev_dynamo = at_dynamo
         if rec.get("o"):
             self._opt_seen = True
             self._k += 1
         i = self._k if self._opt_seen else self._work
         # torch.compile's own barrier or an eval pass's: not a training step (never warm-up)
         eval_barrier = work and bool(rec.get("ng") or rec.get("ev")) and not rec.get("bw") and not rec.get("o")
-        apart = rec.get("barrier") == "dynamo" or eval_barrier
+        apart = at_dynamo or eval_barrier
         quiet = dynamo or apart or self._closure_compiled
         self._closure_compiled = False
         steady = i >= WARMUP_STEPS and not quiet
         warm = i < WARMUP_STEPS and not apart
         # (the analysis' warm-up: every compile of the first two training steps, reads' too)
         compiles = self._pending_compiles
-        self._pending_compiles = []
-        at_barrier = [x for x in compiles if x.get("at") != "step"]
-        barrier_s = sum(float(x.get("ns") or 0) / 1e9 for x in at_barrier)
-        n_barrier = len(at_barrier) or (1 if rec.get("bu") else 0)
-        fallback = [k for k in c if is_fallback_counter(k) and k not in DATA_DEPENDENT_FALLBACKS]
+        barrier_s = 0.0
+        n_barrier = 1 if bu else 0
+        if compiles:
+            self._pending_compiles = []
+            at_barrier = [x for x in compiles if x.get("at") != "step"]
+            barrier_s = sum(float(x.get("ns") or 0) / 1e9 for x in at_barrier)
+            n_barrier = len(at_barrier) or n_barrier
+        if c is not self._last_c:  # a steady step's counters are the same dict as the last one's
+            self._last_c = c
+            self._last_fallback = [k for k in c if is_fallback_counter(k) and k not in DATA_DEPENDENT_FALLBACKS]
+        fallback = self._last_fallback
         new_ops = [k for k in fallback if k not in self._seen_fallback]
         # A steady step with inputs no steady step had: its compiles inside host reads are
         # the new shape's too (the read only ran the graph the new shape needs).
-        new_shape = (steady and bool(rec.get("bu")) and not new_ops and sig is not None
+        new_shape = (steady and bool(bu) and not new_ops and sig is not None
                      and sig not in self._steady_sigs)
         read_n, read_s = 0, 0.0
         for comp in compiles:
@@ -381,13 +392,13 @@ class LiveNotices:
         if work and ordinal <= 1 and nodes is not None:
             self._train_nodes = nodes  # the graph the steady state runs
         if work and ordinal == 1:
-            if rec.get("bu") and sig is not None and self._first_sig is not None and sig != self._first_sig:
+            if bu and sig is not None and self._first_sig is not None and sig != self._first_sig:
                 self._second = (sig, barrier_s, n_barrier)
         elif work and ordinal > 1 and sig is not None and sig == self._first_sig and self._first_sig_back is None:
-            self._first_sig_back = not rec.get("bu")
-        so_far = (f"{self._recompiles} recompile{'s' if self._recompiles != 1 else ''} so far, "
-                  f"{_seconds(self._recompile_s)}")
-        if steady and rec.get("bu"):
+            self._first_sig_back = not bu
+        if steady and bu:
+            so_far = (f"{self._recompiles} recompile{'s' if self._recompiles != 1 else ''} so far, "
+                      f"{_seconds(self._recompile_s)}")
             read_sites = {int(s["site"]) for s in self._step_syncs}
             train = self._train_nodes
             dd = [k for k in (self._dd_key(int(s["site"])) for s in self._step_syncs) if k is not None]
@@ -433,13 +444,15 @@ class LiveNotices:
             for op in fallback:
                 self._say(("fallback", op), f"step {i}: {clean(op, 60)} has no XLA lowering and runs on the CPU "
                           f"({c[op]} call{'s' if c[op] != 1 else ''} this step)")
-        if work and rec.get("barrier") != "dynamo":
+        if work and not at_dynamo:
             self._work += 1
             if ordinal >= 1 and sig is not None and not quiet:
                 self._steady_sigs.add(sig)
-        self._seen_fallback.update(fallback)
-        self._sites_read.update(int(s["site"]) for s in self._step_syncs)
-        self._step_syncs = []
+        if fallback:
+            self._seen_fallback.update(fallback)
+        if self._step_syncs:
+            self._sites_read.update(int(s["site"]) for s in self._step_syncs)
+            self._step_syncs = []
 
     def _dd_key(self, sid: int) -> tuple[str, str] | None:
         """The data-dependent cost key of a read site (None for other reads)."""
