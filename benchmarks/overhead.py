@@ -3,10 +3,11 @@
 Three parts, one process (torch_xla is imported once):
 
 1. A realistic tiny training loop (DataLoader -> ``.to(device)`` -> MLP -> backward ->
-   SGD -> ``xm.mark_step()``) run plain and under ``watch()`` in alternating blocks
-   (A B, B A, A B, ...), so drift and neighbours' noise hit both sides. The figure is the
-   ratio of median step times (goal: <= 1.02). A third arm runs watched with the live
-   notices on, to show what they cost.
+   SGD -> ``xm.mark_step()``) run plain and under ``watch()`` in rotating blocks, so drift
+   and neighbours' noise hit every arm. The figure is the median of per-pair ratios
+   (goal: <= 1.02), for every step and for the steady state after each block's start.
+   A third arm runs watched with the live notices on, to show what they cost; a fourth
+   runs plain again: plain against plain is the noise floor of the figures.
 2. The per-call cost of each hook measured alone, plain vs watched, in alternating
    rounds: the barrier hook (``mark_step`` with nothing pending), the host-read hook
    (``.item()`` of a materialized tensor), the pass-through on CPU tensors
@@ -25,8 +26,8 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -63,33 +64,40 @@ def loop_overhead(loop: TinyLoop, tmp: str, blocks: int, steps: int) -> dict[str
     """Step time plain vs watched over interleaved blocks, each watched block its own
     ``watch()`` (so its start is in the figures, once a block: more often than a real run).
 
-    Three figures, because the machine is shared: the ratio of median wall step times,
-    the median of the per-pair ratios, and the ratio of process CPU time per step (all
-    threads of this process, so other processes' load does not count).
+    Four arms, rotated so each runs in every position equally often: plain, watched,
+    watched with the live notices on, and plain again. Plain again against plain is the
+    noise floor: what the same figures say when nothing differs, on this machine, now.
+
+    Figures, because the machine is shared: the median of per-pair ratios (each pair:
+    the two blocks' median step times), the ratio of median step times, the p10 ratio, and
+    the ratio of process CPU time per step (all threads of this process, so other
+    processes' load does not count). Each is also given for the steps after the first
+    ``HEAD_STEPS`` of every block (the steady state a real run spends its time in; the
+    start is reported apart).
     """
     import torch_xla.core.xla_model as xm
 
     loop.timed_steps(30)  # compiles: the first two steps are warm-up
     with _watched(tmp, "warm"):
         loop.timed_steps(30)
-    modes = ("plain", "watched", "live")
+    modes = ("plain", "watched", "live", "again")
     head = min(HEAD_STEPS, steps // 2)
-    heads: dict[str, list[float]] = {m: [] for m in modes}
     enter_s: list[float] = []
     exit_s: list[float] = []
     wall: dict[str, list[float]] = {m: [] for m in modes}
+    heads: dict[str, list[float]] = {m: [] for m in modes}
     cpu: dict[str, float] = dict.fromkeys(modes, 0.0)
-    pair_ratios = []
-    live_ratios = []
+    pairs: dict[str, list[float]] = {m: [] for m in modes}
+    writer_s: list[float] = []
+    steady_pairs: dict[str, list[float]] = {m: [] for m in modes}
     for b in range(blocks):
-        # rotate the three arms: each one runs first, second and third equally often
-        order = modes[b % 3:] + modes[:b % 3]
+        order = modes[b % 4:] + modes[:b % 4]
         if b % 2:
             order = order[::-1]
         got: dict[str, list[float]] = {}
         for mode in order:
             ctx: AbstractContextManager[Any] = nullcontext()
-            if mode != "plain":
+            if mode in ("watched", "live"):
                 ctx = _watched(tmp, f"loop{b}{mode}", live=mode == "live")
             # Every arm starts with the device idle: watch() waits for the last execution
             # when it exits and a plain block does not, so without this the block after a
@@ -101,45 +109,82 @@ def loop_overhead(loop: TinyLoop, tmp: str, blocks: int, steps: int) -> dict[str
                 ctx.__enter__()
                 t1 = time.perf_counter()
                 try:
+                    writer = _writer_cpu()
                     c0 = time.process_time()
                     got[mode] = loop.timed_steps(steps)
                     cpu[mode] += time.process_time() - c0
+                    if mode == "watched" and writer is not None:
+                        time.sleep(FLUSH_WAIT)  # the writer's pass over this block's last steps
+                        now = _writer_cpu()
+                        if now is not None:
+                            writer_s.append((now - writer) / steps)
                 finally:
                     t2 = time.perf_counter()
                     ctx.__exit__(None, None, None)
                 if mode == "watched":
                     enter_s.append(t1 - t0)
                     exit_s.append(time.perf_counter() - t2)
-            wall[mode] += got[mode]
+            wall[mode] += got[mode][head:]
             heads[mode] += got[mode][:head]
-        pair_ratios.append(median(got["watched"]) / median(got["plain"]))
-        live_ratios.append(median(got["live"]) / median(got["watched"]))
-    plain, watched = wall["plain"], wall["watched"]
-    mp, mw = median(plain), median(watched)
-    n = len(plain)
+        for mode in modes:
+            # live against watched (what the notices add); the others against plain
+            base = got["watched" if mode == "live" else "plain"]
+            pairs[mode].append(median(got[mode]) / median(base))
+            steady_pairs[mode].append(median(got[mode][head:]) / median(base[head:]))
+    n = blocks * steps
+    both = {m: heads[m] + wall[m] for m in modes}
+    mp, mw = median(both["plain"]), median(both["watched"])
     return {
         "steps_each": n,
+        "head_steps": head,
         "median_step_ms_plain": mp * 1e3,
         "median_step_ms_watched": mw * 1e3,
+        "median_step_ms_live": median(both["live"]) * 1e3,
         "ratio": mw / mp,
-        "median_pair_ratio": median(pair_ratios),
-        "p10_step_ms_plain": _pct(plain, 10) * 1e3,
-        "p10_step_ms_watched": _pct(watched, 10) * 1e3,
-        "p10_ratio": _pct(watched, 10) / _pct(plain, 10),
-        "p10_step_ms_live": _pct(wall["live"], 10) * 1e3,
+        "median_pair_ratio": median(pairs["watched"]),
+        "p10_ratio": _pct(both["watched"], 10) / _pct(both["plain"], 10),
+        "p10_step_ms_plain": _pct(both["plain"], 10) * 1e3,
+        "p10_step_ms_watched": _pct(both["watched"], 10) * 1e3,
+        "p10_step_ms_live": _pct(both["live"], 10) * 1e3,
         "cpu_ms_per_step_plain": cpu["plain"] / n * 1e3,
         "cpu_ms_per_step_watched": cpu["watched"] / n * 1e3,
-        "cpu_ratio": cpu["watched"] / cpu["plain"],
-        "pair_ratios": pair_ratios,
-        "median_step_ms_live": median(wall["live"]) * 1e3,
         "cpu_ms_per_step_live": cpu["live"] / n * 1e3,
-        "live_pair_ratio": median(live_ratios),
+        "cpu_ratio": cpu["watched"] / cpu["plain"],
+        "pair_ratios": pairs["watched"],
+        # the steady state: every block's first `head` steps left out, in every arm
+        "steady_pair_ratio": median(steady_pairs["watched"]),
+        "steady_ratio": median(wall["watched"]) / median(wall["plain"]),
+        # the noise floor: the same figures for two plain arms
+        "noise_pair_ratio": median(pairs["again"]),
+        "noise_steady_pair_ratio": median(steady_pairs["again"]),
+        "noise_ratio": median(both["again"]) / mp,
+        "noise_cpu_ratio": cpu["again"] / cpu["plain"],
+        "live_pair_ratio": median(pairs["live"]),
         "live_cpu_ratio": cpu["live"] / cpu["watched"],
-        "head_steps": head,
         "head_ratio": median(heads["watched"]) / median(heads["plain"]),
         "watch_enter_ms": median(enter_s) * 1e3,
         "watch_exit_ms": median(exit_s) * 1e3,
+        "writer_cpu_us_per_step": median(writer_s) * 1e6 if writer_s else None,
     }
+
+
+FLUSH_WAIT = 0.3
+"""Seconds a watched block waits after its last step before the writer thread's CPU time
+is read (it writes what is queued at least every 0.25 s). Not timed as steps."""
+
+
+def _writer_cpu() -> float | None:
+    """CPU seconds the xprof writer thread has used (Linux, from /proc), or None."""
+    import threading
+
+    for th in threading.enumerate():
+        if th.name == "xprof-writer" and th.native_id is not None:
+            try:
+                with open(f"/proc/self/task/{th.native_id}/schedstat") as f:
+                    return int(f.read().split()[0]) / 1e9
+            except (OSError, ValueError, IndexError):
+                return None
+    return None
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -238,11 +283,29 @@ def _then(n: int, fn: Callable[[], Any], barrier: Callable[[], Any]) -> None:
     barrier()
 
 
+@contextmanager
+def _writer_held() -> Iterator[None]:
+    """The recorder's writer thread wakes no more than once (it may be in a wait already)
+    and no queue limit makes the calling thread write: events wait for the end."""
+    from xprof.recorder import core
+
+    saved = core.FLUSH_INTERVAL, core.WAKE_AT, core.QUEUE_LIMIT
+    core.FLUSH_INTERVAL, core.WAKE_AT, core.QUEUE_LIMIT = 1e9, 1 << 62, 1 << 62
+    try:
+        yield
+    finally:
+        core.FLUSH_INTERVAL, core.WAKE_AT, core.QUEUE_LIMIT = saved
+
+
 def own_costs(loop: TinyLoop, tmp: str, rounds: int) -> list[dict[str, Any]]:
     """Each hook's own work per call: the real wrapper around a no-op in place of the torch
     function it wraps, so the figure does not swing with what that function costs on a busy
     machine. Hooks that record a step input are timed in steps of up to 200 calls (the
-    recorder keeps at most 256 inputs a step): many calls, one barrier, its cost taken off."""
+    recorder keeps at most 256 inputs a step): many calls, one barrier, its cost taken off.
+
+    The writer thread is held off while they are timed (see :func:`_writer_held`): what it
+    does with each call's record is its own cost, measured in the loop as the writer
+    thread's CPU per step; counting it here as well would count it twice."""
     import torch
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -262,7 +325,7 @@ def own_costs(loop: TinyLoop, tmp: str, rounds: int) -> list[dict[str, Any]]:
         _xla_step_marker = staticmethod(noop)
 
     batch = next(iter(DataLoader(TensorDataset(torch.randn(16, 32), torch.randn(16, 1)), batch_size=16)))
-    with _watched(tmp, "own") as w:
+    with _watched(tmp, "own") as w, _writer_held():
         rec = w.recorder
         assert rec is not None
         patches = hooks.Patches()
@@ -288,10 +351,25 @@ def own_costs(loop: TinyLoop, tmp: str, rounds: int) -> list[dict[str, Any]]:
     return [{"hook": name, "own_us": us, "goal_us": goal} for name, us, goal in rows]
 
 
+def step_budget(lo: dict[str, Any], own: list[dict[str, Any]]) -> dict[str, float] | None:
+    """What the loop's step adds, from costs measured apart: each hook's own work times its
+    calls a step (one barrier, two ``.to(device)``, one ``next()``) and the writer thread's
+    CPU. Less noisy than the wall-time ratio on a shared machine; not a substitute for it."""
+    by_name = {h["hook"]: h["own_us"] for h in own}
+    writer = lo.get("writer_cpu_us_per_step")
+    if writer is None:
+        return None
+    hooks = (by_name["barrier: _xla_step_marker"] + 2 * by_name["input: cpu.to(device)"]
+             + by_name["input: DataLoader next() of a 2-tensor batch"])
+    total = hooks + writer
+    return {"hooks_us": hooks, "writer_us": writer, "total_us": total,
+            "share": total / (lo["median_step_ms_plain"] * 1e3)}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--blocks", type=int, default=40, help="alternating plain/watched block pairs")
-    ap.add_argument("--steps", type=int, default=60, help="steps per block")
+    ap.add_argument("--blocks", type=int, default=40, help="rotations of the four arms")
+    ap.add_argument("--steps", type=int, default=100, help="steps per block")
     ap.add_argument("--rounds", type=int, default=6, help="alternating rounds per hook measurement")
     ap.add_argument("--json", help="write the figures here (for run_all.py)")
     args = ap.parse_args(argv)
@@ -302,21 +380,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         lo = loop_overhead(loop, tmp, args.blocks, args.steps)
         hooks = hook_costs(loop, tmp, args.rounds)
         own = own_costs(loop, tmp, args.rounds)
-    print(f"training loop: {lo['steps_each']} steps plain and {lo['steps_each']} watched, "
-          f"{args.blocks} interleaved block pairs")
+    print(f"training loop: {lo['steps_each']} steps in each arm, {args.blocks} rotations of the four arms")
     print(table([["plain", lo["median_step_ms_plain"], lo["p10_step_ms_plain"], lo["cpu_ms_per_step_plain"]],
                  ["watched", lo["median_step_ms_watched"], lo["p10_step_ms_watched"],
                   lo["cpu_ms_per_step_watched"]],
                  ["watched, live notices on", lo["median_step_ms_live"], lo["p10_step_ms_live"],
                   lo["cpu_ms_per_step_live"]]],
                 ["", "median wall ms/step", "p10 wall ms/step", "CPU ms/step (process)"]))
-    print(f"ratio of median step times (watched / plain): {lo['ratio']:.4f}   (goal <= 1.02)")
-    print(f"median of per-pair ratios: {lo['median_pair_ratio']:.4f}; p10 ratio: {lo['p10_ratio']:.4f}; "
+    print(f"median of per-pair ratios (watched / plain): {lo['median_pair_ratio']:.4f}   (goal <= 1.02); "
+          f"ratio of median step times: {lo['ratio']:.4f}; p10 ratio: {lo['p10_ratio']:.4f}; "
           f"CPU time ratio: {lo['cpu_ratio']:.4f}")
+    print(f"steady state (each block's first {lo['head_steps']} steps left out, every arm): median of per-pair "
+          f"ratios {lo['steady_pair_ratio']:.4f}; ratio of median step times {lo['steady_ratio']:.4f}")
+    print(f"noise floor (plain / plain again, same blocks): median of per-pair ratios {lo['noise_pair_ratio']:.4f} "
+          f"(steady {lo['noise_steady_pair_ratio']:.4f}); ratio of median step times {lo['noise_ratio']:.4f}; "
+          f"CPU time ratio {lo['noise_cpu_ratio']:.4f}")
     print(f"live notices on / off (both watched): median of per-block ratios {lo['live_pair_ratio']:.4f}, "
           f"CPU time ratio {lo['live_cpu_ratio']:.4f}")
     print(f"watch() itself: enter {lo['watch_enter_ms']:.2f} ms, exit {lo['watch_exit_ms']:.2f} ms (median); "
           f"the first {lo['head_steps']} steps of a block, watched / plain: {lo['head_ratio']:.4f}")
+    if lo["writer_cpu_us_per_step"] is not None:
+        print(f"writer thread CPU: {lo['writer_cpu_us_per_step']:.1f} µs a step (median over watched blocks)")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
           "(wall-time ratios are only meaningful on an idle machine)")
     print()
@@ -327,8 +411,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print("each hook's own work per call (the wrapped torch function replaced by a no-op; best of rounds):")
     print(table([[h["hook"], h["own_us"], "-" if h["goal_us"] is None else f"<= {h['goal_us']}"] for h in own],
                 ["call", "own µs", "goal µs"]))
+    budget = step_budget(lo, own)
+    if budget is not None:
+        print(f"\nper step of the loop, added work: {budget['hooks_us']:.1f} µs of hooks on the training thread "
+              f"(barrier + 2 x cpu.to(device) + next(), own work) + {budget['writer_us']:.1f} µs of writer "
+              f"CPU = {budget['total_us']:.1f} µs, {budget['share'] * 100:.1f}% of the plain median step "
+              "(optimizer and backward counters not included: < 1 µs each)")
     print(f"\n(total {time.perf_counter() - t_start:.0f} s)")
-    figures = {"loop": lo, "hooks": hooks, "own": own}
+    figures = {"loop": lo, "hooks": hooks, "own": own, "budget": budget}
     emit_json(args.json, figures)
     return figures
 
