@@ -297,6 +297,25 @@ def _writer_held() -> Iterator[None]:
         core.FLUSH_INTERVAL, core.WAKE_AT, core.QUEUE_LIMIT = saved
 
 
+def writer_alone(loop: TinyLoop, tmp: str, steps: int, rounds: int) -> dict[str, float]:
+    """The writer's work per step with nothing else running: the loop runs watched with the
+    writer held off, then the queued steps are turned into records and written on this
+    thread, timed alone (CPU time). Best of ``rounds``, live notices off and on."""
+    out = {}
+    for live in (False, True):
+        best = float("inf")
+        for r in range(rounds):
+            with _Muted(), _writer_held(), _watched(tmp, f"alone{live}{r}", live=live) as w:
+                rec = w.recorder
+                assert rec is not None
+                loop.timed_steps(steps)
+                c0 = time.thread_time()
+                rec.flush()
+                best = min(best, (time.thread_time() - c0) / steps)
+        out["live" if live else "plain"] = best * 1e6
+    return out
+
+
 def own_costs(loop: TinyLoop, tmp: str, rounds: int) -> list[dict[str, Any]]:
     """Each hook's own work per call: the real wrapper around a no-op in place of the torch
     function it wraps, so the figure does not swing with what that function costs on a busy
@@ -380,6 +399,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         lo = loop_overhead(loop, tmp, args.blocks, args.steps)
         hooks = hook_costs(loop, tmp, args.rounds)
         own = own_costs(loop, tmp, args.rounds)
+        alone = writer_alone(loop, tmp, 2000, 3)
     print(f"training loop: {lo['steps_each']} steps in each arm, {args.blocks} rotations of the four arms")
     print(table([["plain", lo["median_step_ms_plain"], lo["p10_step_ms_plain"], lo["cpu_ms_per_step_plain"]],
                  ["watched", lo["median_step_ms_watched"], lo["p10_step_ms_watched"],
@@ -411,6 +431,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print("each hook's own work per call (the wrapped torch function replaced by a no-op; best of rounds):")
     print(table([[h["hook"], h["own_us"], "-" if h["goal_us"] is None else f"<= {h['goal_us']}"] for h in own],
                 ["call", "own µs", "goal µs"]))
+    print(f"\nthe writer's work alone (2000 queued steps written on one thread, best of 3): "
+          f"{alone['plain']:.1f} µs a step, {alone['live']:.1f} µs with the live notices")
     budget = step_budget(lo, own)
     if budget is not None:
         print(f"\nper step of the loop, added work: {budget['hooks_us']:.1f} µs of hooks on the training thread "
@@ -418,7 +440,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"CPU = {budget['total_us']:.1f} µs, {budget['share'] * 100:.1f}% of the plain median step "
               "(optimizer and backward counters not included: < 1 µs each)")
     print(f"\n(total {time.perf_counter() - t_start:.0f} s)")
-    figures = {"loop": lo, "hooks": hooks, "own": own, "budget": budget}
+    figures = {"loop": lo, "hooks": hooks, "own": own, "budget": budget, "writer_alone": alone}
     emit_json(args.json, figures)
     return figures
 

@@ -51,6 +51,12 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(["overhead", "step time watched / plain (median wall)", f"{lo['ratio']:.3f}", "<= 1.02"])
         rows.append(["overhead", "median of per-pair ratios", f"{lo['median_pair_ratio']:.3f}", "<= 1.02"])
         rows.append(["overhead", "process CPU time watched / plain", f"{lo['cpu_ratio']:.3f}", "<= 1.02"])
+        rows.append(["overhead", "noise floor: per-pair ratio plain again / plain", f"{lo['noise_pair_ratio']:.3f}",
+                     "1.0 +- noise"])
+        if ov.get("budget"):
+            b = ov["budget"]
+            rows.append(["overhead", "added work a step (hooks + writer CPU), share of the step",
+                         f"{b['total_us']:.1f} µs, {b['share'] * 100:.1f}%", "<= 2%"])
         for h in ov["hooks"]:
             rows.append(["overhead", f"added µs: {h['hook']}", f"{h['added_us']:.1f}", ""])
     if mem:
