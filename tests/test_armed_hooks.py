@@ -10,36 +10,26 @@ from typing import Any
 
 import pytest
 
+from tests.fake_metrics import Counters
 from xprof.recorder.core import Recorder
 from xprof.runfile import RunWriter
 
 NONZERO = "aten::nonzero"
 
 
-class _Counters:
-    """A MetricsSource whose counters the test sets."""
-
-    def __init__(self, **values: int) -> None:
-        self.values = {k.replace("__", "::"): v for k, v in values.items()}
-
-    def counter_names(self) -> list[str]:
-        return list(self.values)
-
-    def counter_value(self, name: str) -> int | None:
-        return self.values.get(name)
-
-    def samples(self, name: str) -> Any:
-        return ()
+def _counters(**values: int) -> Counters:
+    """Counters by keyword (``aten__nonzero`` for ``aten::nonzero``)."""
+    return Counters({k.replace("__", "::"): v for k, v in values.items()})
 
 
-def _recorder(tmp_path: Path, source: _Counters) -> tuple[Recorder, list[str]]:
+def _recorder(tmp_path: Path, source: Counters) -> tuple[Recorder, list[str]]:
     rec = Recorder(RunWriter(str(tmp_path / "r.json"), {"xprof_version": "0.1.0", "meta": {}}), source)
     installed: list[str] = []
     rec.arm_on_counter(NONZERO, "mask_index", lambda: installed.append("mask_index"))
     return rec, installed
 
 
-def _barrier(rec: Recorder, source: _Counters, compiled: bool) -> None:
+def _barrier(rec: Recorder, source: Counters, compiled: bool) -> None:
     before = (source.values.get("UncachedCompile", 0), source.values.get("CachedCompile", 0))
     if compiled:
         source.values["UncachedCompile"] = before[0] + 1
@@ -53,7 +43,7 @@ def _debug(tmp_path: Path) -> list[dict[str, Any]]:
 
 
 def test_hook_waits_for_its_counter_then_installs_once_at_a_barrier(tmp_path: Path) -> None:
-    source = _Counters(UncachedCompile=0)
+    source = _counters(UncachedCompile=0)
     rec, installed = _recorder(tmp_path, source)
     rec.start()
     _barrier(rec, source, compiled=True)  # step 0 compiles; no nonzero yet
@@ -70,7 +60,7 @@ def test_hook_waits_for_its_counter_then_installs_once_at_a_barrier(tmp_path: Pa
 
 
 def test_hook_installs_at_start_when_the_counter_exists(tmp_path: Path) -> None:
-    source = _Counters(UncachedCompile=3, aten__nonzero=4)
+    source = _counters(UncachedCompile=3, aten__nonzero=4)
     rec, installed = _recorder(tmp_path, source)
     rec.start()
     assert installed == ["mask_index"]
@@ -80,7 +70,7 @@ def test_hook_installs_at_start_when_the_counter_exists(tmp_path: Path) -> None:
 
 def test_writer_thread_installs_it_without_a_compile(tmp_path: Path) -> None:
     """A mask read in a step whose graph was cached: the writer's counter refresh finds it."""
-    source = _Counters(UncachedCompile=1)
+    source = _counters(UncachedCompile=1)
     rec, installed = _recorder(tmp_path, source)
     rec.start()
     source.values[NONZERO] = 1
@@ -94,7 +84,7 @@ def test_writer_thread_installs_it_without_a_compile(tmp_path: Path) -> None:
 
 
 def test_failing_install_is_recorded_not_raised(tmp_path: Path) -> None:
-    source = _Counters(UncachedCompile=0)
+    source = _counters(UncachedCompile=0)
     rec = Recorder(RunWriter(str(tmp_path / "r.json"), {"xprof_version": "0.1.0", "meta": {}}), source)
 
     def broken() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 import xprof.cli.commands  # noqa: F401  (registers the commands)
+from tests.fake_metrics import Counters
 from xprof.analysis import analyze
 from xprof.cli.app import app
 from xprof.comparison.graphs import diff_shapes
@@ -267,24 +268,10 @@ def test_sharding_strings_from_the_file_are_shown_not_obeyed(tmp_path: Path) -> 
     assert "@octo/team" in md and _live_markup(md) == []
 
 
-class _Counters:
-    def __init__(self, values: dict[str, int]) -> None:
-        self.values = values
-
-    def counter_names(self) -> list[str]:
-        return list(self.values)
-
-    def counter_value(self, name: str) -> int | None:
-        return self.values.get(name)
-
-    def samples(self, name: str) -> list[tuple[float, float]]:
-        return []
-
-
 def test_replicated_executions_are_read_only_once_the_run_is_spmd() -> None:
     from xprof.recorder.metrics import CounterReader
 
-    src = _Counters({"UncachedCompile": 2, "CachedCompile": 5, "ExecuteComputation": 0,
+    src = Counters({"UncachedCompile": 2, "CachedCompile": 5, "ExecuteComputation": 0,
                      "ExecuteReplicated": 7, "aten::histc": 1})
     reader = CounterReader(src)
     reader.refresh()

@@ -13,23 +13,10 @@ from typing import Any
 
 import pytest
 
+from tests.fake_metrics import Counters
 from xprof.recorder import core
 from xprof.recorder.core import Recorder
 from xprof.runfile import RunWriter
-
-
-class _Counters:
-    def __init__(self) -> None:
-        self.values: dict[str, int] = {"UncachedCompile": 1, "CachedCompile": 0, "ExecuteComputation": 1}
-
-    def counter_names(self) -> list[str]:
-        return list(self.values)
-
-    def counter_value(self, name: str) -> int | None:
-        return self.values.get(name)
-
-    def samples(self, name: str) -> Any:
-        return ()
 
 
 class _Leaf:
@@ -46,7 +33,7 @@ def _drive(path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     """A loop of 60 steps with a bit of everything; returns the steps written steadily."""
     clock = iter(range(10_000))
     monkeypatch.setattr(core, "time", SimpleNamespace(**{**vars(time), "time": lambda: 1e9 + next(clock) / 7}))
-    source = _Counters()
+    source = Counters({"UncachedCompile": 1, "CachedCompile": 0, "ExecuteComputation": 1})
     v = source.values
     rec = Recorder(RunWriter(str(path), {"xprof_version": "0.1.0", "meta": {}}), source)
     steady = 0
@@ -117,7 +104,7 @@ def test_steady_step_line_is_the_record_it_carries(tmp_path: Path) -> None:
         def feed(self, records: list[dict[str, Any]]) -> None:
             fed.extend(records)
 
-    source = _Counters()
+    source = Counters({"UncachedCompile": 1, "CachedCompile": 0, "ExecuteComputation": 1})
     rec = Recorder(RunWriter(str(tmp_path / "r.json"), {"xprof_version": "0.1.0", "meta": {}}), source,
                    _Observer())
     rec.start()
