@@ -248,7 +248,7 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
         stop = start
     wall = max(stop - start, 0.0)
     compile_s = float(compiles["ms"].sum()) / 1e3 if len(compiles) else 0.0
-    steady = work & (ordinal >= 0) & (ordinal >= WARMUP_STEPS)
+    steady = work & (ordinal >= WARMUP_STEPS)
     quiet = steady & (per_step_uncached == 0)
     step_ms, execute_ms = steps["step_ms"].to_numpy(dtype=np.float64), steps["execute_ms"].to_numpy(dtype=np.float64)
     live = tables.live_reads(syncs)

@@ -396,7 +396,7 @@ class Recorder:
         counters = self.counters
         names = counters.names
         vals = counters.read(names)
-        uncached = vals[0] or 0
+        uncached = vals[0]
         site = None
         if uncached != self._last_uncached:
             # This step compiled: a new fallback op compiles too, so look for its counter
@@ -409,7 +409,7 @@ class Recorder:
                     self._check_arms()
             if frame is not None:
                 site = self.frames.user_site(frame)  # who asked for a barrier that compiled
-        ran = uncached != before[0] or (vals[1] or 0) != before[1]
+        ran = uncached != before[0] or vals[1] != before[1]
         if self._spmd_undecided:
             self._decide_spmd(ran)
         inputs: list[RawInput] | None = self._inputs
@@ -649,8 +649,8 @@ class Recorder:
         """Keep the parts of a step written field by field that a later step like it reuses:
         its fields after the times, encoded, and what it adds to the pending sample reads."""
         names, vals, prev = ev[7], ev[8], self._prev_vals
-        if ev[10] is not None or ev[11] is not None or names is not self._prev_names or len(prev) != len(vals):
-            return
+        if ev[10] is not None or ev[11] is not None or names is not self._prev_names:
+            return  # (the same names: the values line up)
         increases = tuple(map(sub, vals, prev))
         if min(increases) < 0 or increases[0] or rec.get("bu") or len(self._steady) >= STEADY_LIMIT:
             return  # a counter reset (read as counting from 0), or a compile: not reusable

@@ -470,6 +470,9 @@ def _is_mask_index(index: Any, tensor_type: Any) -> bool:
 
 _BOOL: Any = None
 
+MASK_INDEX_COUNTER = "aten::nonzero"
+"""The CPU fallback op boolean-mask indexing of an XLA tensor runs (torch_xla 2.9)."""
+
 
 def install_data_dependent(rec: Recorder, patches: Patches, torch: Any) -> None:
     """Hook the data-dependent ops like host reads (only on XLA tensors).
@@ -516,9 +519,6 @@ def _mask_index_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
     __getitem__.__name__ = "__getitem__"
     __getitem__.__qualname__ = getattr(original_getitem, "__qualname__", "__getitem__")
     return __getitem__
-
-MASK_INDEX_COUNTER = "aten::nonzero"
-"""The CPU fallback op boolean-mask indexing of an XLA tensor runs (torch_xla 2.9)."""
 
 
 # ---------------------------------------------------------------------------------------
