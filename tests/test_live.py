@@ -252,3 +252,48 @@ def test_reads_after_the_last_barrier_are_not_the_first_thing_to_change() -> Non
     lines = live.summary(10.0, "run.json")
     assert live.first == ("sync", "0"), lines
     assert "train.py:10 " in lines[2] and "(0.10 s)" in lines[2]
+
+
+def test_a_steps_several_barriers_share_its_ordinal_as_in_the_analysis(tmp_path: Path) -> None:
+    """The HF Trainer syncs at its loader before the first optimizer step, so step 0 has two
+    graph barriers. The live notices number steps like the analysis (the optimizer step a
+    barrier follows): step 0's shape is not a steady one, and its return at step 4 is the
+    padding's recompile, not 'same input shapes, different graph' (seen on a BERT Trainer
+    run with DataCollatorWithPadding)."""
+    from xprof.analysis import analyze
+    from xprof.runfile import RunWriter
+
+    def inputs(length: int) -> list[dict[str, Any]]:
+        return [{"name": "input_ids", "shape": [8, length], "dtype": "int64", "src": "batch"}]
+
+    recs: list[dict[str, Any]] = [{"type": "sig", "id": sid, "inputs": inputs(n)}
+                                  for sid, n in enumerate((28, 30, 26))]
+    layout = [(None, False, None), (0, True, True), (1, True, True), (2, True, True), (2, True, False),
+              (0, True, True)]  # (sig, optimizer step, compiled): barrier 0 is the loader's sync
+    for i, (sig, opt, compiled) in enumerate(layout):
+        step: dict[str, Any] = {"type": "step", "i": i, "t0": i, "tb": i + 0.5, "t1": i + 1.0,
+                                "barrier": "loader", "c": {"UncachedCompile" if compiled in (True, None) else
+                                                           "CachedCompile": 1, "ExecuteComputation": 1}}
+        if compiled in (True, None):
+            recs.append({"type": "compile", "i": i, "t": i + 0.9, "ns": 1e9, "at": "barrier"})
+            step["bu"] = 1
+        else:
+            step["bc"] = 1
+        if opt:
+            step.update(o=1, bw=1)
+        if sig is not None:
+            step["sig"] = sig
+        recs.append(step)
+    said: list[str] = []
+    live = LiveNotices(0.0, said.append)
+    live.feed(recs)
+    assert said == ["xprof: step 2 recompiled: input_ids took shape [8, 26] (first seen); 1 recompile so far, 1.0 s"]
+    assert live.summary(7.0, "run.json")[2].startswith("xprof: first thing to change: input_ids took 3 shapes")
+
+    writer = RunWriter(str(tmp_path / "run.json"), {"xprof_version": "0.1.0", "meta": {}})
+    writer.write_many(recs)
+    writer.write({"type": "end", "t": 7.0, "status": "ok", "exception": None, "steps": len(layout), "syncs": 0,
+                  "errors": 0})
+    writer.close()
+    a = analyze(load_run(str(tmp_path / "run.json")))
+    assert a.compiles.loc[a.compiles["step"] == 5, "cause"].tolist() == ["input_shape"]  # the referee

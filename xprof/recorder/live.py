@@ -168,6 +168,7 @@ class LiveNotices:
         """The latest TensorsGraphSize samples: the node count of a graph just compiled."""
         self._train_nodes: int | None = None
         self._first_sig: int | None = None
+        self._first_seen = False
         self._second: tuple[int, float, int] | None = None
         """(sig, barrier compile seconds, compiles) of the second step that ran a graph, when
         it compiled with other inputs than the first (the analysis may blame the shape)."""
@@ -317,7 +318,6 @@ class LiveNotices:
         bu = rec.get("bu")
         at_dynamo = rec.get("barrier") == "dynamo"
         work = bool(bu or rec.get("bc"))
-        ordinal = self._work if work else -1
         # The analysis' phases (analysis/steps.py): torch.compile's own barriers, eval
         # (grad off or eval mode, no optimizer step or backward) and a step closure's graph
         # are never notices.
@@ -332,6 +332,10 @@ class LiveNotices:
             self._opt_seen = True
             self._k += 1
         i = self._k if self._opt_seen else self._work
+        # The training step a graph barrier belongs to (the analysis' ``ordinal``): once the
+        # run has optimizer steps, the optimizer step it follows, so a step's several
+        # barriers (a Trainer's loader sync before its optimizer step) share one.
+        ordinal = i if work else -1
         # torch.compile's own barrier or an eval pass's: not a training step (never warm-up)
         eval_barrier = work and bool(rec.get("ng") or rec.get("ev")) and not rec.get("bw") and not rec.get("o")
         apart = at_dynamo or eval_barrier
@@ -387,7 +391,8 @@ class LiveNotices:
                                    "input shapes fixed (drop_last=True) or mark the dimension dynamic")
             self._compile_s += ns
         nodes = self._graph_nodes(float(rec.get("tb") or 0), float(rec.get("t1") or 0)) if n_barrier else None
-        if work and ordinal == 0:
+        if work and ordinal == 0 and not self._first_seen:
+            self._first_seen = True  # the analysis' first step graph: its first barrier's
             self._first_sig = sig
         if work and ordinal <= 1 and nodes is not None:
             self._train_nodes = nodes  # the graph the steady state runs
