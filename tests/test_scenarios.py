@@ -23,9 +23,9 @@ _NOTICES: dict[str, Any] = {}
 """The live notices each scenario's watch() printed (``LiveNotices``)."""
 SCENARIOS = ("accumulate_eval_plateau", "checkpoint", "clean_closure", "closure_argmax", "closure_nan_check",
              "compile_fn_partial", "compile_step_padding", "cpu_fallback", "dynamo_eval",
-             "dynamo_partial_batch", "eval_pass", "every_n_steps", "item_every_step", "mask_loss",
-             "masked_select_loss", "padding_collate_loader", "padding_dict", "partial_batch", "stray_print",
-             "tensor_condition", "two_causes")
+             "dynamo_partial_batch", "eager_compiled_step", "eager_loop", "eager_padding", "eval_pass",
+             "every_n_steps", "item_every_step", "mask_loss", "masked_select_loss", "padding_collate_loader",
+             "padding_dict", "partial_batch", "stray_print", "tensor_condition", "two_causes")
 COUNTERS = ("UncachedCompile", "CachedCompile", "ExecuteComputation", "MarkStep")
 
 
@@ -210,6 +210,8 @@ def test_live_notices_agree_with_the_analysis(scenario: Any, name: str) -> None:
         elif cause in ("cpu_fallback", "fallback"):
             assert any(f.cause == "cpu_fallback" for f in problems), line
             assert set(what.split(",")) <= set(a.totals.fallback_ops), line
+        elif cause == "eager_mode":
+            assert any(f.cause == "eager_mode" for f in problems), line
         else:
             assert cause == "graph_change", line
             assert any(f.cause == "graph_change" for f in problems), line
@@ -226,6 +228,64 @@ def test_live_notices_agree_with_the_analysis(scenario: Any, name: str) -> None:
     if any(f.cause in ("input_shape", "cpu_fallback") or f.kind in ("item", "tensor_condition")
            for f in problems):
         assert notices.said, f"{name}: no live notice for {[f.title for f in problems]}"
+
+
+# -- eager mode: ops compiled and run one by one, the barrier left with nothing to run ----
+
+def test_eager_mode_loop_is_found_running_op_by_op(scenario: Any) -> None:
+    a, counters = scenario("eager_loop")
+    assert [(f.cause, f.kind) for f in a.findings] == [("eager_mode", "eager_mode")]
+    f = a.findings[0]
+    assert f.steps == list(range(2, 10)) and not f.minor
+    assert a.totals.steps == 10 and a.totals.recompiles == 0
+    # every op's compile is timed (EagerOpCompileTime), at "op", none at a barrier
+    assert len(a.compiles) == a.totals.compiles == counters["UncachedCompile"] > 0
+    assert set(a.compiles["at"]) == {"op"} and a.totals.compile_seconds > 0
+    # the graphs ran between barriers, none at them: torch_xla's own counters over the loop
+    steps = a.steps
+    assert int(steps["mid_graphs"].sum()) == counters["UncachedCompile"] + counters["CachedCompile"]
+    assert int((steps["barrier_uncached"] + steps["barrier_cached"]).sum()) == 0
+    assert f"{int(steps['mid_graphs'].iloc[-1])} graphs a step" in f.title
+    # the inputs moved in each step are that step's, though its barrier ran nothing
+    assert steps["sig"].notna().all() and a.inputs["shape"].map(tuple).tolist() == [(8, 8), (8, 1)]
+    assert a.totals.execute_ms_median is None  # not recorded for ops run one by one, not 0
+    notices = _NOTICES["eager_loop"]
+    assert [key for key, _ in notices.said] == [("eager_mode", "")]
+    assert "step 2 ran op by op" in notices.said[0][1]
+    assert notices.first == ("eager_mode", "")
+
+
+def test_eager_mode_with_a_compiled_step_is_a_clean_loop(scenario: Any) -> None:
+    """The step compiled with torch_xla.compile runs as one graph; the closure's isnan runs
+    eagerly after a barrier, and is the closure's, not a graph of the next step."""
+    a, _ = scenario("eager_compiled_step")
+    assert a.findings == []
+    assert a.totals.steps == 10 and a.totals.recompiles == 0
+    steps = a.steps
+    graph = steps[steps["barrier"] == "compile"]
+    assert int(graph["mid_graphs"].sum()) == 0  # (the moves before each call ran eagerly: not the step's)
+    # every step's inputs are its compiled graph's, not taken by the entry sync's eager ops
+    assert len(graph) == 10 and graph["sig"].notna().all() and steps["sig"].notna().sum() == 10
+    assert (graph["ordinal"].tolist() == list(range(10)))
+    assert a.totals.deferred_reads == 3
+
+
+def test_padding_in_eager_mode_is_blamed_on_the_input(scenario: Any) -> None:
+    """A new length compiles the ops it reaches again, mid-step and one by one: the same
+    padding finding as a lazy loop's, then the eager mode itself."""
+    a, counters = scenario("eager_padding")
+    assert [(f.cause, f.kind, f.input) for f in a.findings] == [
+        ("input_shape", "dynamic_padding", "input_ids"), ("eager_mode", "eager_mode", None)]
+    f = a.findings[0]
+    assert sorted({s[1] for s in f.shapes or []}) == [12, 17, 23, 30]
+    assert f.steps == [1, 3, 5]  # lengths 17, 23, 30: the first time each is seen
+    assert f.compiles == a.totals.recompiles == int((a.compiles["step"] >= 1).sum())
+    assert f.compiles == counters["UncachedCompile"] - int((a.compiles["step"] == 0).sum())
+    notices = _NOTICES["eager_padding"]
+    assert ("input_shape", "input_ids") in [key for key, _ in notices.said]
+    assert notices.first == ("input_shape", "input_ids")
+    # the exit summary counts what the analysis counts
+    assert f"{a.totals.compiles} compiles, {a.totals.recompiles} after warm-up" in notices.summary(0.0, "r.json")[0]
 
 
 # -- issue 11: the step the user knows, one right cause for every compile ----------------

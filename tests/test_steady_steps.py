@@ -1,7 +1,7 @@
 """Steady steps are written from parts encoded once (``Recorder._steady_step``): the run
 file must hold exactly what building every step field by field writes, whatever happens
 between them (compiles, counter resets, new fallback counters, new input shapes, notes,
-eval mode). On exact counters, the two ways side by side."""
+eval mode, graphs run mid-step by a host read or by an eager op). On exact counters, the two ways side by side."""
 
 from __future__ import annotations
 
@@ -49,6 +49,13 @@ def _drive(path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     rec.start()
     t = 100.0
     for i in range(60):
+        if i in (41, 42, 43, 44, 45):
+            # mid-step, a graph looked up in the cache: inside a host read (41, 42), or by an
+            # op run eagerly (43-45): the same counters, only the read tells them apart
+            b = (v["UncachedCompile"], v["CachedCompile"], v["ExecuteComputation"])
+            _add(v, "CachedCompile")
+            if i < 43:
+                rec.on_host_read("item", None, t, t, b, (b[0], b[1] + 1, b[2]), False)
         before = (v.get("UncachedCompile", 0), v.get("CachedCompile", 0))
         width = 8 if i < 30 or i % 7 else 9  # a new input shape now and then
         rec.on_batch([("x", _Leaf(4, width)), ("y", _Leaf(4))], "batch")
@@ -93,6 +100,7 @@ def test_steady_steps_write_what_field_by_field_writes(tmp_path: Path, monkeypat
     got, want = _records(tmp_path / "steady.json"), _records(tmp_path / "plain.json")
     assert got == want
     assert [r["i"] for r in got if r["type"] == "step"] == list(range(60))
+    assert [r["i"] for r in got if r["type"] == "step" and r.get("mg")] == [43, 44, 45]
     assert steady >= 40  # most steps took the steady path
 
 

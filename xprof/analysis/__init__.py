@@ -84,7 +84,7 @@ def _analyze(run: Run) -> Analysis:
     findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs)
     totals = _totals(run, steps, compiles, syncs, execute_s, found)
     for f in findings:
-        f.minor = f.seconds < MINOR_SHARE * totals.wall_seconds
+        f.minor = f.seconds < MINOR_SHARE * totals.wall_seconds and f.cause != "eager_mode"
     notes = _notes(run, steps, syncs, totals, cols.dropped)
     if dropped:
         notes.append(dropped)
@@ -250,6 +250,10 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     compile_s = float(compiles["ms"].sum()) / 1e3 if len(compiles) else 0.0
     steady = work & (ordinal >= WARMUP_STEPS)
     quiet = steady & (per_step_uncached == 0)
+    # A step whose graphs ran op by op (eager mode) has no execute time: torch_xla times those
+    # in EagerOpExecuteTime, which is not recorded (hundreds of samples a step).
+    timed = quiet & ~((steps["mid_graphs"].to_numpy() > 0)
+                      & ((steps["barrier_uncached"] + steps["barrier_cached"]).to_numpy() == 0))
     step_ms, execute_ms = steps["step_ms"].to_numpy(dtype=np.float64), steps["execute_ms"].to_numpy(dtype=np.float64)
     live = tables.live_reads(syncs)
     status = "incomplete" if run.end is None else run.end.status
@@ -266,7 +270,7 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
         transfers=transfers, fallback_ops=fallback, complete=run.complete, status=status,
         exception=run.end.exception if run.end else None, profiler_errors=len(run.errors),
         step_ms_median=_pct(step_ms[steady], 50), step_ms_p95=_pct(step_ms[steady], 95),
-        execute_ms_median=_pct(execute_ms[quiet], 50), execute_ms_p95=_pct(execute_ms[quiet], 95),
+        execute_ms_median=_pct(execute_ms[timed], 50), execute_ms_p95=_pct(execute_ms[timed], 95),
         compile_share=compile_s / wall if wall > 0 else 0.0,
     )
 

@@ -132,6 +132,13 @@ ADVICE = {
         "values read in the compiled code) the same from call to call, or accept the fixed "
         "number of extra graphs."
     ),
+    "eager_mode": (
+        "Compile the training step: put forward, loss, backward and optimizer step in one "
+        "function and call it through torch_xla.compile (step = torch_xla.compile(step_fn)), "
+        "which runs it as one graph; eager mode can stay on for the code around it (data "
+        "preparation, logging). Or turn eager mode off (torch_xla.experimental.eager_mode(False)) "
+        "so the step is traced lazily up to its barrier."
+    ),
     "unknown_debugged": (
         "xprof could not tell why this compiled from what it recorded; torch_xla's own reason "
         "and frames (captured by `xprof run`) are in the evidence. Look at that line for a "

@@ -254,7 +254,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                               barrier_site=bsite)
             for k in ks:
                 c = rows[k]
-                if (ordinal == 1 and phase == "train" and c["at"] == "barrier" and sig_id is not None
+                if (ordinal == 1 and phase == "train" and c["at"] != "step" and sig_id is not None
                         and first[0] is not None and sig_id != first[0] and (first_steady or (
                             first[1] is not None and not pd.isna(c["graph_nodes"])
                             and int(c["graph_nodes"]) == first[1]))):

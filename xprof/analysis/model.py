@@ -31,6 +31,10 @@ CAUSES = ("warmup", "input_shape", "input_sharding", "implicit_sync", "data_depe
           "dynamo", "graph_change", "cpu_fallback", "unknown")
 """Every uncached compile gets exactly one of these causes (docs/diagnosis.md)."""
 
+FINDING_CAUSES = CAUSES[1:] + ("eager_mode",)
+"""What a finding can be about: the causes of compiles (never warm-up), and ``eager_mode``
+(the training step ran op by op), which costs no compile of its own."""
+
 WARMUP_STEPS = 2
 """Warm-up: the first two steps that ran a graph. torch_xla compiles a one-off graph at the
 first step (optimizer state is created inside it) and the steady-state graph at the
@@ -98,6 +102,7 @@ class FindingKey(NamedTuple):
 
 WARMUP_KEY = FindingKey("warmup")
 EVAL_KEY = FindingKey("eval")
+EAGER_KEY = FindingKey("eager")
 
 
 @dataclass
@@ -110,12 +115,15 @@ class Finding:
 
     id: str
     cause: str
-    """One of :data:`CAUSES` (never ``warmup``: warm-up is expected, not a finding)."""
+    """One of :data:`FINDING_CAUSES`."""
     kind: str
     """Finer pattern: ``dynamic_padding``, ``partial_batch``, ``batch_size_change``,
     ``shape_change``, ``sharding_change``, ``item``, ``print``, ``format``, ``tensor_condition``, ``tolist``,
     ``numpy``, ``to_cpu``, ``scalar``, ``library_sync``, ``checkpoint``,
-    ``periodic_graph``, ``eval_pass``, ``graph_change``, ``cpu_fallback``, ``unknown``."""
+    ``periodic_graph``, ``eval_pass``, ``graph_change``, ``cpu_fallback``, ``eager_mode``, ``unknown``.
+
+    ``eager_mode``'s ``seconds`` is 0: what compiling the step would save is not measured
+    by a run that never ran it compiled (it is never *minor* either)."""
     title: str
     """One sentence a person reads first."""
     count: int

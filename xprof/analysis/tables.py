@@ -61,8 +61,11 @@ def step_table(cols: RunColumns) -> pd.DataFrame:
         "nograd": st["nograd"],
         "eval_mode": st["eval_mode"],
         "backward": st["backward"],
+        "mid_graphs": st["mid_graphs"],
     })
-    df["work"] = (df["barrier_uncached"] + df["barrier_cached"]) > 0
+    # The step ran a graph: at its barrier, or before it outside the host reads (eager
+    # mode's ops; its barrier then has nothing left to run).
+    df["work"] = ((df["barrier_uncached"] + df["barrier_cached"]) > 0) | (df["mid_graphs"] > 0)
     df["step_ms"] = (df["t1"] - df["t0"]) * 1e3
     df["fallback"] = _fallback_counts(cols)
     return df

@@ -135,6 +135,10 @@ class Recorder:
         """``torch.is_grad_enabled``, set by ``watch()``: read once per barrier."""
         self._t0 = 0.0
         self._last_uncached = 0
+        self._end_compiles = 0
+        """Compiles (uncached + cached) counted when the last barrier ended."""
+        self._read_compiles = 0
+        """Compiles inside host reads and step closures since the last barrier (any thread)."""
         # -- SPMD (the hooks' side) --
         self.spmd = False
         """An SPMD run: set once, by ``watch()`` or at the barrier that finds it on."""
@@ -154,11 +158,13 @@ class Recorder:
         self._mesh: dict[str, Any] = {}
         """SPMD: the mesh last written (header or ``spmd`` record)."""
         self._compile_cursor = m.SampleCursor(source, m.COMPILE_TIME)
+        self._op_compile_cursor = m.SampleCursor(source, m.EAGER_COMPILE_TIME)
         self._exec_cursor = m.SampleCursor(source, m.EXECUTE_TIME)
         self._rexec_cursor = m.SampleCursor(source, m.EXECUTE_REPLICATED_TIME)
         self._size_cursor = m.SampleCursor(source, m.GRAPH_SIZE)
         self._xfer_cursor = m.SampleCursor(source, m.TRANSFER_FROM)
-        self._compile_buf: list[m.Sample] = []
+        self._compile_buf: list[tuple[float, float, str]] = []
+        """Compile samples not written yet: (end, ns, ``at``; "" until the step is known)."""
         self._steps_written = 0
         """Step events turned into records: the index of the step a read or mark belongs to."""
         self._exec_pending = 0
@@ -191,11 +197,12 @@ class Recorder:
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
-        for cursor in (self._compile_cursor, self._exec_cursor, self._rexec_cursor, self._size_cursor,
-                       self._xfer_cursor):
+        for cursor in (self._compile_cursor, self._op_compile_cursor, self._exec_cursor, self._rexec_cursor,
+                       self._size_cursor, self._xfer_cursor):
             self.guard("start", cursor.start)
         self._prev = self.guard("start", lambda: self.counters.snapshot(refresh=True)) or {}
         self._last_uncached = self._prev.get(m.UNCACHED, 0)
+        self._end_compiles = self._last_uncached + self._prev.get(m.CACHED, 0)
         self._check_arms(at_start=True)
         self._t0 = time.time()
         self.active = True
@@ -290,8 +297,8 @@ class Recorder:
                 end["tail"] = tail
             if self._inputs:
                 end["tail_inputs"] = [[e[0], list(e[1]), e[2], e[3]] for e in self._name_inputs(self._inputs)]
-            dropped = [c.name for c in (self._exec_cursor, self._rexec_cursor, self._size_cursor,
-                                        self._xfer_cursor) if c.dropped]
+            dropped = [c.name for c in (self._op_compile_cursor, self._exec_cursor, self._rexec_cursor,
+                                        self._size_cursor, self._xfer_cursor) if c.dropped]
             if dropped:
                 end["samples_dropped"] = dropped
             self.ended = end["t"]
@@ -410,17 +417,28 @@ class Recorder:
             if frame is not None:
                 site = self.frames.user_site(frame)  # who asked for a barrier that compiled
         ran = uncached != before[0] or vals[1] != before[1]
+        # Graphs run between the last barrier and this one, outside the host reads: ops run
+        # one by one (eager mode), or a sync xprof does not hook. (Compiles are counted on
+        # the calling thread, so, unlike executions, they never spill into the next step.)
+        mid = before[0] + before[1] - self._end_compiles - self._read_compiles
+        self._end_compiles = uncached + vals[1]
+        self._read_compiles = 0
+        if mid < 0:
+            mid = 0  # a counter reset (torch.compile's bridge clears them)
         if self._spmd_undecided:
             self._decide_spmd(ran)
         inputs: list[RawInput] | None = self._inputs
-        if inputs and ran and kind != "dynamo":
+        if inputs and (ran or mid) and kind not in ("dynamo", "compile_entry"):
             self._inputs = []
             self._batch_ids.clear()
             if self._devices:
                 self._read_input_shardings(inputs)
         else:
-            # An empty barrier (torch_xla.compile's entry sync, a loader's first next())
-            # runs nothing: the inputs moved before it feed the next barrier's graph.
+            # An empty barrier (a loader's first next()) in a step that ran nothing: the
+            # inputs moved before it feed the next graph. So do those moved before
+            # torch_xla.compile's entry sync, whatever it ran (ops left pending before the
+            # call, or eager ones): they are the compiled function's, whose graph runs at
+            # its exit ("compile").
             inputs = None
         extra, self._extra = self._extra, None
         opt, self._opt_steps = self._opt_steps, 0
@@ -429,7 +447,7 @@ class Recorder:
         grad = self.grad_enabled
         no_grad = grad is not None and not grad()
         self._events.append((_STEP, self.step, self._t0, tb, t1, kind, before, names, vals,
-                             inputs, extra, site, opt, graphs, no_grad, self.eval_mode, backwards))
+                             inputs, extra, site, opt, graphs, no_grad, self.eval_mode, backwards, mid))
         self.step += 1
         self._t0 = t1
         if uncached != before[0]:
@@ -590,9 +608,16 @@ class Recorder:
                      deferred: bool) -> None:
         """Any thread: one host read of an XLA tensor, with the counters around it."""
         thread = None if threading.get_ident() == self.owner else threading.current_thread().name
+        if not deferred:  # (a step closure's are counted by the closure: see on_closure_compiles)
+            self._read_compiles += after[0] - before[0] + after[1] - before[1]
         self._events.append((_SYNC, kind, site, t0, t1, before, after, deferred, thread))
         if len(self._events) >= WAKE_AT:
             self._queue_full()
+
+    def on_closure_compiles(self, n: int) -> None:
+        """Any thread: a step closure compiled or looked up ``n`` graphs (its reads' and the
+        ops it ran eagerly): not graphs of the step in progress."""
+        self._read_compiles += n
 
     def _queue_full(self) -> None:
         if len(self._events) >= QUEUE_LIMIT:
@@ -665,7 +690,7 @@ class Recorder:
         if self._steady_step(ev, out):
             return
         (_, i, t0, tb, t1, kind, before, names, vals, inputs, extra, site, opt, graphs, no_grad, eval_mode,
-         backwards) = ev
+         backwards, mid) = ev
         self._steps_written = i + 1
         snap = {n: v for n, v in zip(names, vals) if v}
         d = m.delta(snap, self._prev_snapshot())
@@ -693,19 +718,27 @@ class Recorder:
             rec["ev"] = 1
         if backwards:
             rec["bw"] = backwards
+        if mid:
+            rec["mg"] = mid
         if inputs:
             rec["sig"] = self._intern_sig(inputs, out)
         if extra:
             rec.update(extra)
         if d.get(m.UNCACHED):
-            self._compile_buf.extend(self._compile_cursor.new())
+            buf = self._compile_buf
+            buf.extend((ts, ns, "") for ts, ns in self._compile_cursor.new())
+            # An op run eagerly (eager mode) compiles on its own, timed in another metric.
+            op = self._op_compile_cursor.new()
+            if op:
+                buf.extend((ts, ns, "op") for ts, ns in op)
+                buf.sort()
             kept = []
-            for ts, ns in self._compile_buf:
+            for ts, ns, at in buf:
                 if ts <= t1:
                     out.append({"type": "compile", "i": i, "t": ts, "ns": ns,
-                                "at": "barrier" if ts >= tb else "step"})
+                                "at": at or ("barrier" if ts >= tb else "step")})
                 else:
-                    kept.append((ts, ns))  # a later step's (the writer runs behind)
+                    kept.append((ts, ns, at))  # a later step's (the writer runs behind)
             self._compile_buf = kept
         executions = d.get(m.EXECUTE, 0) + d.get(m.REPLICATED, 0)
         transfers = d.get(m.TO_CPU, 0) + d.get(m.LOCAL_SCALAR, 0)
@@ -841,9 +874,10 @@ class Recorder:
 def _steady_key(ev: tuple[Any, ...], increases: tuple[int, ...], sid: int | None) -> tuple[Any, ...]:
     """What makes a step written like another: its barrier kind, counter increases,
     compiles at the barrier (uncached, cached), optimizer steps, dynamo graphs, grad and
-    eval mode, backward passes (``ev[12:17]``) and input signature."""
+    eval mode, backward passes, graphs run mid-step outside host reads (``ev[12:18]``) and
+    input signature."""
     vals, before = ev[8], ev[6]
-    return (ev[5], increases, vals[0] - before[0], vals[1] - before[1], *ev[12:17], sid)
+    return (ev[5], increases, vals[0] - before[0], vals[1] - before[1], *ev[12:18], sid)
 
 
 def _input_record(entry: InputEntry) -> dict[str, Any]:

@@ -395,15 +395,30 @@ def install_host_reads(rec: Recorder, patches: Patches, tensor_type: type, *, re
 def install_closures(rec: Recorder, patches: Patches, xm: Any) -> None:
     original = xm.add_step_closure
     tls = rec.tls
+    counts = rec.counters.compile_counts
 
     def add_step_closure(closure: Callable[..., Any], args: tuple[Any, ...] = (),
                          run_async: bool = False) -> Any:
         def deferred(*a: Any) -> Any:
             tls.closures += 1
+            before = None
+            try:
+                if rec.active:
+                    before = counts()
+            except Exception as exc:
+                rec.error("closure hook", exc)
             try:
                 return closure(*a)
             finally:
                 tls.closures -= 1
+                if before is not None:
+                    # A closure runs after the barrier (xm.mark_step calls them after the step
+                    # marker): what it compiles or runs is the closure's, not the next step's.
+                    try:
+                        after = counts()
+                        rec.on_closure_compiles(after[0] - before[0] + after[1] - before[1])
+                    except Exception as exc:
+                        rec.error("closure hook", exc)
 
         return original(deferred, args, run_async)
 

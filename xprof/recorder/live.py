@@ -180,6 +180,13 @@ class LiveNotices:
         self._dynamo_sigs: set[int] = set()
         self._closure_compiled = False
         """A read in a step closure compiled since the last barrier (its graph, not the step's)."""
+        self._op_compiled = False
+        """An op compiled on its own (eager mode: a ``compile`` record ``at`` ``op``)."""
+        self._graphs: list[int] = [-1, 0, 0]
+        """The training step in progress: [its index, graphs run between barriers outside
+        host reads, graphs its barriers ran]. The analysis' eager-mode evidence."""
+        self._eager: tuple[int, int] | None = None
+        """(step, graphs) of the first steady step that ran op by op."""
         self._reads: dict[tuple[str, str], int] = {}
         """Reads counted per cost key."""
         self._open: list[tuple[tuple[str, str], float]] = []
@@ -203,6 +210,8 @@ class LiveNotices:
                 self._sync(rec)
             elif kind == "compile":
                 self._pending_compiles.append(rec)
+                if rec.get("at") == "op":
+                    self._op_compiled = True
             elif kind == "graph_sizes":
                 samples = rec.get("samples") or []
                 self._sizes = (self._sizes + [(float(t), int(n)) for t, n in samples])[-64:]
@@ -317,7 +326,7 @@ class LiveNotices:
         c = rec.get("c") or {}
         bu = rec.get("bu")
         at_dynamo = rec.get("barrier") == "dynamo"
-        work = bool(bu or rec.get("bc"))
+        work = bool(bu or rec.get("bc") or rec.get("mg"))
         # The analysis' phases (analysis/steps.py): torch.compile's own barriers, eval
         # (grad off or eval mode, no optimizer step or backward) and a step closure's graph
         # are never notices.
@@ -332,6 +341,8 @@ class LiveNotices:
             self._opt_seen = True
             self._k += 1
         i = self._k if self._opt_seen else self._work
+        if work and not at_dynamo:
+            self._count_graphs(i, int(rec.get("mg") or 0), int(bu or 0) + int(rec.get("bc") or 0))
         # The training step a graph barrier belongs to (the analysis' ``ordinal``): once the
         # run has optimizer steps, the optimizer step it follows, so a step's several
         # barriers (a Trainer's loader sync before its optimizer step) share one.
@@ -347,11 +358,14 @@ class LiveNotices:
         compiles = self._pending_compiles
         barrier_s = 0.0
         n_barrier = 1 if bu else 0
+        own = bool(bu)
+        # (own: the step's graph compiled, at its barrier or op by op as it ran: eager mode)
         if compiles:
             self._pending_compiles = []
             at_barrier = [x for x in compiles if x.get("at") != "step"]
             barrier_s = sum(float(x.get("ns") or 0) / 1e9 for x in at_barrier)
             n_barrier = len(at_barrier) or n_barrier
+            own = own or any(x.get("at") == "op" for x in at_barrier)
         if c is not self._last_c:  # a steady step's counters are the same dict as the last one's
             self._last_c = c
             self._last_fallback = [k for k in c if is_fallback_counter(k) and k not in DATA_DEPENDENT_FALLBACKS]
@@ -359,7 +373,7 @@ class LiveNotices:
         new_ops = [k for k in fallback if k not in self._seen_fallback]
         # A steady step with inputs no steady step had: its compiles inside host reads are
         # the new shape's too (the read only ran the graph the new shape needs).
-        new_shape = (steady and bool(bu) and not new_ops and sig is not None
+        new_shape = (steady and own and not new_ops and sig is not None
                      and sig not in self._steady_sigs)
         read_n, read_s = 0, 0.0
         for comp in compiles:
@@ -397,11 +411,11 @@ class LiveNotices:
         if work and ordinal <= 1 and nodes is not None:
             self._train_nodes = nodes  # the graph the steady state runs
         if work and ordinal == 1:
-            if bu and sig is not None and self._first_sig is not None and sig != self._first_sig:
+            if own and sig is not None and self._first_sig is not None and sig != self._first_sig:
                 self._second = (sig, barrier_s, n_barrier)
         elif work and ordinal > 1 and sig is not None and sig == self._first_sig and self._first_sig_back is None:
-            self._first_sig_back = not bu
-        if steady and bu:
+            self._first_sig_back = not own
+        if steady and own:
             so_far = (f"{self._recompiles} recompile{'s' if self._recompiles != 1 else ''} so far, "
                       f"{_seconds(self._recompile_s)}")
             read_sites = {int(s["site"]) for s in self._step_syncs}
@@ -550,18 +564,31 @@ class LiveNotices:
         """The ``site`` record of a host-read site id (empty when not seen)."""
         return self._sites.get(sid, {})
 
+    def _count_graphs(self, step: int, mid: int, at_barrier: int) -> None:
+        """Add a training barrier's graphs to its step's; a step that is over is judged: all
+        its graphs ran op by op (eager mode), none at a barrier."""
+        g = self._graphs
+        if step != g[0]:
+            self._judge_step()
+            g[0], g[1], g[2] = step, 0, 0
+        g[1] += mid
+        g[2] += at_barrier
+        if not self._opt_seen:
+            self._judge_step()  # without optimizer steps every graph barrier is a step
+
+    def _judge_step(self) -> None:
+        step, mid, at_barrier = self._graphs
+        if step < WARMUP_STEPS or not mid or at_barrier or not self._op_compiled or self._eager is not None:
+            return
+        self._eager = (step, mid)
+        self._say(("eager_mode", ""), f"step {step} ran op by op (eager mode): {mid} graph{'s' if mid != 1 else ''} "
+                  "dispatched one at a time; compile the step with torch_xla.compile")
+
     def summary(self, ended: float, run_path: str) -> list[str]:
         """Three lines (steps, compile share, the first thing to change) and the command
         that opens the report."""
         wall = max(ended - self.started, 0.0)
-        steps = self._k + 1 if self._opt_seen else self._work
-        warm = min(steps, WARMUP_STEPS)
-        share = self._compile_s / wall if wall > 0 else 0.0
-        lines = [
-            f"xprof: {steps} step{'s' if steps != 1 else ''} ({warm} warm-up) in {_seconds(wall)}; "
-            f"{self._compiles} compile{'s' if self._compiles != 1 else ''}, {self._recompiles} after warm-up",
-            f"xprof: compiling took {_seconds(self._compile_s)}, {share:.0%} of the run",
-        ]
+        self._judge_step()  # the last step's barriers are all in
         if self._second is not None and self._first_sig_back:
             # The first graph served later steps: the second step's compile was its new shape's.
             sig, seconds, n = self._second
@@ -575,6 +602,14 @@ class LiveNotices:
             else:
                 self._shape_cost(name, seconds, n)
             self._recompiles += n
+        steps = self._k + 1 if self._opt_seen else self._work
+        warm = min(steps, WARMUP_STEPS)
+        share = self._compile_s / wall if wall > 0 else 0.0
+        lines = [
+            f"xprof: {steps} step{'s' if steps != 1 else ''} ({warm} warm-up) in {_seconds(wall)}; "
+            f"{self._compiles} compile{'s' if self._compiles != 1 else ''}, {self._recompiles} after warm-up",
+            f"xprof: compiling took {_seconds(self._compile_s)}, {share:.0%} of the run",
+        ]
         for key, seconds in self._open:
             self._reads[key] -= 1
             entry = self._cost.get(key)
@@ -591,6 +626,10 @@ class LiveNotices:
             self.first, (seconds, n, advice) = ranked[0]
             cost = f"{n} compile{'s' if n != 1 else ''}, " if n else ""
             lines.append(f"xprof: first thing to change: {advice} ({cost}{_seconds(seconds)})")
+        elif self._eager is not None:
+            self.first = ("eager_mode", "")
+            lines.append(f"xprof: first thing to change: the step runs op by op (eager mode, {self._eager[1]} "
+                         "graphs a step): compile it with torch_xla.compile")
         else:
             lines.append("xprof: first thing to change: nothing stands out (no recompile or host sync "
                          "with a known cause after warm-up)")

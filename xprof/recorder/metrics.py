@@ -36,6 +36,8 @@ SPMD_COUNTERS = BASE_COUNTERS + (REPLICATED,)
 Read only once the run is known to be one, so other runs pay nothing for it."""
 
 COMPILE_TIME = "CompileTime"
+EAGER_COMPILE_TIME = "EagerOpCompileTime"
+"""Compiles of ops run one by one (``torch_xla.experimental.eager_mode``): not in CompileTime."""
 EXECUTE_TIME = "ExecuteTime"
 EXECUTE_REPLICATED_TIME = "ExecuteReplicatedTime"
 TRANSFER_FROM = "TransferFromDeviceTime"

@@ -26,6 +26,7 @@ CAUSE_LABELS = {
     "step_closure": "step closure",
     "library": "library mechanism",
     "dynamo": "torch.compile",
+    "eager_mode": "eager mode",
     "unknown": "unknown",
 }
 
@@ -40,6 +41,7 @@ CAUSE_COLORS = {
     "step_closure": "#74b816",
     "library": "#1c7ed6",
     "dynamo": "#f08c00",
+    "eager_mode": "#0c8599",
     "unknown": "#495057",
 }
 
@@ -151,8 +153,13 @@ def headline(analysis: Analysis) -> list[str]:
             out.append(f"{fmt.plural(t.syncs, 'host read')} of device tensors, none of which made the "
                        "device run early (the values were already computed).")
     elif t.extra_executions > _deferred_executions(analysis):
+        compiles = analysis.compiles
+        how = ("op by op (eager mode)" if any(f.cause == "eager_mode" for f in analysis.findings)
+               else "outside host reads, ops run eagerly (eager mode) around the compiled step"
+               if len(compiles) and bool((compiles["at"] == "op").any())
+               else "outside any host read xprof saw")
         out.append(f"{fmt.plural(t.extra_executions - _deferred_executions(analysis), 'execution')} "
-                   "ran mid-step, outside any host read xprof saw.")
+                   f"ran mid-step, {how}.")
     else:
         out.append("No implicit host read made the device run mid-step.")
     if t.fallback_ops:
@@ -171,7 +178,9 @@ def _deferred_executions(analysis: Analysis) -> int:
 
 def costly(analysis: Analysis) -> list[Finding]:
     """The findings that cost time and want a change, costliest first."""
-    return [f for f in ranked(analysis.findings) if f.severity != "info" and f.seconds > 0]
+    # Eager mode's cost is not measured (nothing to compare with) but it wants a change.
+    return [f for f in ranked(analysis.findings)
+            if f.severity != "info" and (f.seconds > 0 or f.cause == "eager_mode")]
 
 
 def next_step(analysis: Analysis) -> tuple[str, str]:
@@ -187,6 +196,9 @@ def next_step(analysis: Analysis) -> tuple[str, str]:
 
 def cost_line(f: Finding) -> str:
     """``3.2 s lost: 7 compiles (2.9 s) and 0.3 s of extra execution``."""
+    if f.cause == "eager_mode":
+        return (f"time lost not measured (the run has no compiled step to compare with), "
+                f"{fmt.plural(f.count, 'step')}")
     parts = []
     if f.compiles:
         parts.append(f"{fmt.plural(f.compiles, 'compile')} ({fmt.seconds(f.compile_seconds)})")
