@@ -7,6 +7,7 @@ from typing import Any
 import torch
 import torch_xla
 import torch_xla.core.xla_model as xm
+from torch_xla.experimental import eager_mode_context
 
 from tests.scenarios.common import mlp_data, mlp_setup
 
@@ -16,9 +17,7 @@ def check(loss: torch.Tensor) -> None:
 
 
 def train(device: Any, steps: int = 10) -> None:
-    was = torch_xla.experimental.is_eager_mode()
-    torch_xla.experimental.eager_mode(True)
-    try:
+    with eager_mode_context(True):
         model, opt = mlp_setup(device, width=35)
 
         def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -33,5 +32,3 @@ def train(device: Any, steps: int = 10) -> None:
             loss = compiled(x.to(device), y.to(device))
             if k % 4 == 0:  # (steps 0, 4, 8: each closure runs at the next step's barrier)
                 xm.add_step_closure(check, args=(loss,))
-    finally:
-        torch_xla.experimental.eager_mode(was)

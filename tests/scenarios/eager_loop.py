@@ -5,14 +5,13 @@ run. pytorch/xla's examples/eager/train_decoder_only_eager.py trains this way.""
 from typing import Any
 
 import torch_xla
+from torch_xla.experimental import eager_mode_context
 
 from tests.scenarios.common import mlp_data, mlp_setup
 
 
 def train(device: Any, steps: int = 10) -> None:
-    was = torch_xla.experimental.is_eager_mode()
-    torch_xla.experimental.eager_mode(True)
-    try:
+    with eager_mode_context(True):
         model, opt = mlp_setup(device, width=33)
         for x, y in mlp_data(steps, batch=8, seed=3):
             x, y = x.to(device), y.to(device)
@@ -21,5 +20,3 @@ def train(device: Any, steps: int = 10) -> None:
             opt.step()
             opt.zero_grad()
             torch_xla.sync()
-    finally:
-        torch_xla.experimental.eager_mode(was)

@@ -1,27 +1,13 @@
-"""Eager mode with text padded to the longest sequence of each batch: a new length
-compiles the ops it reaches again, one by one, in the middle of the step."""
+"""``padding_dict``'s loop in eager mode: a new length compiles the ops it reaches again,
+one by one, in the middle of the step."""
 
 from typing import Any
 
-import torch_xla
+from torch_xla.experimental import eager_mode_context
 
-from tests.scenarios.common import text_batch, text_loss, text_setup
-
-LENGTHS = [12, 17, 12, 23, 17, 30, 12, 23, 30, 17, 12, 23]
+from tests.scenarios import padding_dict
 
 
 def train(device: Any, steps: int = 12) -> None:
-    was = torch_xla.experimental.is_eager_mode()
-    torch_xla.experimental.eager_mode(True)
-    try:
-        model, opt = text_setup(device, dim=24)
-        for step in range(steps):
-            batch = text_batch(4, LENGTHS[step % len(LENGTHS)], seed=step)
-            batch = {k: v.to(device) for k, v in batch.items()}
-            loss = text_loss(model, batch)
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            torch_xla.sync()
-    finally:
-        torch_xla.experimental.eager_mode(was)
+    with eager_mode_context(True):
+        padding_dict.train(device, steps, dim=24)

@@ -9,8 +9,8 @@ from tests.scenarios.common import text_batch, text_loss, text_setup
 LENGTHS = [12, 17, 12, 23, 17, 30, 12, 23, 30, 17, 12, 23]
 
 
-def train(device: Any, steps: int = 12) -> None:
-    model, opt = text_setup(device, dim=16)
+def train(device: Any, steps: int = 12, dim: int = 16) -> None:
+    model, opt = text_setup(device, dim=dim)
     for step in range(steps):
         batch = text_batch(4, LENGTHS[step % len(LENGTHS)], seed=step)
         batch = {k: v.to(device) for k, v in batch.items()}
