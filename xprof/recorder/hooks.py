@@ -342,8 +342,13 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
     reader = _make_reader(rec, "to_cpu", original)
     tls = rec.tls
     frames = rec.frames
+    import torch
+
+    dtype_type = torch.dtype
 
     def to(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if args and type(args[0]) is dtype_type and not kwargs:
+            return original(self, *args)  # a cast (the most common call): it never moves
         if self.is_xla:
             if reads and not tls.depth and rec.active and _to_target_kind(args, kwargs) == "cpu":
                 return reader(self, *args, **kwargs)
