@@ -182,3 +182,36 @@ def test_finding_key_round_trips_through_its_id() -> None:
     assert FindingKey.sync(3).site == 3 and FindingKey.input("x").site is None
     assert FindingKey.parse("fallback:aten::index,aten::nonzero").ops == ["aten::index", "aten::nonzero"]
     assert FindingKey.input(None) == FindingKey("input", "?")
+
+
+# -- torch.compile: why dynamo recompiled, from its guard failures ---------------------
+
+# torch._dynamo's guard_failures for one function, as recorded from a tiny BERT under
+# torch.compile(backend="openxla") with batches padded to 12, 17, 23, 30 (transformers 5.24,
+# torch 2.9.0): every recompile re-checks each cached entry, so entry 0/0's stale failure
+# repeats at every recompile after the first.
+_BERT_GUARDS = [{"func": "wrapper", "file": "transformers/utils/generic.py", "line": 1030, "reasons": [
+    "0/0: object.__getattribute__(self.config, 'problem_type') is None  # modeling_bert.py:1115",
+    "0/1: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 12, actual 17",
+    "0/0: object.__getattribute__(self.config, 'problem_type') is None  # modeling_bert.py:1115",
+    "0/1: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 12, actual 23",
+    "0/2: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 17, actual 23",
+    "0/0: object.__getattribute__(self.config, 'problem_type') is None  # modeling_bert.py:1115",
+    "0/1: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 12, actual 30",
+    "0/2: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 17, actual 30",
+    "0/3: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 23, actual 30",
+    "0/0: object.__getattribute__(self.config, 'problem_type') is None  # modeling_bert.py:1115",
+]}]
+
+
+def test_each_dynamo_recompile_is_explained_by_its_entrys_first_failure() -> None:
+    from xprof.analysis.findings import _commonest_guard, _first_failures
+
+    firsts = [r for _, r in _first_failures(_BERT_GUARDS)]
+    assert [r.split(":")[0] for r in firsts] == ["0/0", "0/1", "0/2", "0/3"]  # one per recompile
+    assert firsts[1].endswith("expected 12, actual 17") and firsts[3].endswith("expected 23, actual 30")
+    kind, example, count = _commonest_guard(firsts)
+    # the padding, not the one-off problem_type guard that is listed first and repeats
+    assert count == 3 and "size mismatch at index #" in kind and example == firsts[3]
+    # reasons without a compile id (older torch) are each kept
+    assert [r for _, r in _first_failures([{"reasons": ["a", "a", "b"]}])] == ["a", "a", "b"]

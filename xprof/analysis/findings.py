@@ -623,15 +623,19 @@ def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.Da
     ms = float(rows["ms"].sum())
     n = len(rows)
     comp_steps = sorted({int(s) for s in rows["step"]})
-    reasons = [str(r) for g in guards for r in g.get("reasons") or []]
-    why = f" (guard failed: {reasons[0].splitlines()[0][:120]})" if reasons else ""
+    firsts = _first_failures(guards)
+    reasons = [r for _, r in firsts]
+    why = ""
+    if reasons:
+        _, example, count = _commonest_guard(reasons)
+        share = f"{count} of {len(reasons)} recompiles: " if len(reasons) > 1 else ""
+        why = f" (guard failed, {share}{example[:120]})"
     title = (f"torch.compile (dynamo) traced and compiled {n} graph{'s' if n != 1 else ''} after warm-up"
              f"{why}: {ms / 1e3:.2f} s")
     evidence = [c0.evidence] if c0.evidence else []
-    for g in guards[:3]:
-        for r in (g.get("reasons") or [])[:3]:
-            evidence.append(f"dynamo recompiled {g.get('func')}() ({os.path.basename(str(g.get('file')))}:"
-                            f"{g.get('line')}): {str(r).splitlines()[0][:200]}")
+    for g, r in firsts[:4]:
+        evidence.append(f"dynamo recompiled {g.get('func')}() ({os.path.basename(str(g.get('file')))}:"
+                        f"{g.get('line')}): {r[:200]}")
     if len(reads):
         evidence.append(f"{len(reads)} host read(s) made by torch.compile itself while tracing (not the user's code)")
     advice, severity = _dynamo_advice(reasons)
@@ -640,6 +644,40 @@ def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.Da
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=comp_steps, severity=severity,
     )
+
+
+_COMPILE_ID = re.compile(r"^\s*(\[?\d+/\d+\]?)\s*:\s*")
+
+
+def _first_failures(guards: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
+    """Why each recompile happened, from torch._dynamo's guard failures: each recompile
+    re-checks every cached entry of the function and records why each failed, so the same
+    stale failure (entry 0/0's) repeats at every later recompile. An entry's *first* failure
+    is the one that made dynamo compile its successor: one reason per recompile, in order.
+    Reasons without a compile id (an older torch) are kept as they are."""
+    out: list[tuple[dict[str, Any], str]] = []
+    for g in guards:
+        seen: set[str] = set()
+        for r in g.get("reasons") or []:
+            text = str(r).splitlines()[0] if str(r) else ""
+            m = _COMPILE_ID.match(text)
+            if m is not None:
+                if m.group(1) in seen:
+                    continue
+                seen.add(m.group(1))
+            out.append((g, text))
+    return out
+
+
+def _commonest_guard(reasons: list[str]) -> tuple[str, str, int]:
+    """(kind, its latest example, how many recompiles) of the guard that failed most often:
+    reasons compared without their compile id and numbers (``size mismatch at index 1.
+    expected 12, actual 17`` and ``... expected 17, actual 23`` are one kind)."""
+    kinds = [re.sub(r"\d+", "#", _COMPILE_ID.sub("", r)) for r in reasons]
+    counts = Counter(kinds)
+    kind = max(counts, key=lambda k: (counts[k], max(i for i, x in enumerate(kinds) if x == k)))
+    latest = max(i for i, x in enumerate(kinds) if x == kind)
+    return kind, reasons[latest], counts[kind]
 
 
 _SIZE_GUARDS = ("size mismatch", "stride mismatch", "rank mismatch", "dimensionality", "dim mismatch")
