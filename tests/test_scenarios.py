@@ -405,6 +405,10 @@ def test_accumulation_eval_and_a_scheduler_read(scenario: Any) -> None:
     ev = next(f for f in s["findings"] if f["kind"] == "eval_pass")
     assert ev["pattern"] == "every 3 training steps"
     assert ev["steps"] == [2]  # the first pass compiles both of its shapes (16 and 8 rows), after step 2
+    # its forwards run under no_grad, though their barriers do not: no advice to add it
+    assert "wrap it in torch.no_grad()" not in ev["advice"] and "under no_grad" in ev["advice"]
+    evals = a.steps[a.steps["phase"] == "eval"]
+    assert evals["grad_off"].all() and not evals["nograd"].any()
     read = next(f for f in s["findings"] if f["line"] == marker_line("accumulate_eval_plateau", "plateau"))
     assert (read["cause"], read["kind"]) == ("implicit_sync", "library_sync")
     assert "ReduceLROnPlateau.step" in read["title"]

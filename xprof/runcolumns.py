@@ -86,6 +86,7 @@ STEP_FIELDS = (
     Field("ev", "eval_mode", "bool", False, "eval_mode"),
     Field("bw", "backward", "int", 0, "backward"),
     Field("mg", "mid_graphs", "int", 0, "mid_graphs"),
+    Field("gd", "grad_off", "bool", False, "grad_off"),
 )
 COUNTERS_KEY = "c"
 """A step's counter deltas (an object): one int column per counter name, 0 where absent."""

@@ -131,6 +131,9 @@ class Step(NamedTuple):
     """Graphs compiled or looked up in the cache between the previous barrier and this one,
     outside the host reads (``mg``): ops run one by one in eager mode, or a sync xprof does
     not hook. The step ran a graph even when its barrier had nothing left to run."""
+    grad_off: bool = False
+    """``torch.no_grad()`` or ``torch.inference_mode()`` was entered since the previous
+    barrier (``gd``): an eval forward under no_grad, with its barrier outside it."""
 
     @property
     def ran_graph(self) -> bool:
@@ -505,8 +508,8 @@ def _add_step(run: Run, rec: dict[str, Any]) -> bool:
     g = rec.get
     t0, tb, t1, barrier, c, bu, bc, sig = (g("t0", 0.0), g("tb", 0.0), g("t1", 0.0), g("barrier", "sync"),
                                            g("c", _NO_COUNTS), g("bu", 0), g("bc", 0), g("sig"))
-    o, ng, dz, site, ev, bw, mg = (g("o", 0), g("ng", 0), g("dz", 0), g("site"), g("ev", 0), g("bw", 0),
-                                   g("mg", 0))
+    o, ng, dz, site, ev, bw, mg, gd = (g("o", 0), g("ng", 0), g("dz", 0), g("site"), g("ev", 0), g("bw", 0),
+                                       g("mg", 0), g("gd", 0))
     if (type(t0) is float and type(tb) is float and type(t1) is float and type(barrier) is str
             and type(c) is dict and type(bu) is int and type(bc) is int and (sig is None or type(sig) is int)
             and type(o) is int and type(dz) is int and (site is None or type(site) is int) and type(bw) is int
@@ -514,11 +517,11 @@ def _add_step(run: Run, rec: dict[str, Any]) -> bool:
         # What the recorder writes: the fields are already of their types. Building the tuple
         # directly skips the NamedTuple's Python-level __new__ (a long run has a million steps).
         run.steps.append(_new_tuple(Step, (i, t0, tb, t1, barrier, c, bu, bc, sig, o, bool(ng), dz, site,
-                                           bool(ev), bw, mg)))
+                                           bool(ev), bw, mg, bool(gd))))
     else:
         run.steps.append(Step(i, float(t0), float(tb), float(t1), str(barrier), _counts(c), int(bu), int(bc),
                               _opt_int(sig), int(o), bool(ng), int(dz), _opt_int(site), bool(ev), int(bw),
-                              int(mg)))
+                              int(mg), bool(gd)))
     return True
 
 

@@ -1,5 +1,6 @@
-"""Gradient accumulation over 4 micro-batches (a barrier after each), an eval pass under
-``torch.no_grad()`` after every 3 optimizer steps (its last batch is partial), and
+"""Gradient accumulation over 4 micro-batches (a barrier after each), an eval pass with each
+forward under ``torch.no_grad()`` and its barrier after it, as HF and accelerate examples write
+it, after every 3 optimizer steps (its last batch is partial), and
 ``ReduceLROnPlateau.step(val_loss)`` given the loss *tensor*: torch reads it on the host
 (``float()`` inside the scheduler), mid-step, once per eval."""
 
@@ -30,8 +31,8 @@ def train(device: Any, epochs: int = 3) -> None:
             xm.mark_step()
         model.eval()
         total = torch.zeros((), device=device)
-        with torch.no_grad():
-            for x, y in val:
+        for x, y in val:
+            with torch.no_grad():
                 total += torch.nn.functional.mse_loss(model(x.to(device)), y.to(device), reduction="sum")
-                xm.mark_step()
+            xm.mark_step()
         plateau.step(total / 40)  # expect: plateau

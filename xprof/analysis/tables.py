@@ -62,6 +62,7 @@ def step_table(cols: RunColumns) -> pd.DataFrame:
         "eval_mode": st["eval_mode"],
         "backward": st["backward"],
         "mid_graphs": st["mid_graphs"],
+        "grad_off": st["grad_off"],
     })
     # The step ran a graph: at its barrier, or before it outside the host reads (eager
     # mode's ops; its barrier then has nothing left to run).

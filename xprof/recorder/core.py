@@ -133,6 +133,9 @@ class Recorder:
         recorded only when the barrier compiled, so the stack is walked only then."""
         self.grad_enabled: Any = None
         """``torch.is_grad_enabled``, set by ``watch()``: read once per barrier."""
+        self.grad_turned_off = False
+        """``torch.no_grad()`` / ``torch.inference_mode()`` entered since the last barrier (an
+        eval forward under no_grad whose barrier, the next batch's, is outside it)."""
         self._t0 = 0.0
         self._last_uncached = 0
         self._end_compiles = 0
@@ -446,8 +449,10 @@ class Recorder:
         backwards, self._backwards = self._backwards, 0
         grad = self.grad_enabled
         no_grad = grad is not None and not grad()
+        turned_off, self.grad_turned_off = self.grad_turned_off, False
         self._events.append((_STEP, self.step, self._t0, tb, t1, kind, before, names, vals,
-                             inputs, extra, site, opt, graphs, no_grad, self.eval_mode, backwards, mid))
+                             inputs, extra, site, opt, graphs, no_grad, self.eval_mode, backwards, mid,
+                             turned_off))
         self.step += 1
         self._t0 = t1
         if uncached != before[0]:
@@ -690,7 +695,7 @@ class Recorder:
         if self._steady_step(ev, out):
             return
         (_, i, t0, tb, t1, kind, before, names, vals, inputs, extra, site, opt, graphs, no_grad, eval_mode,
-         backwards, mid) = ev
+         backwards, mid, turned_off) = ev
         self._steps_written = i + 1
         snap = {n: v for n, v in zip(names, vals) if v}
         d = m.delta(snap, self._prev_snapshot())
@@ -720,6 +725,8 @@ class Recorder:
             rec["bw"] = backwards
         if mid:
             rec["mg"] = mid
+        if turned_off:
+            rec["gd"] = 1
         if inputs:
             rec["sig"] = self._intern_sig(inputs, out)
         if extra:
@@ -874,10 +881,10 @@ class Recorder:
 def _steady_key(ev: tuple[Any, ...], increases: tuple[int, ...], sid: int | None) -> tuple[Any, ...]:
     """What makes a step written like another: its barrier kind, counter increases,
     compiles at the barrier (uncached, cached), optimizer steps, dynamo graphs, grad and
-    eval mode, backward passes, graphs run mid-step outside host reads (``ev[12:18]``) and
-    input signature."""
+    eval mode, backward passes, graphs run mid-step outside host reads, grad turned off
+    (``ev[12:19]``) and input signature."""
     vals, before = ev[8], ev[6]
-    return (ev[5], increases, vals[0] - before[0], vals[1] - before[1], *ev[12:18], sid)
+    return (ev[5], increases, vals[0] - before[0], vals[1] - before[1], *ev[12:19], sid)
 
 
 def _input_record(entry: InputEntry) -> dict[str, Any]:

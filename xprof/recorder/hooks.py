@@ -263,6 +263,23 @@ def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
         passes.__doc__ = getattr(original, "__doc__", None)
         patches.set(autograd, attr, passes)
 
+    # Grad turned off since the last barrier (``gd``): ``torch.no_grad()`` and
+    # ``torch.inference_mode()`` entered, as a ``with`` or as a decorator. An eval loop's
+    # forward under no_grad has its barrier (the next batch's) outside it.
+    for cls in (getattr(torch, "no_grad", None), getattr(torch, "inference_mode", None)):
+        enter = getattr(cls, "__enter__", None)
+        if enter is None:
+            continue
+
+        def entered(self: Any, __enter: Any = enter) -> Any:
+            if rec.active and getattr(self, "mode", True) is not False and threading.get_ident() == owner:
+                rec.grad_turned_off = True
+            return __enter(self)
+
+        entered.__name__ = "__enter__"
+        entered.__qualname__ = getattr(enter, "__qualname__", "__enter__")
+        patches.set(cls, "__enter__", entered)
+
 
 # ---------------------------------------------------------------------------------------
 # host reads
