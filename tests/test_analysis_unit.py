@@ -215,3 +215,15 @@ def test_each_dynamo_recompile_is_explained_by_its_entrys_first_failure() -> Non
     assert count == 3 and "size mismatch at index #" in kind and example == firsts[3]
     # reasons without a compile id (older torch) are each kept
     assert [r for _, r in _first_failures([{"reasons": ["a", "a", "b"]}])] == ["a", "a", "b"]
+
+
+def test_a_size_guard_names_the_input_its_dim_and_the_sizes_it_took() -> None:
+    from xprof.analysis.findings import _commonest_guard, _first_failures, _size_guard
+
+    firsts = [r for _, r in _first_failures(_BERT_GUARDS)]
+    _, example, _ = _commonest_guard(firsts)
+    assert _size_guard(firsts, example) == ("input_ids", 1, [12, 17, 23, 30])
+    # the one-off problem_type guard is no size; a positional argument keeps dynamo's name
+    assert _size_guard(firsts, firsts[0]) is None
+    assert _size_guard(["0/0: tensor 'args[0]' size mismatch at index 0. expected 8, actual 3"],
+                       "0/0: tensor 'args[0]' size mismatch at index 0. expected 8, actual 3") == ("args[0]", 0, [8, 3])

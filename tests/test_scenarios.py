@@ -362,8 +362,11 @@ def test_torch_compile_partial_batch(scenario: Any) -> None:
     assert [(f["cause"], f["kind"]) for f in s["findings"] if not f["minor"]] == [("dynamo", "dynamo_recompile")]
     f = s["findings"][0]
     assert f["compiles"] == s["recompiles"]
-    # The guard that failed, as torch._dynamo recorded it: the batch size 8 -> 3.
-    assert "size mismatch at index 0" in f["title"] and "expected 8, actual 3" in f["title"]
+    # The guard that failed, as torch._dynamo recorded it: the batch size 8 -> 3 of the
+    # compiled module's first argument (called positionally: dynamo names it args[0]).
+    assert (f["input"], f["dim"]) == ("args[0]", 0) and "args[0] dim 0 took 2 sizes: 8, 3" in f["title"]
+    assert any("size mismatch at index 0. expected 8, actual 3" in e for e in f["evidence"])
+    assert "drop_last=True" in f["advice"] and "mark_dynamic(args[0], 0)" in f["advice"]
     assert not any(f["cause"] == "unknown" for f in s["findings"])
     # torch.compile's own reads while tracing are not the user's host reads.
     assert not any(f["cause"] == "implicit_sync" for f in s["findings"])

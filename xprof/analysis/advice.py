@@ -120,6 +120,17 @@ ADVICE = {
         "(drop_last=True, pad to a fixed length), or mark the varying dim with "
         "torch._dynamo.mark_dynamic."
     ),
+    "dynamo_padding": (
+        "torch.compile guards on tensor sizes: each new size of {name} along dim {dim} traces "
+        "and compiles new graphs. Pad {name} to a fixed length (tokenize with "
+        "padding=\"max_length\", or pad_to_multiple_of=N / a few length buckets in the collate "
+        "function), or mark that dim dynamic: torch._dynamo.mark_dynamic({name}, {dim})."
+    ),
+    "dynamo_batch": (
+        "torch.compile guards on tensor sizes: each new batch size of {name} traces and "
+        "compiles new graphs. Keep the batch size fixed (drop_last=True, or pad the last "
+        "batch and mask it), or mark dim 0 dynamic: torch._dynamo.mark_dynamic({name}, 0)."
+    ),
     "dynamo_global_state": (
         "torch.compile guards on global state such as grad mode: calling the compiled model "
         "under torch.no_grad() (an eval pass) traces it once more for that mode, then both "

@@ -627,10 +627,16 @@ def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.Da
     firsts = _first_failures(guards)
     reasons = [r for _, r in firsts]
     why = ""
+    sized: tuple[str, int, list[int]] | None = None
     if reasons:
         _, example, count = _commonest_guard(reasons)
         share = f"{count} of {len(reasons)} recompiles: " if len(reasons) > 1 else ""
-        why = f" (guard failed, {share}{example[:120]})"
+        sized = _size_guard(reasons, example)
+        if sized is not None:
+            name, dim, sizes = sized
+            why = f" ({share}{name} dim {dim} took {len(sizes)} sizes: {', '.join(str(v) for v in sizes)})"
+        else:
+            why = f" (guard failed, {share}{example[:120]})"
     title = (f"torch.compile (dynamo) traced and compiled {n} graph{'s' if n != 1 else ''} after warm-up"
              f"{why}: {ms / 1e3:.2f} s")
     evidence = [c0.evidence] if c0.evidence else []
@@ -640,11 +646,38 @@ def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.Da
     if len(reads):
         evidence.append(f"{len(reads)} host read(s) made by torch.compile itself while tracing (not the user's code)")
     advice, severity = _dynamo_advice(reasons)
+    if sized is not None:
+        advice = ADVICE["dynamo_padding" if sized[1] > 0 else "dynamo_batch"].format(name=sized[0], dim=sized[1])
     return Finding(
         id=str(key), cause="dynamo", kind="dynamo_recompile", title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=comp_steps, severity=severity,
+        input=sized[0] if sized else None, dim=sized[1] if sized else None,
     )
+
+
+_SIZE_GUARD = re.compile(r"tensor '(?P<src>.+?)' size mismatch at index (?P<dim>\d+)\. "
+                         r"expected (?P<was>\d+), actual (?P<now>\d+)")
+
+
+def _size_guard(reasons: list[str], example: str) -> tuple[str, int, list[int]] | None:
+    """(input, dim, the sizes it took in order) when the commonest failed guard is a tensor
+    size, as torch._dynamo words it (``tensor 'kwargs['input_ids']' size mismatch at index 1.
+    expected 12, actual 17``); the input is the last key or name in dynamo's source."""
+    m = _SIZE_GUARD.search(example)
+    if m is None:
+        return None
+    src, dim = m.group("src"), int(m.group("dim"))
+    sizes: list[int] = []
+    for r in reasons:
+        k = _SIZE_GUARD.search(r)
+        if k is not None and k.group("src") == src and int(k.group("dim")) == dim:
+            for v in (int(k.group("was")), int(k.group("now"))):
+                if v not in sizes:
+                    sizes.append(v)
+    keys = re.findall(r"\[['\"]([^'\"]+)['\"]\]", src)
+    name = keys[-1] if keys else src.split(".")[-1]
+    return name, dim, sizes
 
 
 _COMPILE_ID = re.compile(r"^\s*(\[?\d+/\d+\]?)\s*:\s*")
