@@ -138,6 +138,10 @@ class FrameClassifier:
         """
         first_outside: FrameType | None = None
         last_library: FrameType | None = None
+        last_named: FrameType | None = None
+        """The outermost library frame that is not a closure: a decorator's wrapper
+        (``deprecate_kwarg.<locals>.wrapper.<locals>.wrapped_func``) is not what the user
+        called, the function it wraps is."""
         innermost: FrameType | None = None
         chain: list[FrameType] = []
         f = frame
@@ -151,7 +155,7 @@ class FrameClassifier:
             if k == FrameKind.USER:
                 if last_library is None:  # a direct read: no library on the way
                     return Site(code.co_filename, f.f_lineno, code.co_name, None)
-                via = _via(last_library)
+                via = _via(last_named or last_library)
                 inner = _via(innermost)
                 names = tuple(n for n in (_via(c) for c in chain) if n)
                 return Site(code.co_filename, f.f_lineno, code.co_name, via,
@@ -170,6 +174,8 @@ class FrameClassifier:
                 if len(chain) < CHAIN_LIMIT:
                     chain.append(f)
             last_library = f
+            if "<locals>" not in getattr(code, "co_qualname", ""):
+                last_named = f
             f = f.f_back
             n += 1
         if first_outside is not None:
