@@ -1,0 +1,69 @@
+"""Who a host read is blamed on: the user's line, and the library function that line called
+(``via``), on real frames from a package laid out as an installed one."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from xprof.recorder.frames import FrameClassifier
+
+_LIB = '''
+import functools
+import sys
+
+
+def deprecate_kwarg(fn):
+    @functools.wraps(fn)
+    def wrapped_func(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapped_func
+
+
+class Model:
+    @deprecate_kwarg
+    def generate(self):
+        return self._stop_check()
+
+    def _stop_check(self):
+        return sys._getframe(0)
+
+
+def make_callback():
+    def callback():
+        return sys._getframe(0)
+    return callback
+'''
+
+
+def _library(tmp_path: Path) -> Any:
+    root = tmp_path / "site-packages"
+    (root / "fakelib").mkdir(parents=True)
+    (root / "fakelib" / "__init__.py").write_text(textwrap.dedent(_LIB))
+    sys.path.insert(0, str(root))
+    try:
+        return importlib.import_module("fakelib")
+    finally:
+        sys.path.remove(str(root))
+        sys.modules.pop("fakelib", None)
+
+
+def test_via_is_the_function_called_not_its_decorator_wrapper(tmp_path: Path) -> None:
+    lib = _library(tmp_path)
+    frame: FrameType = lib.Model().generate()  # the "read" happens in _stop_check
+    site = FrameClassifier().user_site(frame)
+    assert site is not None and site.file == __file__
+    assert site.func == "test_via_is_the_function_called_not_its_decorator_wrapper"
+    assert site.via == "fakelib.Model.generate"  # not fakelib.deprecate_kwarg.<locals>.wrapped_func
+    assert site.inner == "fakelib.Model._stop_check"
+    assert site.chain[0] == "fakelib.Model._stop_check" and any("<locals>" in c for c in site.chain)
+
+
+def test_a_closure_called_directly_is_still_named(tmp_path: Path) -> None:
+    lib = _library(tmp_path)
+    site = FrameClassifier().user_site(lib.make_callback()())  # the only library frame is a closure
+    assert site is not None and site.via == "fakelib.make_callback.<locals>.callback"
