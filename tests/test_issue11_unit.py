@@ -227,3 +227,48 @@ def test_a_stopped_run_says_how_long_its_last_step_ran(tmp_path: Path) -> None:
     from xprof.report.prose import headline
 
     assert any("too few to judge recompiles" in line for line in headline(a))
+
+
+# -- eager mode, on exact records ---------------------------------------------------------
+
+def _eager_steps(n: int, graphs: int = 30, at_barrier: int = 0) -> list[dict[str, Any]]:
+    """``n`` training steps whose ops ran one by one (``mg``), nothing left for the barrier;
+    step 0 compiled every op once (``compile`` records ``at: op``)."""
+    recs: list[dict[str, Any]] = []
+    for i in range(n):
+        t = 1000.0 + i
+        if i == 0:
+            recs += [{"type": "compile", "i": 0, "t": t + 0.01 * (k + 1), "ns": 5e6, "at": "op"} for k in range(graphs)]
+        c = {"MarkStep": 1, "ExecuteComputation": graphs + at_barrier,
+             "UncachedCompile" if i == 0 else "CachedCompile": graphs}
+        if at_barrier:
+            c["CachedCompile"] = c.get("CachedCompile", 0) + at_barrier
+        rec = {"type": "step", "i": i, "t0": t, "tb": t + 0.5, "t1": t + 0.9, "barrier": "mark_step",
+               "c": c, "o": 1, "bw": 1, "mg": graphs}
+        if at_barrier:
+            rec["bc"] = at_barrier
+        recs.append(rec)
+    return recs
+
+
+def test_steps_that_ran_op_by_op_are_steps_and_a_finding(tmp_path: Path) -> None:
+    _write(tmp_path / "eager.json", _eager_steps(6))
+    a = analyze(load_run(tmp_path / "eager.json"))
+    assert a.totals.steps == 6 and a.totals.recompiles == 0  # all 30 op compiles in step 0
+    assert a.totals.compile_seconds == 30 * 0.005
+    assert a.totals.execute_ms_median is None  # not recorded for ops run one by one
+    assert [(f.cause, f.count, f.steps, f.minor) for f in a.findings] == [("eager_mode", 4, [2, 3, 4, 5], False)]
+    assert "30 graphs a step" in a.findings[0].title and "torch_xla.compile" in a.findings[0].advice
+
+
+def test_a_step_compiled_at_its_barrier_is_no_eager_step(tmp_path: Path) -> None:
+    # eager mode on, but each step's graph ran at its barrier (torch_xla.compile): the few
+    # ops run eagerly around it are not a finding
+    _write(tmp_path / "compiled.json", _eager_steps(6, graphs=2, at_barrier=1))
+    a = analyze(load_run(tmp_path / "compiled.json"))
+    assert a.totals.steps == 6 and a.findings == []
+    # an old file (no mg): the barriers ran nothing, so no step is a step and nothing is eager
+    old = [{k: v for k, v in r.items() if k != "mg"} for r in _eager_steps(6)]
+    _write(tmp_path / "old.json", old)
+    a = analyze(load_run(tmp_path / "old.json"))
+    assert not any(f.cause == "eager_mode" for f in a.findings)
