@@ -272,3 +272,21 @@ def test_a_step_compiled_at_its_barrier_is_no_eager_step(tmp_path: Path) -> None
     _write(tmp_path / "old.json", old)
     a = analyze(load_run(tmp_path / "old.json"))
     assert not any(f.cause == "eager_mode" for f in a.findings)
+
+
+def test_a_last_step_run_op_by_op_after_the_last_barrier_is_counted(tmp_path: Path) -> None:
+    def run_with(end_extra: dict[str, Any]) -> Any:
+        path = tmp_path / f"tail{len(end_extra)}.json"
+        w = RunWriter(path, {"name": "u", "started_unix": 1000.0, "meta": {}})
+        for r in _eager_steps(5):
+            w.write(r)
+        w.write({"type": "end", "t": 1010.0, "status": "ok", "steps": 5, "syncs": 0, "errors": 0,
+                 "tail": {"CachedCompile": 30, "ExecuteComputation": 30}, **end_extra})
+        w.close()
+        return analyze(load_run(path))
+
+    a = run_with({"tail_opt": 1, "tail_graphs": 30})  # eager: the 6th step's ops ran, no barrier after
+    assert a.totals.steps == 6 and any("after the last barrier" in n for n in a.notes)
+    # a lazy loop's last step without a barrier never ran (its ops are pending): not a step
+    a = run_with({"tail_opt": 1})
+    assert a.totals.steps == 5 and not any("after the last barrier" in n for n in a.notes)

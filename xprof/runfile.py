@@ -264,6 +264,12 @@ class End(NamedTuple):
     """Counter deltas after the last barrier."""
     samples_dropped: tuple[str, ...]
     """Metrics whose sample ring buffer wrapped between two reads."""
+    tail_opt: int = 0
+    """Optimizer steps after the last barrier (``tail_opt``)."""
+    tail_graphs: int = 0
+    """Graphs run after the last barrier outside host reads (``tail_graphs``): with
+    ``tail_opt``, a last training step that ran op by op (eager mode) and never reached a
+    barrier, so it is in no step record."""
 
 
 class RunFileError(Exception):
@@ -625,7 +631,8 @@ def _add_end(run: Run, rec: dict[str, Any]) -> bool:
     dropped = g("samples_dropped")
     run.end = End(float(t) if t else None, str(g("status", "ok") or "ok"), _opt_str(g("exception")),
                   _int(g("steps")), _int(g("syncs")), _int(g("errors")), _counts(g("tail")),
-                  tuple(str(d) for d in dropped) if isinstance(dropped, list) else ())
+                  tuple(str(d) for d in dropped) if isinstance(dropped, list) else (),
+                  _int(g("tail_opt")), _int(g("tail_graphs")))
     return True
 
 

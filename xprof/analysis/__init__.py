@@ -225,7 +225,7 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     # Masks over plain arrays: a boolean filter of the table copies every column it keeps.
     work = steps["work"].to_numpy(dtype=bool)
     ordinal = steps["ordinal"].to_numpy()
-    n_work = _steps.training_steps(steps)
+    n_work = _steps.training_steps(steps) + (1 if _tail_step(run) else 0)
     graph_barriers = int(work.sum())
     warm = sum(1 for c in found if c.cause == "warmup")
     # Compiles without a recorded event (the CompileTime ring dropped it) count as recompiles
@@ -275,8 +275,18 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     )
 
 
+def _tail_step(run: Run) -> bool:
+    """A last training step after the last barrier: an optimizer step, and graphs run outside
+    host reads (eager mode runs each op at once; a lazy loop's pending ops never ran)."""
+    end = run.end
+    return end is not None and end.tail_opt > 0 and end.tail_graphs > 0
+
+
 def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, unreadable: int = 0) -> list[str]:
     notes = []
+    if _tail_step(run):
+        notes.append("The last training step ran after the last barrier (its ops ran one by one, and no "
+                     "barrier followed): it is counted in the steps, not in the per-step tables.")
     if not run.complete:
         notes.append("The run is incomplete: the process ended without closing the run file "
                      "(killed or crashed); everything up to the last step written is shown.")

@@ -298,6 +298,11 @@ class Recorder:
             }
             if tail:
                 end["tail"] = tail
+                graphs = tail.get(m.UNCACHED, 0) + tail.get(m.CACHED, 0) - self._read_compiles
+                if graphs > 0:
+                    end["tail_graphs"] = graphs  # ops run after the last barrier (eager mode)
+            if self._opt_steps:
+                end["tail_opt"] = self._opt_steps
             if self._inputs:
                 end["tail_inputs"] = [[e[0], list(e[1]), e[2], e[3]] for e in self._name_inputs(self._inputs)]
             dropped = [c.name for c in (self._op_compile_cursor, self._exec_cursor, self._rexec_cursor,
