@@ -297,3 +297,27 @@ def test_a_steps_several_barriers_share_its_ordinal_as_in_the_analysis(tmp_path:
     writer.close()
     a = analyze(load_run(str(tmp_path / "run.json")))
     assert a.compiles.loc[a.compiles["step"] == 5, "cause"].tolist() == ["input_shape"]  # the referee
+
+
+def _eager_step(i: int, mg: int, **extra: Any) -> dict[str, Any]:
+    return {"type": "step", "i": i, "t0": i, "tb": i + 0.5, "t1": i + 1.0, "barrier": "mark_step",
+            "c": {"CachedCompile": mg}, "mg": mg, "o": 1, "bw": 1, **extra}
+
+
+def test_eager_notice_from_exact_records() -> None:
+    """A steady training step whose graphs all ran between barriers is said once, judged when
+    the next step starts; a compiled step is not one (nor do an eval barrier's eager ops make
+    it one)."""
+    said: list[str] = []
+    live = LiveNotices(0.0, said.append)
+    live.feed([{"type": "compile", "i": 0, "t": 0.1, "ns": 1e6, "at": "op"}, _eager_step(0, 30), _eager_step(1, 30)])
+    # step 2 compiled at its barrier (torch_xla.compile), with an eval barrier run eagerly after it
+    live.feed([_eager_step(2, 2, bc=1), {**_eager_step(3, 12, ev=1), "o": 0, "bw": 0}])
+    live.feed([_eager_step(4, 30)])  # starts step 3: step 2 is judged (compiled: nothing to say)
+    assert said == []
+    live.feed([_eager_step(5, 30)])  # starts step 4: step 3 ran op by op
+    live.feed([_eager_step(6, 30)])
+    assert said == ["xprof: step 3 ran op by op (eager mode): 30 graphs dispatched one at a time; "
+                    "compile the step with torch_xla.compile"]
+    assert live.summary(10.0, "r.json")[2].startswith("xprof: first thing to change: the step runs op by op")
+    assert live.first == ("eager_mode", "")

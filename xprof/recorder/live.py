@@ -341,8 +341,6 @@ class LiveNotices:
             self._opt_seen = True
             self._k += 1
         i = self._k if self._opt_seen else self._work
-        if work and not at_dynamo:
-            self._count_graphs(i, int(rec.get("mg") or 0), int(bu or 0) + int(rec.get("bc") or 0))
         # The training step a graph barrier belongs to (the analysis' ``ordinal``): once the
         # run has optimizer steps, the optimizer step it follows, so a step's several
         # barriers (a Trainer's loader sync before its optimizer step) share one.
@@ -350,6 +348,8 @@ class LiveNotices:
         # torch.compile's own barrier or an eval pass's: not a training step (never warm-up)
         eval_barrier = work and bool(rec.get("ng") or rec.get("ev")) and not rec.get("bw") and not rec.get("o")
         apart = at_dynamo or eval_barrier
+        if work and not apart:  # the analysis' training barriers (eager_steps)
+            self._count_graphs(i, int(rec.get("mg") or 0), int(bu or 0) + int(rec.get("bc") or 0))
         quiet = dynamo or apart or self._closure_compiled
         self._closure_compiled = False
         steady = i >= WARMUP_STEPS and not quiet
