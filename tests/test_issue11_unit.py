@@ -290,3 +290,19 @@ def test_a_last_step_run_op_by_op_after_the_last_barrier_is_counted(tmp_path: Pa
     # a lazy loop's last step without a barrier never ran (its ops are pending): not a step
     a = run_with({"tail_opt": 1})
     assert a.totals.steps == 5 and not any("after the last barrier" in n for n in a.notes)
+
+
+def test_a_fallback_whose_later_calls_compile_nothing_says_so(tmp_path: Path) -> None:
+    # aten::isin runs on the CPU from step 4 on (twice a step); the graphs it cut compiled
+    # in step 4 only (a generate() call's first run, say): later calls hit the cache.
+    recs = _steps(9, o=1)
+    for r in recs[4:]:
+        r["c"]["aten::isin.Tensor_Tensor"] = 2
+    recs[4]["c"]["UncachedCompile"] = 2
+    compiles = [{"type": "compile", "i": 4, "t": 1004.1 + 0.1 * k, "ns": 3e8, "at": "step"} for k in range(2)]
+    _write(tmp_path / "f.json", recs[:4] + compiles + recs[4:])
+    a = analyze(load_run(tmp_path / "f.json"))
+    f = next(f for f in a.findings if f.cause == "cpu_fallback")
+    assert f.compiles == 2 and f.count == 10
+    assert "(all compiles by step 4; the 8 calls after compiled nothing)" in f.title
+    assert any("later calls compiled nothing" in e for e in f.evidence)

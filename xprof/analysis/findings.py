@@ -229,6 +229,17 @@ def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.
              f"{n} compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s")
     evidence = [c0.evidence] if c0.evidence else []
     evidence.append("each call copies its input to the host and cuts the graph around it")
+    if n:
+        last = int(rows["step"].max())
+        later = sum(k for i, k in ran if i > last)
+        if later:
+            # The graphs it cut were compiled once: the same calls later hit the cache.
+            user = ordinal_of.get(last, last)
+            title += (f" (all compiles by step {user}; the {later} call{'s' if later != 1 else ''} "
+                      "after compiled nothing)")
+            evidence.append(f"its {later} later call{'s' if later != 1 else ''} compiled nothing: the graphs "
+                            "around it are cached once seen, so this cost is paid when a new code path first "
+                            "runs it (a new shape, the first evaluation or generation)")
     return Finding(
         id=str(key), cause="cpu_fallback", kind="cpu_fallback", title=title, count=calls, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["cpu_fallback"],
