@@ -321,3 +321,32 @@ def test_eager_notice_from_exact_records() -> None:
                     "compile the step with torch_xla.compile"]
     assert live.summary(10.0, "r.json")[2].startswith("xprof: first thing to change: the step runs op by op")
     assert live.first == ("eager_mode", "")
+
+
+@pytest.mark.xla
+def test_eager_last_step_after_the_last_barrier_counts_everywhere(device: Any, tmp_path: Path,
+                                                                  capfd: pytest.CaptureFixture[str]) -> None:
+    """Eager mode with the barrier at the start of each step (as MpDeviceLoader's next batch):
+    the last step's ops run and no barrier follows. The end record, the analysis and the exit
+    summary all count it."""
+    import torch
+    import torch_xla
+    from torch_xla.experimental import eager_mode_context
+
+    from xprof.analysis import analyze
+
+    with eager_mode_context(True):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(6, 43).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        with xprof.watch(tmp_path / "tail.json", live=True) as w:
+            for _ in range(5):
+                torch_xla.sync()  # the step's barrier comes first, as a loader's does
+                model(torch.randn(4, 6).to(device)).sum().backward()
+                opt.step()
+                opt.zero_grad()
+    assert w.recorder is not None and w.recorder.tail_step
+    run = load_run(tmp_path / "tail.json")
+    assert run.end is not None and run.end.tail_opt == 1 and run.end.tail_graphs > 0
+    assert analyze(run).totals.steps == 5
+    assert any(line.startswith("xprof: 5 steps ") for line in _xprof_lines(capfd.readouterr().err))

@@ -113,6 +113,9 @@ class Recorder:
         self.errors = 0
         self.ended: float | None = None
         """When the ``end`` record was written."""
+        self.tail_step = False
+        """The ``end`` record counts a last training step after the last barrier (its ops ran
+        one by one and no barrier followed: ``tail_opt`` and ``tail_graphs``)."""
         self._error_lock = threading.Lock()
         self._error_keys: set[str] = set()
         # -- the hooks' side (the training thread) --
@@ -303,6 +306,7 @@ class Recorder:
                     end["tail_graphs"] = graphs  # ops run after the last barrier (eager mode)
             if self._opt_steps:
                 end["tail_opt"] = self._opt_steps
+            self.tail_step = bool(end.get("tail_opt") and end.get("tail_graphs"))
             if self._inputs:
                 end["tail_inputs"] = [[e[0], list(e[1]), e[2], e[3]] for e in self._name_inputs(self._inputs)]
             dropped = [c.name for c in (self._op_compile_cursor, self._exec_cursor, self._rexec_cursor,

@@ -584,9 +584,10 @@ class LiveNotices:
         self._say(("eager_mode", ""), f"step {step} ran op by op (eager mode): {mid} graph{'s' if mid != 1 else ''} "
                   "dispatched one at a time; compile the step with torch_xla.compile")
 
-    def summary(self, ended: float, run_path: str) -> list[str]:
+    def summary(self, ended: float, run_path: str, tail_step: bool = False) -> list[str]:
         """Three lines (steps, compile share, the first thing to change) and the command
-        that opens the report."""
+        that opens the report. ``tail_step``: the run's last training step ran after its last
+        barrier (eager mode), so no step record has it; it counts as the analysis counts it."""
         wall = max(ended - self.started, 0.0)
         self._judge_step()  # the last step's barriers are all in
         if self._second is not None and self._first_sig_back:
@@ -602,7 +603,7 @@ class LiveNotices:
             else:
                 self._shape_cost(name, seconds, n)
             self._recompiles += n
-        steps = self._k + 1 if self._opt_seen else self._work
+        steps = (self._k + 1 if self._opt_seen else self._work) + (1 if tail_step else 0)
         warm = min(steps, WARMUP_STEPS)
         share = self._compile_s / wall if wall > 0 else 0.0
         lines = [

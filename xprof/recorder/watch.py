@@ -260,7 +260,8 @@ class watch:
                 rec.stop(status, text)
                 if self.notices is not None and self.exit_summary:
                     try:
-                        for line in self.notices.summary(rec.ended or time.time(), self.path):
+                        for line in self.notices.summary(rec.ended or time.time(), self.path,
+                                                         tail_step=rec.tail_step):
                             stderr_line(line)
                     except Exception as exc:
                         log.warning("xprof: the exit summary failed (%s: %s)", type(exc).__name__, exc)
