@@ -306,3 +306,34 @@ def test_a_fallback_whose_later_calls_compile_nothing_says_so(tmp_path: Path) ->
     assert f.compiles == 2 and f.count == 10
     assert "(all compiles by step 4; the 8 calls after compiled nothing)" in f.title
     assert any("later calls compiled nothing" in e for e in f.evidence)
+
+
+def _generate_run(tmp_path: Path, second_line: int) -> Any:
+    """Step 4 calls a library's generate() at line 23, which reads its stop condition twice;
+    between the two reads an op it ran on the CPU cut a graph, compiled outside any read.
+    ``second_line``: the user line of the second read."""
+    recs = _steps(7, o=1)
+    for r in recs[4:]:
+        r["c"]["aten::isin.Tensor_Tensor"] = 1
+    recs[4]["c"]["UncachedCompile"] = 1
+    sites = [{"type": "site", "id": k, "kind": "bool", "file": "/u/t.py", "line": line, "func": "main",
+              "via": "lib.Model.generate", "code": "out = model.generate(x)", "inner": "lib.StopCheck.__call__",
+              "chain": ["lib.StopCheck.__call__", "lib.Model.generate"]} for k, line in ((0, 23), (1, second_line))]
+    reads = [{"type": "sync", "i": 4, "site": k, "t0": t, "t1": t + 0.01, "x": 1}
+             for k, t in ((0, 1004.10), (1 if second_line != 23 else 0, 1004.30))]
+    compile_ = {"type": "compile", "i": 4, "t": 1004.25, "ns": 1e8, "at": "step"}
+    path = tmp_path / f"gen{second_line}.json"
+    _write(path, recs[:4] + sites + reads + [compile_] + recs[4:])
+    return analyze(load_run(path))
+
+
+def test_a_compile_between_two_reads_of_one_library_call_is_the_calls(tmp_path: Path) -> None:
+    a = _generate_run(tmp_path, second_line=23)
+    f = a.findings[0]
+    assert f.cause == "implicit_sync" and f.via == "lib.Model.generate" and f.compiles == 1
+    assert f.seconds >= 0.1  # the compile (outside the reads' waits) is in its cost
+    assert a.compiles["cause"].tolist() == ["implicit_sync"]
+    assert not any(g.cause == "cpu_fallback" and g.compiles for g in a.findings)
+    # reads from two different user lines do not bracket it: the op on the CPU keeps it
+    a = _generate_run(tmp_path, second_line=30)
+    assert a.compiles["cause"].tolist() == ["cpu_fallback"]

@@ -27,6 +27,7 @@ training graph stands in for that evidence.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from operator import ne
 from typing import Any, NamedTuple
@@ -363,6 +364,9 @@ class _Context:
     """For each barrier of an eval pass, the cause its compiles get (:func:`_eval_pass_owners`)."""
     known_sigs: dict[int, _Known] = field(default_factory=dict)
     """Each earlier signature as :func:`_closest` compares it, by ``id``."""
+    calls_by_step: dict[int, list[tuple[float, float, str, str, int, int]]] | None = None
+    """Per step, its reads made inside a library call: (t0, t1, via, file, line, site), by time
+    (built on first use by :func:`_library_call_around`)."""
 
 
 def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[int]],
@@ -422,10 +426,10 @@ def _compile_rows(compiles: pd.DataFrame) -> list[dict[str, Any]]:
     wheres = compiles["debug_where"].tolist() if "debug_where" in compiles else [None] * n
     dyn = compiles["debug_dynamo"].tolist() if "debug_dynamo" in compiles else [False] * n
     return [{"at": at, "sync_row": sync_row, "graph_nodes": nodes, "debug_reason": r, "debug_where": w,
-             "debug_dynamo": bool(d)}
-            for at, sync_row, nodes, r, w, d in zip(
+             "debug_dynamo": bool(d), "t": t, "ms": ms}
+            for at, sync_row, nodes, r, w, d, t, ms in zip(
                 compiles["at"].tolist(), compiles["sync_row"].tolist(), compiles["graph_nodes"].tolist(),
-                reasons, wheres, dyn)]
+                reasons, wheres, dyn, compiles["t"].tolist(), compiles["ms"].tolist())]
 
 
 def _first_graph_was_steady(steps: pd.DataFrame, first: tuple[int | None, int | None]) -> bool:
@@ -608,12 +612,49 @@ def _mid_step(c: Any, step: _StepFacts, new_fallback: set[str], ctx: _Context, s
     found = _step_mechanism(step, ctx)
     if found is not None:
         return found
+    inside = _library_call_around(c, step, ctx)
+    if inside is not None:
+        return inside
     if new_fallback:
         ops = ",".join(sorted(new_fallback))
         return Cause("cpu_fallback", FindingKey.fallback(new_fallback),
                      evidence=f"compiled mid-step around ops that ran on the CPU: {ops}")
     return Cause("unknown", FindingKey("unknown", "step"),
                  evidence="compiled mid-step outside any recorded host read")
+
+
+def _library_call_around(c: Any, step: _StepFacts, ctx: _Context) -> Cause | None:
+    """A compile outside any read, between two reads that one library call at one user line
+    made (the same ``via``, file and line): it happened inside that call (``model.generate()``
+    reading its stop condition every token, with an op on the CPU cutting a graph between two
+    reads). It is the call's, like its reads, whatever op forced it."""
+    if ctx.calls_by_step is None:
+        ctx.calls_by_step = {}
+        syncs = ctx.syncs
+        if len(syncs) and "via" in syncs:
+            live = syncs[~syncs["deferred"].astype(bool) & syncs["via"].notna()]
+            for row in zip(live["step"].tolist(), live["t0"].tolist(), live["t1"].tolist(), live["via"].tolist(),
+                           live["file"].tolist(), live["line"].tolist(), live["site"].tolist()):
+                ctx.calls_by_step.setdefault(int(row[0]), []).append(
+                    (float(row[1]), float(row[2]), str(row[3]), str(row[4]), int(row[5]), int(row[6])))
+            for in_step in ctx.calls_by_step.values():
+                in_step.sort()
+    reads = ctx.calls_by_step.get(step.i)
+    if not reads:
+        return None
+    t = float(c["t"])
+    start = t - float(c["ms"]) / 1e3
+    before = [r for r in reads if r[1] <= start]
+    after = [r for r in reads if r[0] >= t]
+    if not before or not after:
+        return None
+    b, a = before[-1], after[0]
+    if b[2:5] != a[2:5]:
+        return None
+    via, file, line, site = b[2], b[3], b[4], b[5]
+    return Cause("implicit_sync", FindingKey.sync(site), site=site, evidence=(
+        f"compiled inside {via} (called from {os.path.basename(file)}:{line}), between two of its "
+        "host reads: a graph it ran, cut there by an op on the CPU or a sync of its own"))
 
 
 def _fmt(shape: Shape | None) -> str:

@@ -256,7 +256,10 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     kind = sync_kind(str(first["access"]), code, via if isinstance(via, str) else None)
     rows = compiles.iloc[ks] if ks else compiles.iloc[0:0]
     compile_ms = float(rows["ms"].sum()) if len(rows) else 0.0
-    barrier_compile_ms = float(rows[rows["at"] == "barrier"]["ms"].sum()) if len(rows) else 0.0
+    # Compiles inside its reads are in the reads' waits; those at a barrier, or between two
+    # of its reads (a library call's, cut by an op on the CPU), are not.
+    outside = (rows["at"] == "barrier") | (rows["sync_row"] < 0) if len(rows) else None
+    barrier_compile_ms = float(rows[outside]["ms"].sum()) if outside is not None else 0.0
     wait_ms = float(g["ms"].sum())
     exec_ms = float(g["exec_ms"].sum())
     executions = int(g["executions"].sum())
