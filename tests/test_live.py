@@ -350,3 +350,24 @@ def test_eager_last_step_after_the_last_barrier_counts_everywhere(device: Any, t
     assert run.end is not None and run.end.tail_opt == 1 and run.end.tail_graphs > 0
     assert analyze(run).totals.steps == 5
     assert any(line.startswith("xprof: 5 steps ") for line in _xprof_lines(capfd.readouterr().err))
+
+
+def test_a_compile_between_a_library_calls_reads_is_the_calls_in_the_summary() -> None:
+    """As the analysis (causes._library_call_around): model.generate() at line 23 reads its stop
+    condition twice in step 4; between the reads an op on the CPU cut a graph, compiled outside
+    any read. The exit summary puts it on the call, not on the op (0.1 s of compile + 0.02 s of
+    the reads' waits)."""
+    live = LiveNotices(0.0, None)
+    live.feed([{"type": "compile", "i": 0, "t": 0.9, "ns": 1e9, "at": "barrier"},
+               {"type": "step", "i": 0, "t0": 0, "tb": 0.5, "t1": 1.0, "barrier": "mark_step", "bu": 1}, *_steps(3, 1)])
+    site = {"type": "site", "id": 0, "kind": "bool", "file": "/u/t.py", "line": 23, "func": "main",
+            "via": "lib.Model.generate", "code": "out = model.generate(x)", "inner": "lib.StopCheck.__call__"}
+    live.feed([site,
+               {"type": "sync", "i": 4, "site": 0, "t0": 4.10, "t1": 4.11, "x": 1},
+               {"type": "sync", "i": 4, "site": 0, "t0": 4.30, "t1": 4.31, "x": 1},
+               {"type": "compile", "i": 4, "t": 4.25, "ns": 1e8, "at": "step"},
+               {"type": "step", "i": 4, "t0": 4, "tb": 4.5, "t1": 5.0, "barrier": "mark_step", "bc": 1, "sig": 0,
+                "c": {"aten::isin.Tensor_Tensor": 2, "UncachedCompile": 1}}])
+    line = live.summary(10.0, "r.json")[2]
+    assert line.startswith("xprof: first thing to change: lib.StopCheck.__call__ (called from t.py:23)"), line
+    assert "(1 compile, 0.12 s)" in line and live.first == ("lib", "lib.StopCheck.__call__@t.py:23")

@@ -261,9 +261,8 @@ class LiveNotices:
             # counts for the exit summary; torch.compile's own reads are dynamo's.
             via = str(site.get("via") or "")
             if not via.startswith(("torch._dynamo", "torch_xla._dynamo")):
-                name = clean(str(site.get("inner") or via or "a library"), 80)
-                where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
-                key = ("lib", f"{name}@{where}")
+                key = self._lib_key(site)
+                name, where = key[1].rsplit("@", 1)
                 wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
                 self._read_cost(key, wait)
                 self._add_cost(key, wait, 0, f"{name} (called from {where}) reads values on the host: "
@@ -382,16 +381,21 @@ class LiveNotices:
             if comp.get("at") == "step":
                 site = self._read_of(comp)
                 if site is None:
-                    if new_ops:  # compiled mid-step around ops that ran on the CPU
+                    call = self._library_call_around(comp)
+                    if call is not None:  # inside a library call, between two of its reads
+                        if not warm:
+                            self._cost[call][0] += ns
+                            self._cost[call][1] += 1
+                    elif new_ops:  # compiled mid-step around ops that ran on the CPU
                         self._fallback_cost(new_ops, ns, 1)
                 elif new_shape:
                     read_n += 1
                     read_s += ns
-                    key = ("sync", str(site))
+                    key = self._site_key(site)
                     if key in self._cost:
                         self._cost[key][0] = max(self._cost[key][0] - ns, 0.0)
                 elif not warm:
-                    key = ("sync", str(site))
+                    key = self._site_key(site)
                     if key in self._cost:
                         self._cost[key][1] += 1
             if not warm:  # what the analysis counts as recompiles
@@ -533,6 +537,42 @@ class LiveNotices:
             if float(s["t0"]) <= t <= float(s["t1"]):
                 return int(s["site"])
         return None
+
+    def _library_call_around(self, comp: dict[str, Any]) -> tuple[str, str] | None:
+        """The cost key of the library call a compile outside any read happened inside: the
+        step's reads just before and just after it went through the same call (``via``) from
+        the same user line (the analysis' rule in ``causes._library_call_around``)."""
+        t = float(comp.get("t") or 0)
+        start = t - float(comp.get("ns") or 0) / 1e9
+        before = after = None
+        for s in self._step_syncs:
+            if float(s["t1"]) <= start and (before is None or float(s["t1"]) > float(before["t1"])):
+                before = s
+            if float(s["t0"]) >= t and (after is None or float(s["t0"]) < float(after["t0"])):
+                after = s
+        if before is None or after is None:
+            return None
+        a, b = self._sites.get(int(before["site"]), {}), self._sites.get(int(after["site"]), {})
+        via = a.get("via")
+        if not via or str(via).startswith(("torch._dynamo", "torch_xla._dynamo")) \
+                or (via, a.get("file"), a.get("line")) != (b.get("via"), b.get("file"), b.get("line")):
+            return None
+        key = self._lib_key(a)
+        return key if key in self._cost else None
+
+    @staticmethod
+    def _lib_key(site: dict[str, Any]) -> tuple[str, str]:
+        """The cost key of a library read's site: its innermost library function and user line
+        (the analysis' grouping, ``mechanisms.group_key``)."""
+        name = clean(str(site.get("inner") or site.get("via") or "a library"), 80)
+        return ("lib", f"{name}@{clean(_where(str(site.get('file', '?')), int(site.get('line', 0) or 0)), 80)}")
+
+    def _site_key(self, sid: int) -> tuple[str, str]:
+        """The cost key of a read site: a library's reads group by call, the others by site."""
+        site = self._sites.get(sid, {})
+        if site.get("via") or site.get("chain"):
+            return self._lib_key(site)
+        return ("sync", str(sid))
 
     def _changed_input(self, sig: int) -> tuple[str | None, tuple[int, ...] | None, tuple[int, ...] | None]:
         """The input that changed against the closest earlier steady signature."""
