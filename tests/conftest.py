@@ -41,6 +41,8 @@ def _hook_state() -> dict[str, Any]:
         state["Module.train"] = torch.nn.Module.__dict__.get("train")
         state["autograd.backward"] = torch.autograd.backward
         state["autograd.grad"] = torch.autograd.grad
+        state["no_grad.__enter__"] = torch.no_grad.__dict__.get("__enter__")
+        state["inference_mode.__enter__"] = torch.inference_mode.__dict__.get("__enter__")
     dl = sys.modules.get("torch.utils.data.dataloader")
     if dl is not None:
         state["dl_next"] = dl._BaseDataLoaderIter.__dict__.get("__next__")
