@@ -321,6 +321,7 @@ def _generate_run(tmp_path: Path, second_line: int) -> Any:
               "chain": ["lib.StopCheck.__call__", "lib.Model.generate"]} for k, line in ((0, 23), (1, second_line))]
     reads = [{"type": "sync", "i": 4, "site": k, "t0": t, "t1": t + 0.01, "x": 1}
              for k, t in ((0, 1004.10), (1 if second_line != 23 else 0, 1004.30))]
+    reads.append({"type": "sync", "i": 5, "site": 0, "t0": 1005.10, "t1": 1005.11, "x": 1})  # cached now
     compile_ = {"type": "compile", "i": 4, "t": 1004.25, "ns": 1e8, "at": "step"}
     path = tmp_path / f"gen{second_line}.json"
     _write(path, recs[:4] + sites + reads + [compile_] + recs[4:])
@@ -332,6 +333,7 @@ def test_a_compile_between_two_reads_of_one_library_call_is_the_calls(tmp_path: 
     f = a.findings[0]
     assert f.cause == "implicit_sync" and f.via == "lib.Model.generate" and f.compiles == 1
     assert f.seconds >= 0.1  # the compile (outside the reads' waits) is in its cost
+    assert any("all of them by step 4: the 1 read after compiled nothing" in e for e in f.evidence)
     assert a.compiles["cause"].tolist() == ["implicit_sync"]
     assert not any(g.cause == "cpu_fallback" and g.compiles for g in a.findings)
     # reads from two different user lines do not bracket it: the op on the CPU keeps it

@@ -328,6 +328,11 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         evidence.append(f"{executions} execution(s) ran inside these reads ({_dur(exec_ms)})")
     if len(rows):
         evidence.append(f"{len(rows)} compile(s) forced ({_dur(compile_ms)})")
+        last = int(rows["step"].max())
+        later = int((g["step"] > last).sum())
+        if later:
+            evidence.append(f"all of them by step {ordinal_of.get(last, last)}: the {later} read"
+                            f"{'s' if later != 1 else ''} after compiled nothing (their graphs were cached)")
     return Finding(
         id=key, cause=cause, kind=kind, title=title, count=n, compiles=len(ks),
         seconds=seconds, compile_seconds=compile_ms / 1e3, execute_seconds=exec_ms / 1e3,
