@@ -252,8 +252,7 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     quiet = steady & (per_step_uncached == 0)
     # A step whose graphs ran op by op (eager mode) has no execute time: torch_xla times those
     # in EagerOpExecuteTime, which is not recorded (hundreds of samples a step).
-    timed = quiet & ~((steps["mid_graphs"].to_numpy() > 0)
-                      & ((steps["barrier_uncached"] + steps["barrier_cached"]).to_numpy() == 0))
+    timed = quiet & ~((steps["mid_graphs"].to_numpy() > 0) & (tables.barrier_graphs(steps) == 0))
     step_ms, execute_ms = steps["step_ms"].to_numpy(dtype=np.float64), steps["execute_ms"].to_numpy(dtype=np.float64)
     live = tables.live_reads(syncs)
     status = "incomplete" if run.end is None else run.end.status

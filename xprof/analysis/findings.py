@@ -26,7 +26,7 @@ from xprof.analysis.causes import (
 from xprof.analysis.model import EAGER_KEY, EVAL_KEY, WARMUP_STEPS, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.steps import eval_pass_ids
-from xprof.analysis.tables import fallback_rows, live_reads
+from xprof.analysis.tables import barrier_graphs, fallback_rows, live_reads
 from xprof.runfile import Site
 
 _CONDITION = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.*\belse\b")
@@ -170,6 +170,18 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
     return findings
 
 
+def _compiled_early(rows: pd.DataFrame, occurrences: list[tuple[int, int]],
+                    ordinal_of: dict[int, int]) -> tuple[int, int] | None:
+    """(the training step of the last compile, how many occurrences came after it) when a
+    finding's compiles all came before some of its occurrences (``(barrier, count)``: calls
+    of a CPU-fallback op, host reads) that compiled nothing: a one-off, cached afterwards."""
+    if not len(rows):
+        return None
+    last = int(rows["step"].max())
+    later = sum(k for i, k in occurrences if i > last)
+    return (ordinal_of.get(last, last), later) if later else None
+
+
 def _user_steps(steps: pd.DataFrame) -> dict[int, int]:
     """Barrier index -> the training step it is reported under (``user_step``)."""
     return dict(zip(steps["i"].to_numpy(dtype=np.int64).tolist(), steps["user_step"].to_numpy(dtype=np.int64).tolist()))
@@ -229,17 +241,15 @@ def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.
              f"{n} compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s")
     evidence = [c0.evidence] if c0.evidence else []
     evidence.append("each call copies its input to the host and cuts the graph around it")
-    if n:
-        last = int(rows["step"].max())
-        later = sum(k for i, k in ran if i > last)
-        if later:
-            # The graphs it cut were compiled once: the same calls later hit the cache.
-            user = ordinal_of.get(last, last)
-            title += (f" (all compiles by step {user}; the {later} call{'s' if later != 1 else ''} "
-                      "after compiled nothing)")
-            evidence.append(f"its {later} later call{'s' if later != 1 else ''} compiled nothing: the graphs "
-                            "around it are cached once seen, so this cost is paid when a new code path first "
-                            "runs it (a new shape, the first evaluation or generation)")
+    early = _compiled_early(rows, ran, ordinal_of)
+    if early is not None:
+        # The graphs it cut were compiled once: the same calls later hit the cache.
+        user, later = early
+        title += (f" (all compiles by step {user}; the {later} call{'s' if later != 1 else ''} "
+                  "after compiled nothing)")
+        evidence.append(f"its {later} later call{'s' if later != 1 else ''} compiled nothing: the graphs "
+                        "around it are cached once seen, so this cost is paid when a new code path first "
+                        "runs it (a new shape, the first evaluation or generation)")
     return Finding(
         id=str(key), cause="cpu_fallback", kind="cpu_fallback", title=title, count=calls, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["cpu_fallback"],
@@ -328,10 +338,10 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         evidence.append(f"{executions} execution(s) ran inside these reads ({_dur(exec_ms)})")
     if len(rows):
         evidence.append(f"{len(rows)} compile(s) forced ({_dur(compile_ms)})")
-        last = int(rows["step"].max())
-        later = int((g["step"] > last).sum())
-        if later:
-            evidence.append(f"all of them by step {ordinal_of.get(last, last)}: the {later} read"
+        early = _compiled_early(rows, [(int(s), 1) for s in g["step"].tolist()], ordinal_of)
+        if early is not None:
+            user, later = early
+            evidence.append(f"all of them by step {user}: the {later} read"
                             f"{'s' if later != 1 else ''} after compiled nothing (their graphs were cached)")
     return Finding(
         id=key, cause=cause, kind=kind, title=title, count=n, compiles=len(ks),
@@ -776,7 +786,7 @@ def eager_steps(steps: pd.DataFrame) -> pd.DataFrame:
         "ordinal": ordinal[keep],
         "i": steps["i"].to_numpy()[keep],
         "graphs": steps["mid_graphs"].to_numpy()[keep],
-        "at_barrier": (steps["barrier_uncached"] + steps["barrier_cached"]).to_numpy()[keep],
+        "at_barrier": barrier_graphs(steps)[keep],
         "ms": steps["step_ms"].to_numpy(dtype=np.float64)[keep],
     })
     g = rows.groupby("ordinal", sort=True).agg(i=("i", "min"), graphs=("graphs", "sum"),

@@ -66,10 +66,16 @@ def step_table(cols: RunColumns) -> pd.DataFrame:
     })
     # The step ran a graph: at its barrier, or before it outside the host reads (eager
     # mode's ops; its barrier then has nothing left to run).
-    df["work"] = ((df["barrier_uncached"] + df["barrier_cached"]) > 0) | (df["mid_graphs"] > 0)
+    df["work"] = (barrier_graphs(df) > 0) | (df["mid_graphs"].to_numpy() > 0)
     df["step_ms"] = (df["t1"] - df["t0"]) * 1e3
     df["fallback"] = _fallback_counts(cols)
     return df
+
+
+def barrier_graphs(steps: pd.DataFrame) -> np.ndarray:
+    """Graphs each barrier itself compiled or found cached (``bu`` + ``bc``): 0 for a barrier
+    with nothing to run, such as eager mode's, whose step ran its ops before it."""
+    return (steps["barrier_uncached"].to_numpy() + steps["barrier_cached"].to_numpy()).astype(np.int64)
 
 
 def _fallback_counts(cols: RunColumns) -> np.ndarray:
