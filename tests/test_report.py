@@ -292,3 +292,11 @@ def test_a_run_with_no_steps_still_renders(tmp_path: Path) -> None:
     assert "recorded no training steps" in page
     assert "No steps were recorded." in page and "Incomplete run" in page
     charts_of(page)
+
+
+def test_every_finding_cause_has_a_label_and_a_colour() -> None:
+    from xprof.analysis.model import FINDING_CAUSES
+    from xprof.report.prose import CAUSE_COLORS, CAUSE_LABELS
+
+    assert "eager_mode" in FINDING_CAUSES and "warmup" not in FINDING_CAUSES
+    assert set(FINDING_CAUSES) <= set(CAUSE_LABELS) and set(FINDING_CAUSES) <= set(CAUSE_COLORS)
