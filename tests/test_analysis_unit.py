@@ -26,18 +26,30 @@ class Builder:
         self.sigs: dict[tuple[Any, ...], int] = {}
 
     def step(self, shapes: dict[str, list[int]] | None = None, compile_ms: float = 0.0,
-             nodes: int = 70, read: tuple[str, int, str] | None = None) -> None:
-        t0, tb = self.t, self.t + 0.005
+             nodes: int = 70, read: tuple[str, int, str] | None = None, read_compile_ms: float = 0.0,
+             site: dict[str, Any] | None = None) -> None:
+        """``read_compile_ms``: the read compiles a graph of its own, that long (it waits for it);
+        ``site``: more fields of the read's site record (``via``, ``inner_at``)."""
+        t0 = self.t
+        tb = t0 + 0.005 + read_compile_ms / 1e3
         if read is not None:
             kind, line, code = read
             self.w.write({"type": "site", "id": line, "kind": kind, "file": "/u/train.py", "line": line,
-                          "func": "main", "via": None, "code": code})
-            self.w.write({"type": "sync", "i": self.i, "site": line, "t0": t0 + 0.001, "t1": t0 + 0.002, "x": 1})
+                          "func": "main", "via": None, "code": code, **(site or {})})
+            r1 = t0 + 0.002 + read_compile_ms / 1e3
+            sync: dict[str, Any] = {"type": "sync", "i": self.i, "site": line, "t0": t0 + 0.001, "t1": r1, "x": 1}
+            if read_compile_ms:
+                sync["u"] = 1
+                self.w.write({"type": "compile", "i": self.i, "t": r1 - 0.0005, "ns": read_compile_ms * 1e6,
+                              "at": "step"})
+            self.w.write(sync)
         t1 = tb + compile_ms / 1e3 + 0.001
         rec: dict[str, Any] = {"type": "step", "i": self.i, "t0": t0, "tb": tb, "t1": t1, "barrier": "mark_step",
-                               "c": {"MarkStep": 1, "ExecuteComputation": 1}}
-        if compile_ms:
+                               "c": {"MarkStep": 1, "ExecuteComputation": 1 + bool(read_compile_ms)}}
+        if read_compile_ms:
             rec["c"]["UncachedCompile"] = 1
+        if compile_ms:
+            rec["c"]["UncachedCompile"] = rec["c"].get("UncachedCompile", 0) + 1
             rec["bu"] = 1
             self.w.write({"type": "compile", "i": self.i, "t": tb + compile_ms / 1e3, "ns": compile_ms * 1e6,
                           "at": "barrier"})
@@ -101,6 +113,49 @@ def test_read_every_step_is_one_finding(tmp_path: Path) -> None:
     assert len(a.findings) == 1
     f = a.findings[0]
     assert (f.cause, f.kind, f.line, f.count, f.pattern) == ("implicit_sync", "item", 42, 8, "every step")
+
+
+def test_a_reads_cost_leaves_out_compiles_another_cause_owns(tmp_path: Path) -> None:
+    # Step 0's read compiles the forward graph (warm-up); step 5's read compiles again for a
+    # new input length (the padding finding's). Each read waits 1 ms besides compiling.
+    b = Builder(tmp_path / "r.json")
+    read = ("item", 42, "losses.append(loss.item())")
+    b.step({"x": [8, 4]}, compile_ms=500, read=read, read_compile_ms=300)
+    b.step({"x": [8, 4]}, compile_ms=500, read=read)
+    for k in range(2, 10):
+        n = 4 if k < 5 else 6
+        b.step({"x": [8, n]}, compile_ms=500 if k == 5 else 0, read=read, read_compile_ms=200 if k == 5 else 0)
+    a = b.done()
+    item = next(f for f in a.findings if f.kind == "item")
+    shape = next(f for f in a.findings if f.cause == "input_shape")
+    assert item.count == 10 and item.compiles == 0
+    # ten 1 ms waits; neither the warm-up compile nor the new shape's is counted again here
+    assert item.seconds == pytest.approx(0.010, abs=1e-4)
+    assert shape.compiles == 2 and shape.seconds == pytest.approx(0.7)
+    assert "500.0 ms of that was 2 compiles counted under their own cause or warm-up, not here" in item.evidence
+
+
+@pytest.mark.parametrize("code, lib_line, says", [
+    ("clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)",
+     "if error_if_nonfinite and (total_norm.isnan() or total_norm.isinf()):",
+     "uses `error_if_nonfinite`, which you pass as `error_if_nonfinite=True`"),
+    ("sched.step(loss)", "current = float(metrics)",
+     "turns a tensor into a Python number (`current = float(metrics)`)"),
+    ("sched.step(loss, epoch=None)", "if self.best is None or metrics < self.best:", None),
+])
+def test_library_read_advice_follows_the_librarys_line(tmp_path: Path, code: str, lib_line: str,
+                                                       says: str | None) -> None:
+    b = Builder(tmp_path / "r.json")
+    site = {"via": "torch.lib.fn", "inner_at": ["/venv/site-packages/torch/lib.py", 51, lib_line]}
+    for _ in range(6):
+        b.step({"x": [8, 4]}, compile_ms=500 if b.i < 2 else 0, read=("bool", 17, code), site=site)
+    f = b.done().findings[0]
+    assert f.kind == "library_sync" and f"the library's line: lib.py:51: {lib_line}" in f.evidence
+    assert f.advice.startswith("torch.lib.fn (called from train.py:17) reads a tensor's value on the host. ")
+    if says is None:
+        assert "which you pass" not in f.advice and "Python number" not in f.advice
+    else:
+        assert says in f.advice
 
 
 def test_eval_graph_is_info(tmp_path: Path) -> None:

@@ -67,3 +67,34 @@ def test_a_closure_called_directly_is_still_named(tmp_path: Path) -> None:
     lib = _library(tmp_path)
     site = FrameClassifier().user_site(lib.make_callback()())  # the only library frame is a closure
     assert site is not None and site.via == "fakelib.make_callback.<locals>.callback"
+
+
+_INTERNAL = '''
+import sys
+
+
+def clip(norm, error_if_nonfinite=False):
+    if error_if_nonfinite and norm:
+        return sys._getframe(0)
+    return None
+'''
+
+
+def test_a_read_inside_torch_itself_names_the_line_that_read(tmp_path: Path) -> None:
+    # torch and torch_xla are internal frames, not installed libraries: no `inner`, but the
+    # line of the function the user called that did the read is still the evidence.
+    root = tmp_path / "torchish"
+    root.mkdir()
+    (root / "clipmod.py").write_text(textwrap.dedent(_INTERNAL))
+    sys.path.insert(0, str(root))
+    try:
+        mod = importlib.import_module("clipmod")
+    finally:
+        sys.path.remove(str(root))
+        sys.modules.pop("clipmod", None)
+    classifier = FrameClassifier()
+    classifier._internal = classifier._internal + (str(root.resolve()),)
+    site = classifier.user_site(mod.clip(1.0, error_if_nonfinite=True))
+    assert site is not None and site.file == __file__ and site.via == "clipmod.clip" and site.inner is None
+    assert site.inner_file is not None and Path(site.inner_file).name == "clipmod.py"
+    assert site.inner_code() == "return sys._getframe(0)"

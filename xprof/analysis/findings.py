@@ -117,12 +117,12 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         live = live[keys_of[live.index] != "dynamo"]
         for key, g in live.groupby(keys_of[live.index], sort=False):
             ks = groups.pop(FindingKey.parse(str(key)), [])
-            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady, site_info))
+            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady, site_info, causes))
     for key in [k for k in groups if k.group in ("sync", "lib", "dd")]:
         ks = groups.pop(key)
         g = syncs[keys_of == str(key)] if len(syncs) else syncs
         if len(g):
-            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady, site_info))
+            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady, site_info, causes))
         else:
             mech = _mech.known(str(key))
             if mech is not None:
@@ -258,7 +258,8 @@ def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.
 
 
 def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int],
-                  ordinal_of: dict[int, int], steady: int, sites: dict[int, Site] | None = None) -> Finding:
+                  ordinal_of: dict[int, int], steady: int, sites: dict[int, Site] | None = None,
+                  causes: list[Cause] | None = None) -> Finding:
     first = g.iloc[0]
     site = (sites or {}).get(int(first["site"]))
     mech = _mech.known(key)
@@ -271,12 +272,16 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     outside = (rows["at"] == "barrier") | (rows["sync_row"] < 0) if len(rows) else None
     barrier_compile_ms = float(rows[outside]["ms"].sum()) if outside is not None else 0.0
     wait_ms = float(g["ms"].sum())
+    # Compiles inside its reads that another cause owns (warm-up's first graphs, a new input
+    # shape) are in the waits too: they count there, not here (no second count).
+    theirs = _others_inside(g, compiles, ks)
+    theirs_ms = float(compiles["ms"].iloc[theirs].sum()) if theirs else 0.0
     exec_ms = float(g["exec_ms"].sum())
     executions = int(g["executions"].sum())
     read_steps = sorted({int(s) for s in g["step"]})
     ordinals = [ordinal_of.get(s, 0) for s in read_steps]
     pattern = _pattern(ordinals, steady)
-    seconds = (wait_ms + barrier_compile_ms) / 1e3
+    seconds = (max(wait_ms - theirs_ms, 0.0) + barrier_compile_ms) / 1e3
     n = len(g)
     what = _KIND_WORDS.get(kind, kind)
     where = _loc(file, line)
@@ -319,8 +324,15 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         title = f"{what} at {where} forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
     advice = mech.advice if mech is not None else ADVICE.get(kind, ADVICE["item"])
     if kind == "library_sync" and isinstance(via, str):
-        advice = (f"{via} (called from {where}) reads a tensor's value on the host. Check whether "
-                  "it needs to run every step, or whether the library has an XLA-friendly option.")
+        lib_code = site.inner_at[2] if site is not None and site.inner_at is not None else ""
+        arg = _argument_read_on(code, lib_code)
+        advice = (f"{via} (called from {where}) reads a tensor's value on the host. "
+                  + (f"The library's line that reads uses `{arg.split('=')[0]}`, which you pass as `{arg}`: "
+                     "without it that read may not happen. " if arg else "")
+                  + (f"That line turns a tensor into a Python number (`{_short(lib_code)}`): pass it a "
+                     "value you read on the host anyway (at a logging step), or call it less often. "
+                     if not arg and _TO_NUMBER.search(lib_code) else "")
+                  + "Check whether it needs to run every step, or whether the library has an XLA-friendly option.")
     evidence = [f"{where} in {first['func']}(): {code}" if code else f"{where} in {first['func']}()"]
     inner = first.get("inner") if "inner" in g else None
     if isinstance(via, str):
@@ -334,6 +346,12 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         evidence.append("the op runs on the CPU and its output's length depends on the values, so "
                         "every new count is a new shape for the ops after it and the barrier graph")
     evidence.append(f"the host waited {_dur(wait_ms)} in total ({_dur(wait_ms / max(n, 1))} a read)")
+    if theirs:
+        warm = sum(1 for k in theirs if causes is not None and k < len(causes) and causes[k].cause == "warmup")
+        what = (f"warm-up compile{'s' if warm != 1 else ''}, counted with warm-up" if warm == len(theirs)
+                else f"compile{'s' if len(theirs) != 1 else ''} counted under {'their' if len(theirs) != 1 else 'its'} "
+                     f"own cause{' or warm-up' if warm else ''}")
+        evidence.append(f"{_dur(theirs_ms)} of that was {len(theirs)} {what}, not here")
     if executions:
         evidence.append(f"{executions} execution(s) ran inside these reads ({_dur(exec_ms)})")
     if len(rows):
@@ -350,6 +368,37 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         func=str(first["func"]), code=code, via=via if isinstance(via, str) else None,
         pattern=pattern, severity=severity,
     )
+
+
+_KWARG = re.compile(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^,()]+)")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_TO_NUMBER = re.compile(r"\b(?:float|int)\(|\.item\(\)|\.tolist\(\)")
+
+
+def _short(code: str, limit: int = 80) -> str:
+    return code if len(code) <= limit else code[:limit - 3] + "..."
+
+
+def _argument_read_on(code: str, lib_code: str) -> str | None:
+    """The keyword argument (``name=value``) of the user's call whose name the library's
+    reading line uses (``error_if_nonfinite=True`` and ``if error_if_nonfinite and (...)``)."""
+    if "(" not in code or not lib_code:
+        return None
+    names = set(_NAME.findall(lib_code))
+    for name, value in _KWARG.findall(code[code.index("("):]):
+        if name in names:
+            return f"{name}={value.strip()}"
+    return None
+
+
+def _others_inside(g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int]) -> list[int]:
+    """Positions of the compiles that happened inside the reads ``g`` but are not ``ks``."""
+    if not len(compiles) or not len(g):
+        return []
+    inside = compiles["sync_row"].isin(g.index).to_numpy(dtype=bool, copy=True)
+    if ks:
+        inside[np.asarray(ks, dtype=np.int64)] = False
+    return np.flatnonzero(inside).tolist()
 
 
 @dataclass

@@ -143,6 +143,10 @@ class FrameClassifier:
         (``deprecate_kwarg.<locals>.wrapper.<locals>.wrapped_func``) is not what the user
         called, the function it wraps is."""
         innermost: FrameType | None = None
+        called: FrameType | None = None
+        """The innermost frame above xprof's own that is not a tensor method (``Tensor.__format__``):
+        the library line that did the read when no installed package is on the way
+        (``torch.nn.utils.clip_grad_norm_``'s ``if error_if_nonfinite and (...)``)."""
         chain: list[FrameType] = []
         f = frame
         n = 0
@@ -158,16 +162,19 @@ class FrameClassifier:
                 via = _via(last_named or last_library)
                 inner = _via(innermost)
                 names = tuple(n for n in (_via(c) for c in chain) if n)
+                at = innermost if innermost is not None else called if via is not None else None
                 return Site(code.co_filename, f.f_lineno, code.co_name, via,
                             inner if inner != via else None, names,
-                            innermost.f_code.co_filename if innermost is not None else None,
-                            innermost.f_lineno if innermost is not None else 0)
+                            at.f_code.co_filename if at is not None else None,
+                            at.f_lineno if at is not None else 0)
             if k == FrameKind.LIBRARY and first_outside is None:
                 first_outside = f
             if k == FrameKind.INTERNAL and f.f_code.co_filename.startswith(_XPROF_DIR):
                 f = f.f_back  # xprof's own wrappers are never the library the user called
                 n += 1
                 continue
+            if called is None and f.f_globals.get("__name__") not in _TENSOR_METHOD_MODULES:
+                called = f
             if k == FrameKind.LIBRARY and "-packages" in f.f_code.co_filename:
                 if innermost is None:
                     innermost = f

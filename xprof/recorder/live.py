@@ -388,13 +388,16 @@ class LiveNotices:
                             self._cost[call][1] += 1
                     elif new_ops:  # compiled mid-step around ops that ran on the CPU
                         self._fallback_cost(new_ops, ns, 1)
-                elif new_shape:
-                    read_n += 1
-                    read_s += ns
+                elif new_shape or warm:
+                    # The read waited for a compile another cause owns (a new input shape's,
+                    # or warm-up's first graphs): counted there, not in the read's cost.
+                    if new_shape:
+                        read_n += 1
+                        read_s += ns
                     key = self._site_key(site)
                     if key in self._cost:
                         self._cost[key][0] = max(self._cost[key][0] - ns, 0.0)
-                elif not warm:
+                else:
                     key = self._site_key(site)
                     if key in self._cost:
                         self._cost[key][1] += 1
