@@ -383,7 +383,7 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
                         name = name_from_comprehension(caller)
                         if name is None:
                             if kind == 0:
-                                name = name_from_line(caller.f_code.co_filename, caller.f_lineno)
+                                name = name_from_line(caller.f_code.co_filename, caller.f_lineno, caller, self)
                             else:
                                 site = frames.user_site(caller)
                                 name = name_from_line(site.file, site.line) if site else "tensor"

@@ -77,16 +77,31 @@ def _target_name(node: ast.expr) -> str | None:
     return None
 
 
-_LINE_NAMES: dict[tuple[str, int], str] = {}
+_LINE_NAMES: dict[tuple[str, int], str | tuple[tuple[str, str], ...]] = {}
+"""A line's name, or, for ``x, y = x.to(dev), y.to(dev)``, each (target, moved variable) pair."""
 
 
-def name_from_line(filename: str, lineno: int) -> str:
-    """The variable a line assigns to, or ``file.py:LINE`` when there is no one name."""
+def name_from_line(filename: str, lineno: int, frame: FrameType | None = None, tensor: Any = None) -> str:
+    """The variable a line assigns to, or ``file.py:LINE`` when there is no one name.
+
+    A tuple assignment of moved tensors (``data, target = data.to(dev), target.to(dev)``)
+    names each by the variable the moved tensor was in: ``frame``'s, holding ``tensor``.
+    """
     key = (filename, lineno)
     cached = _LINE_NAMES.get(key)
-    if cached is not None:
+    if cached is None:
+        cached = _LINE_NAMES[key] = _parse_line(filename, lineno)
+    if isinstance(cached, str):
         return cached
-    name: str | None = None
+    if frame is not None:
+        local, glob = frame.f_locals, frame.f_globals
+        for target, moved in cached:
+            if (local[moved] if moved in local else glob.get(moved)) is tensor:
+                return target
+    return f"{os.path.basename(filename)}:{lineno}"
+
+
+def _parse_line(filename: str, lineno: int) -> str | tuple[tuple[str, str], ...]:
     text = linecache.getline(filename, lineno).strip()
     if text:
         try:
@@ -96,13 +111,31 @@ def name_from_line(filename: str, lineno: int) -> str:
         if tree is not None and tree.body:
             stmt = tree.body[0]
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                pairs = _moved_pairs(stmt.targets[0], stmt.value)
+                if pairs:
+                    return pairs
                 name = _target_name(stmt.targets[0])
+                if name is not None:
+                    return name
             elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
                 name = _target_name(stmt.target)
-    if name is None:
-        name = f"{os.path.basename(filename)}:{lineno}"
-    _LINE_NAMES[key] = name
-    return name
+                if name is not None:
+                    return name
+    return f"{os.path.basename(filename)}:{lineno}"
+
+
+def _moved_pairs(target: ast.expr, value: ast.expr | None) -> tuple[tuple[str, str], ...]:
+    """(target, variable) of each ``variable.method(...)`` a tuple assignment assigns by position."""
+    if not (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
+            and len(target.elts) == len(value.elts)):
+        return ()
+    pairs = []
+    for t, v in zip(target.elts, value.elts):
+        name = _target_name(t)
+        if (name is not None and isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)
+                and isinstance(v.func.value, ast.Name)):
+            pairs.append((name, v.func.value.id))
+    return tuple(pairs)
 
 
 def name_from_comprehension(frame: FrameType) -> str | None:

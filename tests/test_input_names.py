@@ -1,0 +1,62 @@
+"""How a tensor moved to the device is named in a step's input signature: the variable its
+line assigns to, read from the source (no torch needed: a stand-in ``.to`` sees the frames)."""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from xprof.recorder.inputs import name_from_line
+
+_LOOP = '''
+import sys
+
+
+class Tensor:
+    def to(self, device):
+        caller = sys._getframe(1)  # named while the call runs, as the recorder's hook does
+        SEEN.append((NAME(caller.f_code.co_filename, caller.f_lineno, caller, self), caller.f_lineno))
+        return Tensor()
+
+
+SEEN = []
+NAME = None
+
+
+def step(data, target, batch):
+    data, target = data.to("xla"), target.to("xla")
+    ids = batch.to("xla")
+    x, (a, b) = data.to("xla"), (1, 2)
+    return data, target, ids
+
+
+data, target = Tensor(), Tensor()
+labels, inputs = target.to("xla"), data.to("xla")
+'''
+
+
+def _module(tmp_path: Path) -> Any:
+    (tmp_path / "loopmod.py").write_text(textwrap.dedent(_LOOP).replace("NAME = None", "NAME = NAMER"))
+    sys.path.insert(0, str(tmp_path))
+    builtins.NAMER = name_from_line  # type: ignore[attr-defined]
+    try:
+        return importlib.import_module("loopmod")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("loopmod", None)
+        del builtins.NAMER  # type: ignore[attr-defined]
+
+
+def test_each_tensor_of_a_tuple_assignment_is_named_by_its_target(tmp_path: Path) -> None:
+    mod = _module(tmp_path)
+    assert [name for name, _ in mod.SEEN] == ["labels", "inputs"]  # module level: globals
+    mod.SEEN.clear()
+    mod.step(mod.Tensor(), mod.Tensor(), mod.Tensor())
+    # `x, (a, b) = data.to(dev), (1, 2)`: the nested target has no name, x still has one
+    assert mod.SEEN == [("data", 17), ("target", 17), ("ids", 18), ("x", 19)]
+    # without the frame (a line reached through a library) the line stands in too
+    assert name_from_line(str(tmp_path / "loopmod.py"), 17) == "loopmod.py:17"
