@@ -94,6 +94,30 @@ def test_padding_what_if_and_warmup(tmp_path: Path) -> None:
     assert rows["pad_to_multiple_of=32"]["saved_seconds"] == pytest.approx(1.5)
 
 
+def test_a_fixed_set_of_lengths_compiled_early_reads_as_settled(tmp_path: Path) -> None:
+    # Four buckets, all seen by step 6, then 30 steps that compile nothing.
+    lengths = [32, 32, 64, 32, 16, 32, 48] + [16, 32, 48, 64] * 8 + [32, 16]
+    b = Builder(tmp_path / "r.json")
+    seen: set[int] = set()
+    for n in lengths:
+        b.step({"ids": [8, n]}, compile_ms=0 if n in seen else 500)
+        seen.add(n)
+    f = b.done().findings[0]
+    assert f.kind == "dynamic_padding" and f.compiles == 3
+    assert f.title == "ids took 4 lengths of dim 1 (16, 32, 48, 64), all by step 6: 3 recompiles, 1.50 s"
+    assert f.evidence[0].startswith("all 4 shapes by step 6: the 34 steps after compiled nothing")
+    assert "one-off cost" in f.advice
+    # The same lengths still arriving late in the run: padded per batch, as before.
+    b = Builder(tmp_path / "r2.json")
+    seen.clear()
+    for n in lengths[:20] + [24] + lengths[20:]:
+        b.step({"ids": [8, n]}, compile_ms=0 if n in seen else 500)
+        seen.add(n)
+    f = b.done().findings[0]
+    assert f.title.startswith("ids is padded per batch (5 distinct values of dim 1")
+    assert not any(e.startswith("all ") for e in f.evidence) and "one-off" not in f.advice
+
+
 def test_one_off_first_graph_is_warmup(tmp_path: Path) -> None:
     b = Builder(tmp_path / "r.json")
     b.step({"x": [8, 4]}, compile_ms=500, nodes=49)  # optimizer state created in here

@@ -174,6 +174,13 @@ def test_data_dependent_sets_are_the_analysis_ones() -> None:
     assert live.DATA_DEPENDENT_FALLBACKS == DATA_DEPENDENT_FALLBACKS
 
 
+def test_step_constants_are_the_analysis_ones() -> None:
+    from xprof.analysis import model
+    from xprof.recorder import live
+
+    assert (live.WARMUP_STEPS, live.SETTLED_AFTER) == (model.WARMUP_STEPS, model.SETTLED_AFTER)
+
+
 def test_read_label() -> None:
     assert read_label("item", "losses.append(loss.item())") == "loss.item()"
     assert read_label("item", "total += out['loss'].item()") == "out['loss'].item()"
@@ -213,6 +220,12 @@ def test_shape_notice_from_exact_records() -> None:
         "xprof: first thing to change: input_ids took 3 shapes: pad it to a few fixed sizes (2 compiles, 3.0 s)",
         "xprof: open the report: xprof report 'run dir/run.json' --open",
     ]
+    # The same shapes, then 30 steps that compile nothing: settled, a one-off cost.
+    live.feed([{"type": "step", "i": i, "t0": i, "tb": i + 0.5, "t1": i + 1.0, "barrier": "mark_step",
+                "bc": 1, "sig": (0, 1, 2)[i % 3]} for i in range(6, 36)])
+    assert live.summary(40.0, "run.json")[2] == (
+        "xprof: first thing to change: input_ids took 3 shapes, all by step 5, none in the 30 steps after: "
+        "a one-off cost (2 compiles, 3.0 s)")
 
 
 def test_sync_notice_needs_a_read_that_ran_the_device() -> None:

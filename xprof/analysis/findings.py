@@ -23,7 +23,7 @@ from xprof.analysis.causes import (
     base_input_name,
     no_sharding,
 )
-from xprof.analysis.model import EAGER_KEY, EVAL_KEY, WARMUP_STEPS, Finding, FindingKey
+from xprof.analysis.model import EAGER_KEY, EVAL_KEY, SETTLED_AFTER, WARMUP_STEPS, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import barrier_graphs, fallback_rows, live_reads
@@ -511,6 +511,17 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         "batch_size_change": f"{name}'s batch size changes",
         "shape_change": f"{name} changes shape",
     }[kind]
+    # Settled: every shape compiled early, and a long stretch after compiled nothing (length
+    # buckets, a fixed set of image sizes): a one-off cost, not one that grows with the run.
+    last = max((ordinal_of.get(s, s) for s in comp_steps), default=0)
+    after = int((series.ords > last).sum())
+    settled = bool(comp_steps) and after >= SETTLED_AFTER and after >= 3 * max(last, 1)
+    advice = ADVICE[kind]
+    if settled and kind == "dynamic_padding" and dim is not None:
+        vals = sorted({s[dim] for s in shapes if len(s) > dim})
+        headline = f"{name} took {len(vals)} lengths of dim {dim}"
+        values_txt = f" ({', '.join(str(v) for v in vals[:8])}{'...' if len(vals) > 8 else ''}), all by step {last}"
+        advice = ADVICE["settled_padding"]
     title = f"{headline}{values_txt}: {n} recompile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"
     lines: list[str] = []
     for k, barrier in zip(ks, rows["step"].tolist()):
@@ -526,9 +537,12 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     if len(lines) > 3:
         evidence.append(f"... and {len(lines) - 3} more")
     evidence.append(f"mean compile {ms / max(n, 1):.0f} ms")
+    if settled:
+        evidence.insert(0, f"all {len(shapes)} shapes by step {last}: the {after} steps after compiled nothing "
+                        "(each shape's graphs were cached): a one-off cost")
     return Finding(
         id=str(FindingKey.input(name)), cause="input_shape", kind=kind, title=title, count=n, compiles=n,
-        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE[kind],
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=comp_steps, input=name, dim=dim,
         shapes=[list(s) for s in shapes], pattern=pattern, what_if=what_if,
     )

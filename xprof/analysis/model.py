@@ -41,6 +41,11 @@ first step (optimizer state is created inside it) and the steady-state graph at 
 second, so even a perfect loop compiles twice. Uncached compiles after these steps are
 ``recompiles``."""
 
+SETTLED_AFTER = 20
+"""Steps with no new shape after a shape finding's last compile, at least (and three times the
+steps up to it), for it to read as settled: a fixed set of shapes (length buckets), each
+compiled once, early: a one-off cost, not one that grows with the run."""
+
 MINOR_SHARE = 0.01
 """A finding that cost less than this share of the run's wall time is *minor*: folded into
 one line of the summary and a collapsed section of the report (still in the JSON)."""

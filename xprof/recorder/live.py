@@ -46,6 +46,10 @@ from xprof.untrusted import visible
 WARMUP_STEPS = 2
 """Steps that ran a graph before the steady state (the analysis' ``WARMUP_STEPS``)."""
 
+SETTLED_AFTER = 20
+"""Steps with no new input shape after its last compile for it to read as settled (the
+analysis' ``SETTLED_AFTER``)."""
+
 DATA_DEPENDENT_ACCESSES = frozenset({"nonzero", "masked_select", "unique", "argwhere",
                                      "repeat_interleave", "mask_index"})
 """Reads of ops whose output shape depends on values (the analysis' ``data_dependent``)."""
@@ -162,6 +166,8 @@ class LiveNotices:
         self._sites_read: set[int] = set()
         """Sites read (not deferred) in an earlier step."""
         self._cost: dict[tuple[str, str], list[Any]] = {}
+        self._shape_last: dict[str, int] = {}
+        """Input name -> the last step a new shape of it compiled."""
         """cause key -> [seconds, compiles, what to say]."""
         self._last_t = started
         self._sizes: list[tuple[float, int]] = []
@@ -450,7 +456,7 @@ class LiveNotices:
                               f"{clean(_spec(after), 60)} (before: {clean(_spec(before), 60)}), same shapes; "
                               f"{so_far}")
                 else:
-                    self._shape_cost(name, barrier_s + read_s, n_barrier + read_n)
+                    self._shape_cost(name, barrier_s + read_s, n_barrier + read_n, i)
                     what = (f"{clean(name, 60)} took shape {_shape(new)} (first seen)" if name and new is not None
                             else f"new input {clean(name, 60)}" if name else "the input shapes changed")
                     self._say(("input_shape", name or "?"), f"step {i} recompiled: {what}; {so_far}")
@@ -495,7 +501,8 @@ class LiveNotices:
                        "use an op XLA lowers")
         return key
 
-    def _shape_cost(self, name: str | None, seconds: float, compiles: int) -> None:
+    def _shape_cost(self, name: str | None, seconds: float, compiles: int, step: int = 1) -> None:
+        self._shape_last[name or "?"] = max(step, self._shape_last.get(name or "?", 0))
         shapes = len({s for v in self._sigs.values() for n, s, _, _ in v if n == name})
         self._add_cost(("input_shape", name or "?"), seconds, compiles,
                        f"{clean(name or 'the inputs', 60)} took {shapes} shape{'s' if shapes != 1 else ''}: "
@@ -668,6 +675,13 @@ class LiveNotices:
                   and (kv[0][0] != "lib" or kv[0] in self._forced_lib)]
         if ranked:
             self.first, (seconds, n, advice) = ranked[0]
+            if self.first[0] == "input_shape":
+                # The analysis' settled shapes: all compiled early, none in a long stretch after.
+                last = self._shape_last.get(self.first[1], steps)
+                after = steps - 1 - last
+                if after >= SETTLED_AFTER and after >= 3 * max(last, 1):
+                    advice = (advice.split(":")[0] + f", all by step {last}, none in the {after} steps after: "
+                              "a one-off cost")
             cost = f"{n} compile{'s' if n != 1 else ''}, " if n else ""
             lines.append(f"xprof: first thing to change: {advice} ({cost}{_seconds(seconds)})")
         elif self._eager is not None:
