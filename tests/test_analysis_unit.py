@@ -116,6 +116,14 @@ def test_a_fixed_set_of_lengths_compiled_early_reads_as_settled(tmp_path: Path) 
     f = b.done().findings[0]
     assert f.title.startswith("ids is padded per batch (5 distinct values of dim 1")
     assert not any(e.startswith("all ") for e in f.evidence) and "one-off" not in f.advice
+    # Two lengths (pad_to_multiple_of=8 on short texts): a settled shape change, no what-if table.
+    b = Builder(tmp_path / "r3.json")
+    for k, n in enumerate([32, 32, 32, 24] + [24, 32] * 15):
+        b.step({"ids": [8, n]}, compile_ms=500 if k in (0, 1, 3) else 0)
+    f = b.done().findings[0]
+    assert f.kind == "shape_change" and f.what_if is None
+    assert f.title == "ids took 2 lengths of dim 1 (24, 32), all by step 3: 1 recompile, 0.50 s"
+    assert "one-off cost" in f.advice and "what-if" not in f.advice
 
 
 def test_one_off_first_graph_is_warmup(tmp_path: Path) -> None:

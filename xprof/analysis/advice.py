@@ -11,8 +11,8 @@ ADVICE = {
     "settled_padding": (
         "A fixed set of lengths (buckets, or data with few lengths): each compiled once, early, "
         "and the steps after compiled nothing, so this is a one-off cost that a longer run "
-        "spreads thin. Fewer lengths compile less (the what-if table) but pad more each step; "
-        "keep the set small and fixed."
+        "spreads thin. Fewer lengths compile less but pad more each step; keep the set small "
+        "and fixed."
     ),
     "partial_batch": (
         "Drop the last partial batch (DataLoader(..., drop_last=True)) or pad it to the full "

@@ -517,11 +517,11 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     after = int((series.ords > last).sum())
     settled = bool(comp_steps) and after >= SETTLED_AFTER and after >= 3 * max(last, 1)
     advice = ADVICE[kind]
-    if settled and kind == "dynamic_padding" and dim is not None:
+    if settled and kind in ("dynamic_padding", "shape_change") and dim:
         vals = sorted({s[dim] for s in shapes if len(s) > dim})
         headline = f"{name} took {len(vals)} lengths of dim {dim}"
         values_txt = f" ({', '.join(str(v) for v in vals[:8])}{'...' if len(vals) > 8 else ''}), all by step {last}"
-        advice = ADVICE["settled_padding"]
+        advice = ADVICE["settled_padding"] + (" The what-if table shows what fewer would leave." if what_if else "")
     title = f"{headline}{values_txt}: {n} recompile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"
     lines: list[str] = []
     for k, barrier in zip(ks, rows["step"].tolist()):
