@@ -68,9 +68,11 @@ def test_sites_group_by_mechanism() -> None:
     b = _site(2, "cpu", "transformers.trainer.Trainer.train", log_chain[1], log_chain[1:])
     assert mechanism(a) is not None and mechanism(a) == mechanism(b)
     assert group_key(1, a) == group_key(2, b) == "lib:hf_trainer_logging"
-    # An unknown library: its own innermost function at that line; a plain read: its site.
+    # An unknown library: the call at that line, or, when the training loop runs inside it
+    # (its line asked for step barriers), its own innermost function; a plain read: its site.
     other = _site(3, "item", "somelib.fit", "somelib.metrics.mean")
-    assert group_key(3, other) == "lib:somelib.metrics.mean@/u/train.py:10"
+    assert group_key(3, other) == "lib:somelib.fit@/u/train.py:10"
+    assert group_key(3, other, frozenset({("/u/train.py", 10)})) == "lib:somelib.metrics.mean@/u/train.py:10"
     assert group_key(4, _site(4, "item", None)) == "sync:4"
     # Two value-dependent ops on one line are one finding; torch.compile's reads are dynamo's.
     assert group_key(5, _site(5, "mask_index", None)) == group_key(6, _site(6, "unique", None))
@@ -339,3 +341,77 @@ def test_a_compile_between_two_reads_of_one_library_call_is_the_calls(tmp_path: 
     # reads from two different user lines do not bracket it: the op on the CPU keeps it
     a = _generate_run(tmp_path, second_line=30)
     assert a.compiles["cause"].tolist() == ["cpu_fallback"]
+
+
+def _library_reads_run(tmp_path: Path, loop_line: int) -> Any:
+    """Every step, a library call at user line 23 reads through two inner functions (3 reads
+    in a stop check, 1 in a special-tokens check). ``loop_line``: the user line the step
+    barriers were asked for from (23: the training loop runs inside that call, a Trainer)."""
+    recs = _steps(8, o=1)
+    recs[0]["c"]["UncachedCompile"], recs[0]["bu"], recs[0]["site"] = 1, 1, 9
+    sites = [{"type": "site", "id": 9, "kind": "barrier", "file": "/u/t.py", "line": loop_line, "func": "main",
+              "via": None, "code": "xm.mark_step()"}]
+    for k, inner, lib_line in ((0, "lib.StopCheck.__call__", 396), (1, "lib.Model._prepare_special_tokens", 2413)):
+        sites.append({"type": "site", "id": k, "kind": "bool", "file": "/u/t.py", "line": 23, "func": "main",
+                      "via": "lib.Model.generate", "code": "out = model.generate(x)", "inner": inner,
+                      "chain": [inner, "lib.Model.generate"],
+                      "inner_at": ["/v/site-packages/lib.py", lib_line, "if x:"]})
+    out = sites + recs[:1]
+    for i, r in enumerate(recs[1:], start=1):
+        out += [{"type": "sync", "i": i, "site": 0 if j < 3 else 1, "t0": 1000 + i + 0.1 * j,
+                 "t1": 1000 + i + 0.1 * j + 0.01, "x": 1} for j in range(4)]
+        out.append(r)
+    path = tmp_path / f"lib{loop_line}.json"
+    _write(path, out)
+    return analyze(load_run(path))
+
+
+def test_a_library_calls_reads_are_one_finding_unless_the_loop_runs_inside_it(tmp_path: Path) -> None:
+    a = _library_reads_run(tmp_path, loop_line=20)
+    (f,) = a.findings
+    assert f.title.startswith("lib.Model.generate (called from t.py:23) forces a host sync every step: 28 reads")
+    assert ("its reads, by the library function that made them: 21 in StopCheck.__call__ (lib.py:396: if x:); "
+            "7 in Model._prepare_special_tokens (lib.py:2413: if x:)") in f.evidence
+    # the training loop runs inside the call (trainer.train()): one finding per inner function
+    a = _library_reads_run(tmp_path, loop_line=23)
+    assert sorted((f.title.split(" (")[0], f.count) for f in a.findings) == [
+        ("lib.Model._prepare_special_tokens", 7), ("lib.StopCheck.__call__", 21)]
+
+
+def _generate_barrier_run(tmp_path: Path, op_alone_at: int | None) -> Any:
+    """generate() at line 23 in steps 4 and 7 (its reads), with aten::isin on the CPU in those
+    steps; step 4's barrier compiles a new graph with the same inputs. ``op_alone_at``: a
+    step where the op also runs without generate()."""
+    recs = _steps(9, o=1, sig=0)
+    recs[0]["c"]["UncachedCompile"], recs[0]["bu"] = 1, 1
+    recs[4]["c"]["UncachedCompile"], recs[4]["bu"], recs[4]["bc"] = 1, 1, 0
+    for i in [4, 7] + ([op_alone_at] if op_alone_at is not None else []):
+        recs[i]["c"]["aten::isin.Tensor_Tensor"] = 9
+    out: list[dict[str, Any]] = [
+        {"type": "sig", "id": 0, "inputs": [{"name": "ids", "shape": [4, 32], "dtype": "int64", "src": "batch"}]},
+        {"type": "site", "id": 9, "kind": "barrier", "file": "/u/t.py", "line": 20, "func": "main", "via": None,
+         "code": "xm.mark_step()"},
+        {"type": "site", "id": 0, "kind": "bool", "file": "/u/t.py", "line": 23, "func": "main",
+         "via": "lib.Model.generate", "code": "out = model.generate(x)", "inner": "lib.StopCheck.__call__"}]
+    for i, r in enumerate(recs):
+        if i in (4, 7):
+            out.append({"type": "sync", "i": i, "site": 0, "t0": 1000 + i + 0.1, "t1": 1000 + i + 0.11, "x": 1})
+        if i in (0, 4):
+            out.append({"type": "compile", "i": i, "t": 1000 + i + 0.8, "ns": 2e9, "at": "barrier"})
+        out.append(r)
+    path = tmp_path / f"genb{op_alone_at}.json"
+    _write(path, out)
+    return analyze(load_run(path))
+
+
+def test_a_barrier_recompile_after_a_library_calls_first_run_is_the_calls(tmp_path: Path) -> None:
+    # aten::isin ran only in the steps that called generate(): it is the call's, and so is the
+    # barrier graph that changed in its first step.
+    a = _generate_barrier_run(tmp_path, None)
+    (f,) = [g for g in a.findings if g.compiles]
+    assert f.via == "lib.Model.generate" and f.compiles == 1 and f.seconds >= 2.0
+    assert any("1 of them at a step barrier (step 4: same inputs as before, but lib.Model.generate at t.py:23 "
+               "ran in this step (with aten::isin.Tensor_Tensor on the CPU" in e for e in f.evidence)
+    # the op also ran in a step without generate(): the training step's own, as before
+    a = _generate_barrier_run(tmp_path, 6)
+    assert a.compiles["cause"].tolist()[1:] == ["cpu_fallback"]

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, mechanism
+from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, loop_lines, mechanism
 from xprof.analysis.model import EVAL_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.steps import eval_pass_ids
@@ -231,6 +231,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
         for sid, sig in sigs.items():
             ctx.same_shapes.setdefault(sig, []).append(sid)
     ctx.eval_owner = _eval_pass_owners(steps, sites_by_step, ctx)
+    ctx.fallback_calls = _fallback_calls(steps, live, ctx.sites)
     # A recorder that counts backward passes marks eval barriers itself (steps.assign); the
     # graph-size guess below is only for files without that evidence.
     ctx.size_guess = not ("backward" in steps and bool(steps["backward"].to_numpy().any()))
@@ -364,6 +365,10 @@ class _Context:
     """For each barrier of an eval pass, the cause its compiles get (:func:`_eval_pass_owners`)."""
     known_sigs: dict[int, _Known] = field(default_factory=dict)
     """Each earlier signature as :func:`_closest` compares it, by ``id``."""
+    fallback_calls: dict[str, tuple[str, str, int]] = field(default_factory=dict)
+    """CPU-fallback ops that ran only in steps where one library call read values (outside the
+    training loop's own lines): op -> that call (via, file, line). Its calls are the library
+    call's (``generate()``'s ``torch.isin``), not the training step's."""
     calls_by_step: dict[int, list[tuple[float, float, str, str, int, int]]] | None = None
     """Per step, its reads made inside a library call: (t0, t1, via, file, line, site), by time
     (built on first use by :func:`_library_call_around`)."""
@@ -483,7 +488,8 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
         return Cause("data_dependent", FindingKey.sync(site), site=site, evidence=(
             "same input shapes as before, but an op with a value-dependent output shape ran in "
             "this step, so the tensors after it (and the barrier graph) took a new shape"))
-    if new_fallback:
+    call = _call_of_fallback(new_fallback, step, ctx)
+    if new_fallback and call is None:
         ops = ",".join(sorted(new_fallback))
         return Cause("cpu_fallback", FindingKey.fallback(new_fallback),
                      evidence=f"ops without an XLA lowering ran on the CPU for the first time: {ops}")
@@ -505,12 +511,59 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
     if sites and (sig_id, sites) not in seen_keys:
         earlier = set().union(*[s for (sg, s) in seen_keys if sg == sig_id]) if seen_keys else set()
         new_sites = sorted(sites - earlier) or sorted(sites)
+        if call is not None:
+            # The library call new in this step ran the fallback ops too: the graph it left
+            # pending joined the barrier's. Its first read site stands for the call.
+            via, file, line = call
+            mine = [s for s in new_sites if _call_key(ctx.sites.get(s)) == call]
+            site = (mine or new_sites)[0]
+            return Cause("implicit_sync", FindingKey.sync(site), site=site, evidence=(
+                f"same inputs as before, but {via} at {os.path.basename(file)}:{line} ran in this step "
+                f"(with {', '.join(sorted(new_fallback))} on the CPU, which runs only in steps that call it), "
+                "and the graph at the barrier changed"))
         return Cause("implicit_sync", FindingKey.sync(new_sites[0]), site=new_sites[0], evidence=(
             "same inputs as before, but a host read in this step materialized a tensor, "
             "so the graph at the barrier changed"))
     return Cause("graph_change", FindingKey.graph(nodes), evidence=(
         "same input shapes as an earlier step, different graph"
         + (f" ({nodes} nodes)" if nodes is not None else "")))
+
+
+def _fallback_calls(steps: pd.DataFrame, reads: pd.DataFrame,
+                    sites: dict[int, Site]) -> dict[str, tuple[str, str, int]]:
+    """The CPU-fallback ops each of whose steps had reads of one library call made at a user
+    line outside the training loop's own (see :attr:`_Context.fallback_calls`)."""
+    rows = fallback_rows(steps)
+    if not len(rows) or not len(reads):
+        return {}
+    loops = loop_lines(sites)
+    call_steps: dict[tuple[str, str, int], set[int]] = {}
+    for step, sid in zip(reads["step"].tolist(), reads["site"].tolist()):
+        key = _call_key(sites.get(int(sid)))
+        if key is not None and key[1:] not in loops:
+            call_steps.setdefault(key, set()).add(int(step))
+    if not call_steps:
+        return {}
+    op_steps: dict[str, set[int]] = {}
+    for i, d in zip(steps["i"].to_numpy()[rows].tolist(), steps["fallback"].to_numpy()[rows].tolist()):
+        for op in d:
+            op_steps.setdefault(op, set()).add(int(i))
+    out = {}
+    for op, ran in op_steps.items():
+        calls = [c for c, seen in call_steps.items() if ran <= seen]
+        if len(calls) == 1:
+            out[op] = calls[0]
+    return out
+
+
+def _call_key(site: Site | None) -> tuple[str, str, int] | None:
+    return (site.via, site.file, site.line) if site is not None and site.via else None
+
+
+def _call_of_fallback(ops: set[str], step: _StepFacts, ctx: _Context) -> tuple[str, str, int] | None:
+    """The library call all of ``ops`` belong to (:attr:`_Context.fallback_calls`), if one."""
+    calls = {ctx.fallback_calls.get(op) for op in ops}
+    return calls.pop() if len(calls) == 1 and None not in calls else None
 
 
 def base_input_name(name: str) -> str:

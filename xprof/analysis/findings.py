@@ -101,8 +101,10 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
     # -- host reads (and the compiles they forced), one finding per mechanism ------------
     site_info = sites or {}
 
+    loops = _mech.loop_lines(site_info)
+
     def gkey(site: int) -> str:
-        return _mech.group_key(site, site_info.get(site))
+        return _mech.group_key(site, site_info.get(site), loops)
 
     for key in [k for k in groups if k.site is not None]:
         nk = FindingKey.parse(gkey(key.site or 0))
@@ -263,6 +265,9 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     first = g.iloc[0]
     site = (sites or {}).get(int(first["site"]))
     mech = _mech.known(key)
+    # A library read's finding is one library call (``lib:NAME@file:line``), or one function
+    # inside the library call that runs the training loop (see ``mechanisms.group_key``).
+    called = key[4:].rsplit("@", 1)[0] if key.startswith("lib:") else None
     code, file, line, via = str(first["code"]), str(first["file"]), int(first["line"]), first["via"]
     kind = sync_kind(str(first["access"]), code, via if isinstance(via, str) else None)
     rows = compiles.iloc[ks] if ks else compiles.iloc[0:0]
@@ -318,8 +323,7 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         title = (f"{what} at {where} copies tensors to the host{when}"
                  f"{' (expected)' if severity == 'info' else ''}: {', '.join(parts)}, {seconds:.2f} s")
     elif kind == "library_sync":
-        inner = first["inner"] if "inner" in g and isinstance(first["inner"], str) else via
-        title = f"{inner} (called from {where}) forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
+        title = f"{called} (called from {where}) forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
     else:
         title = f"{what} at {where} forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
     advice = mech.advice if mech is not None else ADVICE.get(kind, ADVICE["item"])
@@ -335,7 +339,14 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
                   + "Check whether it needs to run every step, or whether the library has an XLA-friendly option.")
     evidence = [f"{where} in {first['func']}(): {code}" if code else f"{where} in {first['func']}()"]
     inner = first.get("inner") if "inner" in g else None
-    if isinstance(via, str):
+    by_function = _reads_by_function(g, sites or {}) if called is not None and called == via else []
+    if len(by_function) > 1:
+        shown = [f"{n} in {name.rsplit('.', 2)[-2] + '.' + name.rsplit('.', 1)[-1] if name.count('.') > 1 else name}"
+                 + (f" ({at})" if at else "") for name, n, at in by_function[:3]]
+        more = len(by_function) - 3
+        evidence.append(f"its reads, by the library function that made them: {'; '.join(shown)}"
+                        + (f"; and {more} more" if more > 0 else ""))
+    elif isinstance(via, str):
         evidence.append(f"the read happens inside {via}"
                         + (f" (innermost: {inner})" if isinstance(inner, str) else ""))
         if site is not None and site.inner_at is not None:
@@ -356,11 +367,19 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         evidence.append(f"{executions} execution(s) ran inside these reads ({_dur(exec_ms)})")
     if len(rows):
         evidence.append(f"{len(rows)} compile(s) forced ({_dur(compile_ms)})")
+        at_barrier = [k for k in ks if compiles["at"].iat[k] == "barrier"]
+        if at_barrier and causes is not None and mech is None:
+            k = at_barrier[0]
+            step = ordinal_of.get(int(compiles["step"].iat[k]), int(compiles["step"].iat[k]))
+            evidence.append(f"{len(at_barrier)} of them at a step barrier (step {step}: {causes[k].evidence})")
         early = _compiled_early(rows, [(int(s), 1) for s in g["step"].tolist()], ordinal_of)
         if early is not None:
             user, later = early
             evidence.append(f"all of them by step {user}: the {later} read"
                             f"{'s' if later != 1 else ''} after compiled nothing (their graphs were cached)")
+            if mech is None:  # as the fallback finding says it: the compiles were a one-off
+                title += (f" (all compiles by step {user}; the {later} read{'s' if later != 1 else ''} "
+                          "after compiled nothing)")
     return Finding(
         id=key, cause=cause, kind=kind, title=title, count=n, compiles=len(ks),
         seconds=seconds, compile_seconds=compile_ms / 1e3, execute_seconds=exec_ms / 1e3,
@@ -368,6 +387,23 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         func=str(first["func"]), code=code, via=via if isinstance(via, str) else None,
         pattern=pattern, severity=severity,
     )
+
+
+def _reads_by_function(g: pd.DataFrame, sites: dict[int, Site]) -> list[tuple[str, int, str]]:
+    """(innermost library function, reads, its line ``file:line: code``) of a library call's
+    reads, most reads first."""
+    out: dict[str, list[Any]] = {}
+    for sid, n in g["site"].value_counts(sort=False).items():
+        site = sites.get(int(sid))
+        if site is None:
+            continue
+        name = site.inner or site.via or "?"
+        entry = out.setdefault(name, [0, ""])
+        entry[0] += int(n)
+        if not entry[1] and site.inner_at is not None:
+            lib_file, lib_line, lib_code = site.inner_at
+            entry[1] = f"{os.path.basename(lib_file)}:{lib_line}" + (f": {_short(lib_code, 60)}" if lib_code else "")
+    return sorted(((k, v[0], v[1]) for k, v in out.items()), key=lambda r: -r[1])
 
 
 _KWARG = re.compile(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^,()]+)")

@@ -107,9 +107,14 @@ def is_dynamo(site: Site | None) -> bool:
     return site is not None and bool(site.via) and str(site.via).startswith(DYNAMO_MODULES)
 
 
-def group_key(site_id: int, site: Site | None) -> str:
+def group_key(site_id: int, site: Site | None, loop_lines: frozenset[tuple[str, int]] = frozenset()) -> str:
     """The finding a site's reads and compiles belong to: torch.compile's own reads, a known
-    mechanism, else the innermost library function at that user line, else the site."""
+    mechanism, else the library call at that user line, else the site.
+
+    A library call is one finding (``model.generate()``'s stop checks, special tokens and
+    logits processors), unless the training loop itself runs inside it (``trainer.train()``:
+    its user line is in ``loop_lines``, the lines step barriers were asked for from): then
+    each innermost library function is one (the Trainer's logging, its mask checks)."""
     if is_dynamo(site):
         return "dynamo"
     if site is not None and site.access in DATA_DEPENDENT_ACCESSES:
@@ -119,8 +124,15 @@ def group_key(site_id: int, site: Site | None) -> str:
     if mech is not None:
         return mech.key
     if site is not None and site.via:
-        return f"lib:{site.inner or site.via}@{site.file}:{site.line}"
+        inside_loop = (site.file, site.line) in loop_lines
+        return f"lib:{(site.inner or site.via) if inside_loop else site.via}@{site.file}:{site.line}"
     return f"sync:{site_id}"
+
+
+def loop_lines(sites: dict[int, Site]) -> frozenset[tuple[str, int]]:
+    """The user lines step barriers were asked for from (their sites): a library call at one
+    of them runs the training loop."""
+    return frozenset((s.file, s.line) for s in sites.values() if s.access == "barrier")
 
 
 def known(key: str) -> Mechanism | None:

@@ -160,6 +160,11 @@ class LiveNotices:
         self._site_steps: dict[int, set[int]] = {}
         self._forced: set[int] = set()
         self._forced_lib: set[tuple[str, str]] = set()
+        self._loop_lines: set[tuple[Any, Any]] = set()
+        """User lines step barriers were asked for from (barrier sites): a library call at one
+        runs the training loop (the analysis' ``mechanisms.loop_lines``)."""
+        self._lib_call: dict[tuple[str, str], tuple[str, tuple[Any, Any]]] = {}
+        """Cost key of a library read -> (its library call, the call's user line)."""
         """Library reads (by function and user line) that ran the device."""
         self._forced_dd: set[tuple[str, str]] = set()
         """Sites whose reads ran the device at least once."""
@@ -230,6 +235,8 @@ class LiveNotices:
                     self._specs[sid] = specs
             elif kind == "site":
                 self._sites[int(rec["id"])] = rec
+                if rec.get("kind") == "barrier":
+                    self._loop_lines.add((rec.get("file"), rec.get("line")))
 
     def _say(self, key: tuple[str, str], text: str) -> None:
         if key in self._said:
@@ -269,6 +276,8 @@ class LiveNotices:
             if not via.startswith(("torch._dynamo", "torch_xla._dynamo")):
                 key = self._lib_key(site)
                 name, where = key[1].rsplit("@", 1)
+                if key not in self._lib_call:
+                    self._lib_call[key] = (f"{clean(via, 80)}@{where}", (site.get("file"), site.get("line")))
                 wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
                 self._read_cost(key, wait)
                 self._add_cost(key, wait, 0, f"{name} (called from {where}) reads values on the host: "
@@ -570,6 +579,23 @@ class LiveNotices:
         key = self._lib_key(a)
         return key if key in self._cost else None
 
+    def _merge_library_calls(self) -> None:
+        """A library call outside the loop's own lines is one cost (``model.generate()``), not
+        one per innermost function (the analysis' ``mechanisms.group_key``)."""
+        for key, (call, line) in self._lib_call.items():
+            entry = self._cost.get(key)
+            target = ("lib", call)
+            if entry is None or line in self._loop_lines or target == key:
+                continue
+            del self._cost[key]
+            name, where = call.rsplit("@", 1)
+            merged = self._cost.setdefault(target, [0.0, 0, f"{name} (called from {where}) reads values on "
+                                                              "the host: see the report for the library's lines"])
+            merged[0] += entry[0]
+            merged[1] += entry[1]
+            if key in self._forced_lib:
+                self._forced_lib.add(target)
+
     @staticmethod
     def _lib_key(site: dict[str, Any]) -> tuple[str, str]:
         """The cost key of a library read's site: its innermost library function and user line
@@ -669,6 +695,7 @@ class LiveNotices:
                 if not self._reads[key]:
                     del self._cost[key]
         self._open = []
+        self._merge_library_calls()
         ranked = sorted(self._cost.items(), key=lambda kv: (-kv[1][0], kv[0]))
         ranked = [kv for kv in ranked if (kv[0][0] != "sync" or int(kv[0][1]) in self._forced)
                   and (kv[0][0] != "data_dependent" or kv[0] in self._forced_dd)
