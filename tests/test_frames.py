@@ -70,31 +70,47 @@ def test_a_closure_called_directly_is_still_named(tmp_path: Path) -> None:
 
 
 _INTERNAL = '''
-import sys
+import helpermod
 
 
 def clip(norm, error_if_nonfinite=False):
-    if error_if_nonfinite and norm:
-        return sys._getframe(0)
+    if error_if_nonfinite and helpermod.truth(norm):
+        return helpermod.LAST[0]
     return None
+'''
+
+_HELPER = '''
+import sys
+
+LAST = []
+CLASSIFY = None
+
+
+def truth(value):  # a helper between the library's line and the read: the read is here
+    LAST[:] = [CLASSIFY(sys._getframe(0))]  # classified while the frames are live, as a hook does
+    return bool(value)
 '''
 
 
 def test_a_read_inside_torch_itself_names_the_line_that_read(tmp_path: Path) -> None:
     # torch and torch_xla are internal frames, not installed libraries: no `inner`, but the
-    # line of the function the user called that did the read is still the evidence.
+    # line in the called function's package that led to the read is still the evidence.
     root = tmp_path / "torchish"
     root.mkdir()
     (root / "clipmod.py").write_text(textwrap.dedent(_INTERNAL))
+    (root / "helpermod.py").write_text(textwrap.dedent(_HELPER))
     sys.path.insert(0, str(root))
     try:
         mod = importlib.import_module("clipmod")
+        helper = importlib.import_module("helpermod")
     finally:
         sys.path.remove(str(root))
         sys.modules.pop("clipmod", None)
+        sys.modules.pop("helpermod", None)
     classifier = FrameClassifier()
     classifier._internal = classifier._internal + (str(root.resolve()),)
-    site = classifier.user_site(mod.clip(1.0, error_if_nonfinite=True))
+    helper.CLASSIFY = classifier.user_site
+    site = mod.clip(1.0, error_if_nonfinite=True)
     assert site is not None and site.file == __file__ and site.via == "clipmod.clip" and site.inner is None
     assert site.inner_file is not None and Path(site.inner_file).name == "clipmod.py"
-    assert site.inner_code() == "return sys._getframe(0)"
+    assert site.inner_code() == "if error_if_nonfinite and helpermod.truth(norm):"  # not the helper's line

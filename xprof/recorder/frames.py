@@ -143,10 +143,6 @@ class FrameClassifier:
         (``deprecate_kwarg.<locals>.wrapper.<locals>.wrapped_func``) is not what the user
         called, the function it wraps is."""
         innermost: FrameType | None = None
-        called: FrameType | None = None
-        """The innermost frame above xprof's own that is not a tensor method (``Tensor.__format__``):
-        the library line that did the read when no installed package is on the way
-        (``torch.nn.utils.clip_grad_norm_``'s ``if error_if_nonfinite and (...)``)."""
         chain: list[FrameType] = []
         f = frame
         n = 0
@@ -162,7 +158,7 @@ class FrameClassifier:
                 via = _via(last_named or last_library)
                 inner = _via(innermost)
                 names = tuple(n for n in (_via(c) for c in chain) if n)
-                at = innermost if innermost is not None else called if via is not None else None
+                at = innermost if innermost is not None else _line_in(frame, via, f) if via else None
                 return Site(code.co_filename, f.f_lineno, code.co_name, via,
                             inner if inner != via else None, names,
                             at.f_code.co_filename if at is not None else None,
@@ -173,8 +169,6 @@ class FrameClassifier:
                 f = f.f_back  # xprof's own wrappers are never the library the user called
                 n += 1
                 continue
-            if called is None and f.f_globals.get("__name__") not in _TENSOR_METHOD_MODULES:
-                called = f
             if k == FrameKind.LIBRARY and "-packages" in f.f_code.co_filename:
                 if innermost is None:
                     innermost = f
@@ -192,6 +186,20 @@ class FrameClassifier:
 
 
 _TENSOR_METHOD_MODULES = ("torch._tensor", "torch._tensor_str", "torch.overrides")
+
+
+def _line_in(frame: FrameType | None, via: str, user: FrameType) -> FrameType | None:
+    """The innermost frame below the user's in the package of ``via``: the library line that
+    did the read when no installed package is on the way (torch's own ``clip_grad_norm_``:
+    ``if error_if_nonfinite and (...)``), not a stdlib helper or generated code in between."""
+    top = via.split(".", 1)[0]
+    f = frame
+    while f is not None and f is not user:
+        module = str(f.f_globals.get("__name__", ""))
+        if (module == top or module.startswith(top + ".")) and module not in _TENSOR_METHOD_MODULES:
+            return f
+        f = f.f_back
+    return None
 
 
 def _via(frame: FrameType | None) -> str | None:
