@@ -69,8 +69,12 @@ class Builder:
         self.i += 1
         self.t = t1 + 0.004
 
-    def done(self) -> Any:
-        self.w.write({"type": "end", "t": self.t, "status": "ok", "exception": None, "steps": self.i})
+    def done(self, tail: dict[str, int] | None = None) -> Any:
+        """``tail``: counter increases after the last barrier (the end record's)."""
+        end: dict[str, Any] = {"type": "end", "t": self.t, "status": "ok", "exception": None, "steps": self.i}
+        if tail:
+            end["tail"] = tail
+        self.w.write(end)
         self.w.close()
         return analyze(load_run(self.path))
 
@@ -124,6 +128,22 @@ def test_a_fixed_set_of_lengths_compiled_early_reads_as_settled(tmp_path: Path) 
     assert f.kind == "shape_change" and f.what_if is None
     assert f.title == "ids took 2 lengths of dim 1 (24, 32), all by step 3: 1 recompile, 0.50 s"
     assert "one-off cost" in f.advice and "what-if" not in f.advice
+
+
+def test_a_compile_after_the_last_barrier_is_no_recompile(tmp_path: Path) -> None:
+    # print(metric.compute()) after the loop: a read that compiles, in no step.
+    b = Builder(tmp_path / "r.json")
+    for k in range(6):
+        b.step({"x": [8, 4]}, compile_ms=500 if k < 2 else 0)
+    b.w.write({"type": "site", "id": 7, "kind": "format", "file": "/u/train.py", "line": 30, "func": "main",
+               "via": None, "code": "print(acc.compute())"})
+    b.w.write({"type": "compile", "i": 6, "t": b.t + 0.2, "ns": 3e8, "at": "step"})
+    b.w.write({"type": "sync", "i": 6, "site": 7, "t0": b.t + 0.1, "t1": b.t + 0.3, "u": 1, "x": 1})
+    b.t += 0.4
+    a = b.done(tail={"UncachedCompile": 1, "ExecuteComputation": 1})
+    assert (a.totals.compiles, a.totals.recompiles, a.findings) == (3, 0, [])
+    assert ("1 host read(s) after the last step barrier are not counted as findings (e.g. a final print), "
+            "nor the 1 compile after it as recompiles.") in a.notes
 
 
 def test_one_off_first_graph_is_warmup(tmp_path: Path) -> None:
@@ -188,6 +208,22 @@ def test_library_read_advice_follows_the_librarys_line(tmp_path: Path, code: str
         assert "which you pass" not in f.advice and "Python number" not in f.advice
     else:
         assert says in f.advice
+
+
+def test_a_value_dependent_op_inside_a_librarys_input_check_names_the_call(tmp_path: Path) -> None:
+    # torchmetrics' update() validates its inputs with len(torch.unique(t)) every call.
+    b = Builder(tmp_path / "r.json")
+    site = {"via": "torchmetrics.classification.stat_scores.MulticlassStatScores.update",
+            "inner": "torchmetrics.functional.classification.stat_scores._multiclass_stat_scores_tensor_validation",
+            "inner_at": ["/v/site-packages/torchmetrics/stat_scores.py", 320, "n = len(torch.unique(t, dim=None))"]}
+    for _ in range(6):
+        b.step({"x": [8, 4]}, compile_ms=500 if b.i < 2 else 0, read=("unique", 24, "acc.update(pred, y)"), site=site)
+    (f,) = b.done().findings
+    assert f.cause == "data_dependent"
+    assert f.title.startswith("torchmetrics.classification.stat_scores.MulticlassStatScores.update (called from "
+                              "train.py:24) runs unique() on the CPU every step: 0 recompiles")
+    assert "_multiclass_stat_scores_tensor_validation, a check of your inputs" in f.advice
+    assert "ignore_index" not in f.advice  # the advice for a masked loss in the user's own code
 
 
 def test_eval_graph_is_info(tmp_path: Path) -> None:

@@ -232,6 +232,10 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     # only when they happened after warm-up.
     missing = max(uncached - len(compiles), 0)
     recompiles = max(uncached - warm, 0) if missing == 0 else (len(found) - warm) + missing
+    if not _tail_step(run):
+        # Compiled after the last barrier, in no step (a final evaluation or print): not a
+        # recompile of the loop (the notes count them).
+        recompiles = max(recompiles - int(tail.get(UNCACHED, 0)), 0)
     fallback: dict[str, int] = {}
     for d in steps["fallback"].to_numpy()[tables.fallback_rows(steps)].tolist():
         for k, v in d.items():
@@ -314,9 +318,12 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, u
     if len(syncs) and len(steps):
         live = tables.live_reads(syncs)
         after = live[live["step"] > int(steps["i"].max())]
+        tail_compiles = 0 if _tail_step(run) or run.end is None else int(run.end.tail.get(UNCACHED, 0))
         if len(after):
             notes.append(f"{len(after)} host read(s) after the last step barrier are not counted as "
-                         "findings (e.g. a final print).")
+                         "findings (e.g. a final print)"
+                         + (f", nor the {tail_compiles} compile{'s' if tail_compiles != 1 else ''} after it "
+                            "as recompiles." if tail_compiles else "."))
     if totals.deferred_reads:
         notes.append(f"{totals.deferred_reads} read(s) ran in step closures after the barrier "
                      "(xm.add_step_closure): deferred, they never split a step's graph.")

@@ -317,8 +317,13 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         dd_parts = [f"{recompiles} recompile{'s' if recompiles != 1 else ''}"]
         if executions:
             dd_parts.append(f"{executions} early execution{'s' if executions != 1 else ''}")
-        title = (f"{op} at {where} gives a value-dependent shape{when}: {', '.join(dd_parts)}, "
-                 f"{seconds:.2f} s")
+        if _third_party(via):
+            # inside a library's own code (torchmetrics' input validation): the call is what to change
+            title = (f"{via} (called from {where}) runs {op} on the CPU{when}: {', '.join(dd_parts)}, "
+                     f"{seconds:.2f} s")
+        else:
+            title = (f"{op} at {where} gives a value-dependent shape{when}: {', '.join(dd_parts)}, "
+                     f"{seconds:.2f} s")
     elif kind == "checkpoint":
         title = (f"{what} at {where} copies tensors to the host{when}"
                  f"{' (expected)' if severity == 'info' else ''}: {', '.join(parts)}, {seconds:.2f} s")
@@ -327,16 +332,10 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     else:
         title = f"{what} at {where} forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
     advice = mech.advice if mech is not None else ADVICE.get(kind, ADVICE["item"])
-    if kind == "library_sync" and isinstance(via, str):
-        lib_code = site.inner_at[2] if site is not None and site.inner_at is not None else ""
-        arg = _argument_read_on(code, lib_code)
-        advice = (f"{via} (called from {where}) reads a tensor's value on the host. "
-                  + (f"The library's line that reads uses `{arg.split('=')[0]}`, which you pass as `{arg}`: "
-                     "without it that read may not happen. " if arg else "")
-                  + (f"That line turns a tensor into a Python number (`{_short(lib_code)}`): pass it a "
-                     "value you read on the host anyway (at a logging step), or call it less often. "
-                     if not arg and _TO_NUMBER.search(lib_code) else "")
-                  + "Check whether it needs to run every step, or whether the library has an XLA-friendly option.")
+    if isinstance(via, str) and (kind == "library_sync" or (kind == "data_dependent" and _third_party(via))):
+        advice = _library_advice(via, where, code, site,
+                                 "reads a tensor's value on the host" if kind == "library_sync"
+                                 else "runs an op whose output size depends on the values, on the CPU")
     evidence = [f"{where} in {first['func']}(): {code}" if code else f"{where} in {first['func']}()"]
     inner = first.get("inner") if "inner" in g else None
     by_function = _reads_by_function(g, sites or {}) if called is not None and called == via else []
@@ -404,6 +403,30 @@ def _reads_by_function(g: pd.DataFrame, sites: dict[int, Site]) -> list[tuple[st
             lib_file, lib_line, lib_code = site.inner_at
             entry[1] = f"{os.path.basename(lib_file)}:{lib_line}" + (f": {_short(lib_code, 60)}" if lib_code else "")
     return sorted(((k, v[0], v[1]) for k, v in out.items()), key=lambda r: -r[1])
+
+
+def _third_party(via: Any) -> bool:
+    """``via`` is a function of an installed library, not torch's or torch_xla's own."""
+    return isinstance(via, str) and via.split(".", 1)[0] not in ("torch", "torch_xla")
+
+
+def _library_advice(via: str, where: str, code: str, site: Site | None, does: str) -> str:
+    """What to change about a library call that reads values on the host, from its own line:
+    a keyword argument of the call that the line uses, a conversion to a number, or a check
+    of the inputs (``..._validation``: libraries let you turn those off)."""
+    lib_code = site.inner_at[2] if site is not None and site.inner_at is not None else ""
+    arg = _argument_read_on(code, lib_code)
+    inner = (site.inner or "") if site is not None else ""
+    checks = re.search(r"valid|check", inner.rsplit(".", 1)[-1], re.IGNORECASE) is not None
+    return (f"{via} (called from {where}) {does}. "
+            + (f"The library's line that reads uses `{arg.split('=')[0]}`, which you pass as `{arg}`: "
+               "without it that read may not happen. " if arg else "")
+            + (f"That line turns a tensor into a Python number (`{_short(lib_code)}`): pass it a "
+               "value you read on the host anyway (at a logging step), or call it less often. "
+               if not arg and _TO_NUMBER.search(lib_code) else "")
+            + (f"It happens in {inner.rsplit('.', 1)[-1]}, a check of your inputs: libraries usually let you "
+               "turn such checks off (torchmetrics: validate_args=False). " if checks and not arg else "")
+            + "Check whether it needs to run every step, or whether the library has an XLA-friendly option.")
 
 
 _KWARG = re.compile(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^,()]+)")
