@@ -415,3 +415,23 @@ def test_a_barrier_recompile_after_a_library_calls_first_run_is_the_calls(tmp_pa
     # the op also ran in a step without generate(): the training step's own, as before
     a = _generate_barrier_run(tmp_path, 6)
     assert a.compiles["cause"].tolist()[1:] == ["cpu_fallback"]
+
+
+def test_torch_compiles_own_syncs_while_tracing_the_first_steps_are_warm_up(tmp_path: Path) -> None:
+    """torch.compile's bridge syncs (barrier "dynamo") while it traces a step's forward: a
+    graph compiled there before the first training step is warm-up, one before the third
+    training step is not (seen on a model with a data-dependent branch: a graph break)."""
+    recs = _steps(8, o=1)
+    for i in (0, 1, 4):
+        recs[i].update(barrier="dynamo", o=0, ng=1)
+    for i in (0, 4):
+        recs[i]["c"]["UncachedCompile"] = 1
+    out: list[dict[str, Any]] = []
+    for r in recs:
+        if r["i"] in (0, 4):
+            out.append({"type": "compile", "i": r["i"], "t": r["t0"] + 0.3, "ns": 5e7, "at": "step"})
+        out.append(r)
+    _write(tmp_path / "dz.json", out)
+    a = analyze(load_run(tmp_path / "dz.json"))
+    assert a.compiles["cause"].tolist() == ["warmup", "dynamo"]
+    assert a.totals.recompiles == 1

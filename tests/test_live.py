@@ -408,3 +408,16 @@ def test_a_library_calls_reads_are_one_cost_unless_the_loop_runs_inside_it(loop_
     live.feed([{"type": "site", "id": 2, "kind": "item", "file": "/u/t.py", "line": 30, "func": "main", "via": None,
                 "code": "print(loss.item())"}, *recs])
     assert live.summary(10.0, "r.json")[2].startswith(f"xprof: first thing to change: {first}")
+
+
+def test_torch_compiles_own_syncs_in_the_first_steps_are_warm_up() -> None:
+    """As the analysis (test_issue11_unit): a graph compiled at torch.compile's own sync while
+    it traces the first step is warm-up, not a recompile."""
+    live = LiveNotices(0.0, None)
+    live.feed([{"type": "compile", "i": 0, "t": 0.3, "ns": 5e7, "at": "step"},
+               {"type": "step", "i": 0, "t0": 0, "tb": 0.5, "t1": 0.6, "barrier": "dynamo", "bu": 1, "ng": 1,
+                "c": {"UncachedCompile": 1}},
+               {"type": "compile", "i": 1, "t": 1.9, "ns": 1e9, "at": "barrier"},
+               {"type": "step", "i": 1, "t0": 1, "tb": 1.5, "t1": 2.0, "barrier": "mark_step", "bu": 1, "o": 1},
+               *[dict(s, o=1) for s in _steps(3, 2)]])
+    assert live.summary(10.0, "r.json")[0] == "xprof: 4 steps (2 warm-up) in 10.0 s; 2 compiles, 0 after warm-up"

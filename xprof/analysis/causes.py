@@ -237,13 +237,16 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     ctx.size_guess = not ("backward" in steps and bool(steps["backward"].to_numpy().any()))
 
     matter, prev_barrier = _rows_that_matter(steps, set(by_step), set(sites_by_step), dynamo_steps)
+    # The training step each barrier leads to: torch.compile's own syncs belong to the step
+    # whose forward it is tracing (the first steps' tracing is warm-up).
+    next_train = steps["ordinal"].where(steps["phase"] == "train").bfill().fillna(-1).to_numpy()[matter].tolist()
     rows_in = steps.loc[matter, _ROW_COLUMNS]
-    for step_i, sig_id, ordinal, user_step, dz, phase, kind, bsite, work, fallback_d, nodes, prev_kind in zip(
+    for step_i, sig_id, ordinal, user_step, dz, phase, kind, bsite, work, fallback_d, nodes, prev_kind, ahead in zip(
             rows_in["i"].tolist(), _optional_ints(rows_in["sig"]), rows_in["ordinal"].tolist(),
             rows_in["user_step"].tolist(), rows_in["dynamo_graphs"].tolist(),
             rows_in["phase"].tolist(), rows_in["barrier"].tolist(), _optional_ints(rows_in["site"]),
             rows_in["work"].tolist(), rows_in["fallback"].tolist(), _optional_ints(rows_in["graph_nodes"]),
-            prev_barrier[matter].tolist()):
+            prev_barrier[matter].tolist(), next_train):
         sites = sites_by_step.get(step_i, empty)
         ks = by_step.get(step_i)
         if ks is not None:
@@ -266,7 +269,8 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                     continue
                 # Warm-up: every compile inside the first two training steps, including
                 # those counted at an empty barrier of theirs (a logging sync after step 1).
-                warm = phase in ("train", "empty") and 0 <= user_step < WARMUP_STEPS
+                warm = ((phase in ("train", "empty") and 0 <= user_step < WARMUP_STEPS)
+                        or (phase == "dynamo" and 0 <= ahead < WARMUP_STEPS))
                 result[k] = _one(c, step, warm, seen_sigs, seen_sig_list, fallback - seen_fallback, ctx)
         if phase == "train":
             ctx.seen_sites.update(sites)

@@ -367,8 +367,9 @@ class LiveNotices:
         quiet = dynamo or apart or self._closure_compiled
         self._closure_compiled = False
         steady = i >= WARMUP_STEPS and not quiet
-        warm = i < WARMUP_STEPS and not apart
-        # (the analysis' warm-up: every compile of the first two training steps, reads' too)
+        warm = i < WARMUP_STEPS and (at_dynamo or not eval_barrier)
+        # (the analysis' warm-up: every compile of the first two training steps, reads' too,
+        # and torch.compile's own syncs while it traces them)
         compiles = self._pending_compiles
         barrier_s = 0.0
         n_barrier = 1 if bu else 0
