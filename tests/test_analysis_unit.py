@@ -146,6 +146,28 @@ def test_a_compile_after_the_last_barrier_is_no_recompile(tmp_path: Path) -> Non
             "nor the 1 compile after it as recompiles.") in a.notes
 
 
+def test_images_changing_height_and_width_are_a_size_not_padding(tmp_path: Path) -> None:
+    # Multi-scale training: a new image size every 4 steps, from three.
+    b = Builder(tmp_path / "r.json")
+    seen: set[int] = set()
+    for k in range(16):
+        n = (24, 40, 24, 32)[k // 4]
+        b.step({"images": [4, 3, n, n]}, compile_ms=0 if n in seen else 500)
+        seen.add(n)
+    (f,) = b.done().findings
+    assert f.kind == "shape_change" and f.what_if is None
+    assert f.title == "images changes size in dims 2, 3 (3 sizes: 24x24, 40x40, 32x32): 2 recompiles, 1.00 s"
+    assert f.advice.startswith("Resize or crop to one fixed size") and "max_length" not in f.advice
+    # One dim (a text line image's width, audio frames): a padded length, as before.
+    b = Builder(tmp_path / "r2.json")
+    seen.clear()
+    for k in range(16):
+        n = (24, 40, 24, 32)[k // 4]
+        b.step({"lines": [4, 1, 32, n]}, compile_ms=0 if n in seen else 500)
+        seen.add(n)
+    assert b.done().findings[0].kind == "dynamic_padding"
+
+
 def test_one_off_first_graph_is_warmup(tmp_path: Path) -> None:
     b = Builder(tmp_path / "r.json")
     b.step({"x": [8, 4]}, compile_ms=500, nodes=49)  # optimizer state created in here

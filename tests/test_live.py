@@ -228,6 +228,23 @@ def test_shape_notice_from_exact_records() -> None:
         "a one-off cost (2 compiles, 3.0 s)")
 
 
+def test_an_image_size_change_asks_for_a_fixed_size_not_padding() -> None:
+    live = LiveNotices(0.0, None)
+    sizes = [24, 24, 24, 40, 40, 32, 32]
+    sid = {24: 0, 40: 1, 32: 2}
+    recs: list[dict[str, Any]] = [{"type": "sig", "id": k, "inputs": [
+        {"name": "images", "shape": [4, 3, n, n], "dtype": "float32", "src": "batch"}]} for n, k in sid.items()]
+    for i, n in enumerate(sizes):
+        new = i == 0 or n != sizes[i - 1]
+        if new:
+            recs.append({"type": "compile", "i": i, "t": i + 0.9, "ns": 1e9, "at": "barrier"})
+        recs.append({"type": "step", "i": i, "t0": i, "tb": i + 0.5, "t1": i + 1.0, "barrier": "mark_step",
+                     "sig": sid[n], **({"bu": 1} if new else {"bc": 1})})
+    live.feed(recs)
+    assert live.summary(10.0, "r.json")[2] == (
+        "xprof: first thing to change: images took 3 shapes: resize it to a fixed size (2 compiles, 2.0 s)")
+
+
 def test_sync_notice_needs_a_read_that_ran_the_device() -> None:
     said: list[str] = []
     live = LiveNotices(0.0, said.append)

@@ -26,6 +26,11 @@ ADVICE = {
         "Keep this input's shape fixed between steps (pad, bucket or resize to a few fixed "
         "shapes): every new shape compiles a new graph."
     ),
+    "resize": (
+        "Resize or crop to one fixed size: every new size is a new graph. For multi-scale "
+        "training keep the set of sizes small and fixed: each is compiled once, the first "
+        "time it comes."
+    ),
     "sharding_change": (
         "Shard every batch the same way: call xs.mark_sharding on each input with the same mesh "
         "and partition spec every step, or let the loader shard every batch: "

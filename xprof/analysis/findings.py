@@ -534,6 +534,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     rank = max((len(s) for s in shapes), default=0)
     varying = [d for d in range(rank) if len({s[d] for s in shapes if len(s) > d}) > 1]
     kind, dim, pattern = "shape_change", None, None
+    resized = False
     if varying == [0]:
         dim = 0
         counts = series.value_counts(0)
@@ -550,7 +551,10 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         others = [d for d in varying if d != 0] or varying
         dim = max(others, key=lambda d: len({s[d] for s in shapes if len(s) > d}))
         distinct = len({s[dim] for s in shapes if len(s) > dim})
-        kind = "dynamic_padding" if distinct >= 3 else "shape_change"
+        # Several dims changing together (an image's height and width: multi-scale training,
+        # random resized crops) is a size, not padding: one varying dim is a padded length.
+        resized = len([d for d in others if d != 0]) >= 2
+        kind = "dynamic_padding" if distinct >= 3 and not resized else "shape_change"
     what_if = None
     if kind == "dynamic_padding" and dim is not None and len(rows):
         lengths = series.values(dim)
@@ -560,7 +564,12 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         what_if = bucketing_what_if(lengths, per_length, ms / 1e3)
     n = len(ks)
     values_txt = ""
-    if dim is not None:
+    if resized:
+        dims = [d for d in others if d != 0]
+        sizes = list(dict.fromkeys("x".join(str(s[d]) for d in dims) for s in shapes if len(s) > max(dims)))
+        values_txt = (f" in dims {', '.join(map(str, dims))} ({len(sizes)} sizes: "
+                      f"{', '.join(sizes[:8])}{'...' if len(sizes) > 8 else ''})")
+    elif dim is not None:
         vals = sorted({s[dim] for s in shapes if len(s) > dim})
         values_txt = (f" ({len(vals)} distinct values of dim {dim}: "
                       f"{', '.join(str(v) for v in vals[:8])}{'...' if len(vals) > 8 else ''})")
@@ -568,15 +577,15 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         "dynamic_padding": f"{name} is padded per batch",
         "partial_batch": f"The last partial batch changes {name}'s batch size",
         "batch_size_change": f"{name}'s batch size changes",
-        "shape_change": f"{name} changes shape",
+        "shape_change": f"{name} changes {'size' if resized else 'shape'}",
     }[kind]
     # Settled: every shape compiled early, and a long stretch after compiled nothing (length
     # buckets, a fixed set of image sizes): a one-off cost, not one that grows with the run.
     last = max((ordinal_of.get(s, s) for s in comp_steps), default=0)
     after = int((series.ords > last).sum())
     settled = bool(comp_steps) and after >= SETTLED_AFTER and after >= 3 * max(last, 1)
-    advice = ADVICE[kind]
-    if settled and kind in ("dynamic_padding", "shape_change") and dim:
+    advice = ADVICE["resize"] if resized else ADVICE[kind]
+    if settled and kind in ("dynamic_padding", "shape_change") and dim and not resized:
         vals = sorted({s[dim] for s in shapes if len(s) > dim})
         headline = f"{name} took {len(vals)} lengths of dim {dim}"
         values_txt = f" ({', '.join(str(v) for v in vals[:8])}{'...' if len(vals) > 8 else ''}), all by step {last}"

@@ -513,10 +513,14 @@ class LiveNotices:
 
     def _shape_cost(self, name: str | None, seconds: float, compiles: int, step: int = 1) -> None:
         self._shape_last[name or "?"] = max(step, self._shape_last.get(name or "?", 0))
-        shapes = len({s for v in self._sigs.values() for n, s, _, _ in v if n == name})
+        seen = {tuple(s) for v in self._sigs.values() for n, s, _, _ in v if n == name}
+        shapes = len(seen)
+        # several non-batch dims changing together is a size (images), not a padded length
+        rank = max((len(s) for s in seen), default=0)
+        varying = [d for d in range(1, rank) if len({s[d] for s in seen if len(s) > d}) > 1]
         self._add_cost(("input_shape", name or "?"), seconds, compiles,
                        f"{clean(name or 'the inputs', 60)} took {shapes} shape{'s' if shapes != 1 else ''}: "
-                       "pad it to a few fixed sizes")
+                       + ("resize it to a fixed size" if len(varying) >= 2 else "pad it to a few fixed sizes"))
 
     def _sharding_cost(self, name: str, seconds: float, compiles: int) -> None:
         self._add_cost(("input_sharding", name), seconds, compiles,
