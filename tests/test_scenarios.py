@@ -24,7 +24,8 @@ _NOTICES: dict[str, Any] = {}
 SCENARIOS = ("accumulate_eval_plateau", "checkpoint", "clean_closure", "closure_argmax", "closure_nan_check",
              "compile_fn_partial", "compile_step_padding", "cpu_fallback", "dynamo_eval",
              "dynamo_partial_batch", "eager_compiled_step", "eager_loop", "eager_padding", "eval_pass",
-             "every_n_steps", "item_every_step", "mask_loss", "masked_select_loss", "padding_collate_loader",
+             "every_n_steps", "item_every_step", "length_buckets", "library_checks", "mask_loss",
+             "masked_select_loss", "padding_collate_loader",
              "padding_dict", "partial_batch", "stray_print", "tensor_condition", "two_causes")
 COUNTERS = ("UncachedCompile", "CachedCompile", "ExecuteComputation", "MarkStep")
 
@@ -128,6 +129,31 @@ def test_last_partial_batch(scenario: Any) -> None:
     assert f.compiles == 1  # compiled once, cached in the next two epochs
     assert "last batch of each epoch" in (f.pattern or "")
     assert "drop_last=True" in f.advice
+
+
+def test_reads_inside_torchs_own_library_calls(scenario: Any) -> None:
+    a, _ = scenario("library_checks")
+    by_line = {f.line: f for f in a.findings}
+    clip, plateau = by_line[marker_line("library_checks", "clip")], by_line[marker_line("library_checks", "plateau")]
+    assert (clip.kind, clip.via, clip.count) == ("library_sync", "torch_xla._patched_functions.clip_grad_norm_", 24)
+    assert any(e.startswith("the library's line: _patched_functions.py:") and "error_if_nonfinite" in e
+               for e in clip.evidence)
+    assert "which you pass as `error_if_nonfinite=True`" in clip.advice
+    assert plateau.via == "torch.optim.lr_scheduler.ReduceLROnPlateau.step"
+    assert "turns a tensor into a Python number (`current = float(metrics)`)" in plateau.advice
+    # The first reads waited for warm-up's compiles: counted there, not in the reads' cost.
+    assert any("warm-up compile" in e for e in clip.evidence)
+    assert clip.compiles == 0 and clip.seconds < a.totals.compile_seconds
+
+
+def test_length_buckets_read_as_settled(scenario: Any) -> None:
+    a, _ = scenario("length_buckets")
+    (f,) = a.findings
+    # named by the tuple assignment that moved it (ids, mask, labels = ids.to(device), ...)
+    assert (f.cause, f.kind, f.input, f.dim, f.compiles) == ("input_shape", "dynamic_padding", "ids", 1, 2)
+    assert f.title.startswith("ids took 3 lengths of dim 1 (16, 24, 32), all by step 6: 2 recompiles")
+    assert f.evidence[0].startswith("all 3 shapes by step 6: the 24 steps after compiled nothing")
+    assert "one-off cost" in f.advice
 
 
 def test_control_flow_every_n_steps(scenario: Any) -> None:
