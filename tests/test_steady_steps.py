@@ -128,3 +128,20 @@ def test_steady_step_line_is_the_record_it_carries(tmp_path: Path) -> None:
     steps = [r for r in _records(tmp_path / "r.json") if r["type"] == "step"]
     assert [dict(r) for r in fed if r.get("type") == "step"] == steps
     assert any(type(r).__name__ == "EncodedRecord" for r in fed)
+
+
+def test_a_loader_batch_passed_to_a_compiled_step_is_recorded_once(tmp_path: Path) -> None:
+    """MpDeviceLoader's batch handed to a torch_xla.compile step as fn(data, target): the loader's
+    names, not those and the parameters' too; a new tensor in the call is still an input."""
+    source = Counters({"UncachedCompile": 1, "CachedCompile": 0, "ExecuteComputation": 1})
+    rec = Recorder(RunWriter(str(tmp_path / "r.json"), {"xprof_version": "0.1.0", "meta": {}}), source)
+    rec.start()
+    data, target, extra = _Leaf(8, 3), _Leaf(8), _Leaf(2)
+    rec.on_batch([("batch[0]", data), ("batch[1]", target)], "loader")
+    rec.on_call_args([("data", data), ("target", target), ("scale", extra)])
+    source.values["ExecuteComputation"] += 1
+    rec.on_barrier(time.time(), (0, 0), "compile")
+    rec.stop("ok", None)
+    sigs = [r for r in map(json.loads, (tmp_path / "r.json").read_text().splitlines()) if r.get("type") == "sig"]
+    assert [(i["name"], i["src"]) for i in sigs[0]["inputs"]] == [
+        ("batch[0]", "loader"), ("batch[1]", "loader"), ("scale", "arg")]

@@ -511,14 +511,16 @@ class Recorder:
     def on_call_args(self, leaves: list[tuple[str, Any]]) -> None:
         """Training thread only: the tensor arguments of a ``torch_xla.compile`` call,
         inputs of the step it runs. A tensor already recorded under the same name and
-        shape (moved just before the call) is not added twice."""
+        shape (moved just before the call), or as a leaf of this step's loader batch (an
+        ``MpDeviceLoader`` batch passed on as ``fn(data, target)``), is not added twice."""
         inputs = self._inputs
         have = {(e[0], tuple(e[1])) for e in inputs}
+        batch = self._batch_ids if inputs else ()
         keep = self.keep_devices
         for name, t in leaves:
             if len(inputs) >= 256:
                 break
-            if (name, tuple(t.shape)) not in have:
+            if (name, tuple(t.shape)) not in have and id(t) not in batch:
                 if keep:
                     self._devices.append((len(inputs), t))
                 inputs.append((name, t.shape, t.dtype, "arg"))
