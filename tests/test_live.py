@@ -438,3 +438,18 @@ def test_torch_compiles_own_syncs_in_the_first_steps_are_warm_up() -> None:
                {"type": "step", "i": 1, "t0": 1, "tb": 1.5, "t1": 2.0, "barrier": "mark_step", "bu": 1, "o": 1},
                *[dict(s, o=1) for s in _steps(3, 2)]])
     assert live.summary(10.0, "r.json")[0] == "xprof: 4 steps (2 warm-up) in 10.0 s; 2 compiles, 0 after warm-up"
+
+
+def test_a_read_after_the_last_barrier_says_nothing() -> None:
+    """print(metric.compute()) after the loop: in no step (the analysis counts it in no
+    finding), so no notice; the same read inside a step is one when its barrier comes."""
+    said: list[str] = []
+    live = LiveNotices(0.0, said.append)
+    site = {"type": "site", "id": 0, "kind": "format", "file": "/x/train.py", "line": 30, "func": "main",
+            "via": None, "code": "print(acc.compute())"}
+    live.feed([site, *_steps(4), {"type": "sync", "i": 4, "site": 0, "t0": 4.1, "t1": 4.2, "x": 1, "u": 1}])
+    live.summary(5.0, "r.json")
+    assert said == []
+    live.feed([*_steps(1, 4)])  # had a barrier come after it, the read was step 4's
+    assert said == ["xprof: step 4: formatting a tensor at train.py:30 forces a host sync and a compile "
+                    "(1 of 5 steps so far)"]

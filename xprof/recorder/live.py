@@ -160,6 +160,8 @@ class LiveNotices:
         self._site_steps: dict[int, set[int]] = {}
         self._forced: set[int] = set()
         self._forced_lib: set[tuple[str, str]] = set()
+        self._held: list[tuple[tuple[str, str], str]] = []
+        """Read notices waiting for their step's barrier."""
         self._loop_lines: set[tuple[Any, Any]] = set()
         """User lines step barriers were asked for from (barrier sites): a library call at one
         runs the training loop (the analysis' ``mechanisms.loop_lines``)."""
@@ -305,7 +307,9 @@ class LiveNotices:
         seen = len([s for s in steps if s <= i])
         how = "every step so far" if seen >= total else f"{seen} of {total} steps so far"
         also = " and a compile" if rec.get("u") else ""
-        self._say(("sync", str(sid)), f"step {i}: {label} at {where}{via} forces a host sync{also} ({how})")
+        # Said when the step's barrier comes: a read after the last one (a final print of a
+        # metric) is in no step, and the analysis counts it in no finding either.
+        self._held.append((("sync", str(sid)), f"step {i}: {label} at {where}{via} forces a host sync{also} ({how})"))
 
     def _data_dependent(self, rec: dict[str, Any], sid: int, site: dict[str, Any], i: int,
                         steps: set[int]) -> None:
@@ -337,6 +341,9 @@ class LiveNotices:
     def _step(self, rec: dict[str, Any]) -> None:
         self._barriers += 1
         self._open = []
+        held, self._held = self._held, []
+        for key, text in held:
+            self._say(key, text)
         c = rec.get("c") or {}
         bu = rec.get("bu")
         at_dynamo = rec.get("barrier") == "dynamo"
