@@ -453,3 +453,23 @@ def test_a_read_after_the_last_barrier_says_nothing() -> None:
     live.feed([*_steps(1, 4)])  # had a barrier come after it, the read was step 4's
     assert said == ["xprof: step 4: formatting a tensor at train.py:30 forces a host sync and a compile "
                     "(1 of 5 steps so far)"]
+
+
+def test_a_barrier_recompile_after_a_library_calls_first_run_is_the_calls() -> None:
+    """As the analysis (test_issue11_unit): generate() at line 23 runs for the first time in
+    step 4 with torch.isin on the CPU, and the step's barrier compiles a new graph."""
+    said: list[str] = []
+    live = LiveNotices(0.0, said.append)
+    sites = [{"type": "site", "id": 9, "kind": "barrier", "file": "/u/t.py", "line": 20, "func": "main",
+              "via": None, "code": "xm.mark_step()"},
+             {"type": "site", "id": 0, "kind": "bool", "file": "/u/t.py", "line": 23, "func": "main",
+              "via": "lib.Model.generate", "code": "out = model.generate(x)", "inner": "lib.StopCheck.__call__"}]
+    live.feed([*sites, *_steps(4),
+               {"type": "sync", "i": 4, "site": 0, "t0": 4.1, "t1": 4.11, "x": 1},
+               {"type": "compile", "i": 4, "t": 4.9, "ns": 1e9, "at": "barrier"},
+               {"type": "step", "i": 4, "t0": 4, "tb": 4.5, "t1": 5.0, "barrier": "mark_step", "bu": 1, "sig": 0,
+                "c": {"aten::isin.Tensor_Tensor": 9, "UncachedCompile": 1}}, *_steps(2, 5)])
+    assert said == ["xprof: step 4 recompiled: lib.Model.generate at t.py:23 ran for the first time (with "
+                    "aten::isin.Tensor_Tensor on the CPU); 1 recompile so far, 1.0 s"]
+    assert live.summary(8.0, "r.json")[2].startswith(
+        "xprof: first thing to change: lib.Model.generate (called from t.py:23)")

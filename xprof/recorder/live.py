@@ -457,6 +457,17 @@ class LiveNotices:
                 # a value-dependent op gave the graph a new shape: the data-dependent finding's
                 self._cost[dd[0]][0] += barrier_s
                 self._cost[dd[0]][1] += n_barrier
+            elif new_ops and (call := self._new_library_call(read_sites)) is not None:
+                # A library call outside the loop's lines ran here for the first time and the
+                # op on the CPU came with it (model.generate()'s torch.isin): the graph it left
+                # pending changed the barrier's. The analysis' rule, told from this step alone.
+                lib_name, where = call[1].rsplit("@", 1)
+                self._add_cost(call, barrier_s, n_barrier, f"{lib_name} (called from {where}) reads values on "
+                               "the host: see the report for the library's lines")
+                self._forced_lib.add(call)
+                ops = ", ".join(clean(op, 60) for op in new_ops)
+                self._say(call, f"step {i} recompiled: {clean(lib_name, 80)} at {where} ran for the first time "
+                          f"(with {ops} on the CPU); {so_far}")
             elif new_ops:
                 ops = ", ".join(clean(op, 60) for op in new_ops)
                 key = self._fallback_cost(new_ops, barrier_s, n_barrier)
@@ -590,6 +601,18 @@ class LiveNotices:
             return None
         key = self._lib_key(a)
         return key if key in self._cost else None
+
+    def _new_library_call(self, read_sites: set[int]) -> tuple[str, str] | None:
+        """The cost key (by call) of the one library call outside the loop's own lines whose
+        reads in this step are the first at their sites, if there is one."""
+        calls = set()
+        for sid in read_sites - self._sites_read:
+            site = self._sites.get(sid, {})
+            via = site.get("via")
+            if via and (site.get("file"), site.get("line")) not in self._loop_lines:
+                where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
+                calls.add(("lib", f"{clean(str(via), 80)}@{where}"))
+        return calls.pop() if len(calls) == 1 else None
 
     def _merge_library_calls(self) -> None:
         """A library call outside the loop's own lines is one cost (``model.generate()``), not
