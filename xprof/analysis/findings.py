@@ -417,15 +417,17 @@ def _library_advice(via: str, where: str, code: str, site: Site | None, does: st
     lib_code = site.inner_at[2] if site is not None and site.inner_at is not None else ""
     arg = _argument_read_on(code, lib_code)
     inner = (site.inner or "") if site is not None else ""
-    checks = re.search(r"valid|check", inner.rsplit(".", 1)[-1], re.IGNORECASE) is not None
+    # a check of the inputs: the innermost function's name, or the reading line, says so
+    checks = re.search(r"valid|check", f"{inner.rsplit('.', 1)[-1]} {lib_code}", re.IGNORECASE) is not None
+    where_in = f"{inner.rsplit('.', 1)[-1]}, " if inner else ""
     return (f"{via} (called from {where}) {does}. "
             + (f"The library's line that reads uses `{arg.split('=')[0]}`, which you pass as `{arg}`: "
                "without it that read may not happen. " if arg else "")
             + (f"That line turns a tensor into a Python number (`{_short(lib_code)}`): pass it a "
                "value you read on the host anyway (at a logging step), or call it less often. "
                if not arg and _TO_NUMBER.search(lib_code) else "")
-            + (f"It happens in {inner.rsplit('.', 1)[-1]}, a check of your inputs: libraries usually let you "
-               "turn such checks off (torchmetrics: validate_args=False). " if checks and not arg else "")
+            + (f"It happens in {where_in}a check of your inputs: libraries usually let you turn such checks "
+               "off (validate_args=False in torchmetrics and torch.distributions). " if checks and not arg else "")
             + "Check whether it needs to run every step, or whether the library has an XLA-friendly option.")
 
 
