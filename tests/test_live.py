@@ -473,3 +473,16 @@ def test_a_barrier_recompile_after_a_library_calls_first_run_is_the_calls() -> N
                     "aten::isin.Tensor_Tensor on the CPU); 1 recompile so far, 1.0 s"]
     assert live.summary(8.0, "r.json")[2].startswith(
         "xprof: first thing to change: lib.Model.generate (called from t.py:23)")
+
+
+def test_a_loop_that_never_reaches_a_barrier_is_said_at_once_and_at_the_end() -> None:
+    said: list[str] = []
+    live = LiveNotices(0.0, said.append)
+    live.feed([{"type": "debug", "kind": "no_barrier", "i": 0, "t": 0.5, "opt": 3}])
+    assert said == ["xprof: 3 optimizer steps and no step barrier yet: the pending graph grows with every step "
+                    "until a value is read; end each step with torch_xla.sync() (or iterate an MpDeviceLoader)"]
+    lines = live.summary(3.0, "r.json", tail_opt=10, tail_compile_s=[0.4, 0.7])
+    assert lines[1] == "xprof: compiling took 1.1 s, 37% of the run"
+    assert lines[2] == ("xprof: first thing to change: no step barrier for 10 optimizer steps, so each graph held "
+                        "every step since the start: end each step with torch_xla.sync() (2 compiles, 1.1 s)")
+    assert live.first == ("no_barrier", "")

@@ -25,7 +25,7 @@ SCENARIOS = ("accumulate_eval_plateau", "checkpoint", "clean_closure", "closure_
              "compile_fn_partial", "compile_step_padding", "cpu_fallback", "dynamo_eval",
              "dynamo_partial_batch", "eager_compiled_step", "eager_loop", "eager_padding", "eval_pass",
              "every_n_steps", "item_every_step", "length_buckets", "library_checks", "mask_loss",
-             "masked_select_loss", "padding_collate_loader",
+             "masked_select_loss", "no_barrier", "padding_collate_loader",
              "padding_dict", "partial_batch", "stray_print", "tensor_condition", "two_causes")
 COUNTERS = ("UncachedCompile", "CachedCompile", "ExecuteComputation", "MarkStep")
 
@@ -129,6 +129,17 @@ def test_last_partial_batch(scenario: Any) -> None:
     assert f.compiles == 1  # compiled once, cached in the next two epochs
     assert "last batch of each epoch" in (f.pattern or "")
     assert "drop_last=True" in f.advice
+
+
+def test_a_loop_without_a_step_barrier(scenario: Any) -> None:
+    a, counters = scenario("no_barrier")
+    f = a.findings[0]
+    assert (f.cause, f.count, f.line) == ("no_barrier", 10, marker_line("no_barrier", "read"))
+    assert f.title.startswith("No step barrier: 10 optimizer steps ran without one")
+    # both reads compiled the whole history: their compiles are recorded and timed
+    assert f.compiles == counters["UncachedCompile"] == a.totals.compiles == 2
+    assert a.totals.compile_seconds > 0 and f.seconds > 0
+    assert any("torch_xla.sync()" in line for _, line in _NOTICES["no_barrier"].said)
 
 
 def test_reads_inside_torchs_own_library_calls(scenario: Any) -> None:
@@ -236,8 +247,8 @@ def test_live_notices_agree_with_the_analysis(scenario: Any, name: str) -> None:
         elif cause in ("cpu_fallback", "fallback"):
             assert any(f.cause == "cpu_fallback" for f in problems), line
             assert set(what.split(",")) <= set(a.totals.fallback_ops), line
-        elif cause == "eager_mode":
-            assert any(f.cause == "eager_mode" for f in problems), line
+        elif cause in ("eager_mode", "no_barrier"):
+            assert any(f.cause == cause for f in problems), line
         else:
             assert cause == "graph_change", line
             assert any(f.cause == "graph_change" for f in problems), line

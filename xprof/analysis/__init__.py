@@ -34,7 +34,7 @@ def analyze(run: Run) -> Analysis:
 
 
 def _analyze(run: Run) -> Analysis:
-    cols, dropped = _consistent(columns_of(run))
+    cols, dropped, tail_ms = _consistent(columns_of(run), run.end.steps if run.end else None)
     executions = cols.sample("executions")
     steps = tables.step_table(cols)
     _steps.assign(steps)
@@ -82,7 +82,11 @@ def _analyze(run: Run) -> Analysis:
         syncs["kind"] = pd.Series(dtype=object)
         syncs["exec_ms"] = pd.Series(dtype=float)
     findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs)
-    totals = _totals(run, steps, compiles, syncs, execute_s, found)
+    missing = _findings.no_barrier(run.end, steps, syncs, tail_ms)
+    if missing is not None and not any(e.where == "barrier" for e in run.errors):
+        # (a barrier hook that failed records no step: its barriers are not missing)
+        findings.insert(0, missing)
+    totals = _totals(run, steps, compiles, syncs, execute_s, found, float(tail_ms.sum()))
     for f in findings:
         f.minor = f.seconds < MINOR_SHARE * totals.wall_seconds and f.cause != "eager_mode"
     notes = _notes(run, steps, syncs, totals, cols.dropped)
@@ -139,8 +143,10 @@ class _StepRows:
         return np.bincount(rows[hit], minlength=len(self.idx)).astype(np.int64)
 
 
-def _consistent(cols: RunColumns) -> tuple[RunColumns, str]:
-    """The columns with one record per step index and no compile without its step.
+def _consistent(cols: RunColumns, tail_step: int | None = None) -> tuple[RunColumns, str, np.ndarray]:
+    """The columns with one record per step index and no compile without its step, and the
+    compile times (ms) of the compiles after the last barrier (step ``tail_step``, the end
+    record's ``steps``: no step record has them, on purpose).
 
     A process killed between writing a compile and its step record leaves such a
     compile; a corrupted or concatenated file can repeat a step index. Both are dropped
@@ -152,9 +158,15 @@ def _consistent(cols: RunColumns) -> tuple[RunColumns, str]:
     if len(idx) > 1:
         keep[1:] = idx[1:] != idx[:-1]
     has_step = np.isin(cols.compiles["step"], idx)
-    repeated, orphans = int((~keep).sum()), int((~has_step).sum())
+    tail = ~has_step & (cols.compiles["step"] == tail_step) if tail_step is not None else ~has_step & False
+    tail_ms = cols.compiles["ns"][tail] / 1e6
+    has_step_or_tail = has_step | tail
+    repeated, orphans = int((~keep).sum()), int((~has_step_or_tail).sum())
+    if tail.any():
+        cols = dataclasses.replace(cols, compiles={k: v[has_step] for k, v in cols.compiles.items()})
     if not repeated and not orphans:
-        return cols, ""
+        return cols, "", tail_ms
+    has_step = np.isin(cols.compiles["step"], idx)
     parts = []
     if repeated:
         parts.append(f"{repeated} repeated step record(s)")
@@ -163,7 +175,7 @@ def _consistent(cols: RunColumns) -> tuple[RunColumns, str]:
     note = f"Ignored {' and '.join(parts)} (a file cut off mid-step, or damaged)."
     return dataclasses.replace(cols, steps={k: v[keep] for k, v in cols.steps.items()},
                                counters={k: v[keep] for k, v in cols.counters.items()},
-                               compiles={k: v[has_step] for k, v in cols.compiles.items()}), note
+                               compiles={k: v[has_step] for k, v in cols.compiles.items()}), note, tail_ms
 
 
 def _debug_evidence(run: Run, compiles: pd.DataFrame) -> None:
@@ -215,7 +227,7 @@ def _pct(values: np.ndarray, q: float) -> float | None:
 
 
 def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
-            execute_s: float, found: list[_causes.Cause]) -> Totals:
+            execute_s: float, found: list[_causes.Cause], tail_compile_ms: float = 0.0) -> Totals:
     tail = run.end.tail if run.end else {}
     per_step_uncached = steps["uncached"].to_numpy()
     uncached = int(per_step_uncached.sum()) + int(tail.get(UNCACHED, 0))
@@ -225,16 +237,17 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     # Masks over plain arrays: a boolean filter of the table copies every column it keeps.
     work = steps["work"].to_numpy(dtype=bool)
     ordinal = steps["ordinal"].to_numpy()
-    n_work = _steps.training_steps(steps) + (1 if _tail_step(run) else 0)
+    n_work = _steps.training_steps(steps) + (run.end.tail_opt if run.end is not None and _tail_step(run) else 0)
     graph_barriers = int(work.sum())
     warm = sum(1 for c in found if c.cause == "warmup")
     # Compiles without a recorded event (the CompileTime ring dropped it) count as recompiles
     # only when they happened after warm-up.
     missing = max(uncached - len(compiles), 0)
     recompiles = max(uncached - warm, 0) if missing == 0 else (len(found) - warm) + missing
-    if not _tail_step(run):
-        # Compiled after the last barrier, in no step (a final evaluation or print): not a
-        # recompile of the loop (the notes count them).
+    if not _tail_step(run) or _steps.training_steps(steps) < WARMUP_STEPS:
+        # Compiled after the last barrier, in no step (a final evaluation or print), or in a
+        # last step that is still warm-up (eager mode's only step): not a recompile of the
+        # loop (the notes count the former).
         recompiles = max(recompiles - int(tail.get(UNCACHED, 0)), 0)
     fallback: dict[str, int] = {}
     for d in steps["fallback"].to_numpy()[tables.fallback_rows(steps)].tolist():
@@ -251,7 +264,7 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     else:
         stop = start
     wall = max(stop - start, 0.0)
-    compile_s = float(compiles["ms"].sum()) / 1e3 if len(compiles) else 0.0
+    compile_s = (float(compiles["ms"].sum()) if len(compiles) else 0.0) / 1e3 + tail_compile_ms / 1e3
     steady = work & (ordinal >= WARMUP_STEPS)
     quiet = steady & (per_step_uncached == 0)
     # A step whose graphs ran op by op (eager mode) has no execute time: torch_xla times those

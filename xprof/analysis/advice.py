@@ -154,6 +154,12 @@ ADVICE = {
         "values read in the compiled code) the same from call to call, or accept the fixed "
         "number of extra graphs."
     ),
+    "no_barrier": (
+        "End every training step with torch_xla.sync() (xm.mark_step()), or iterate a "
+        "torch_xla MpDeviceLoader, which syncs at each batch. Without a barrier the pending "
+        "graph grows with every step until a value is read, and each read compiles and runs "
+        "that whole history again."
+    ),
     "eager_mode": (
         "Compile the training step: put forward, loss, backward and optimizer step in one "
         "function and call it through torch_xla.compile (step = torch_xla.compile(step_fn)), "

@@ -904,6 +904,49 @@ def _barrier_mechanism_finding(mech: _mech.Mechanism, rows: pd.DataFrame, c0: Ca
     )
 
 
+def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.ndarray) -> Finding | None:
+    """Optimizer steps that never reached a step barrier (a loop ported from CUDA without
+    ``torch_xla.sync()`` and without a device loader): the pending graph holds every step
+    since the last barrier, and each host read compiles and runs that whole history."""
+    if end is None or end.tail_opt < 2 or end.tail_graphs:
+        return None  # (tail_graphs: the last step ran op by op, eager mode's tail step)
+    work = steps["work"].to_numpy(dtype=bool) if len(steps) else np.zeros(0, dtype=bool)
+    if work.any():
+        last = int(steps["i"].to_numpy()[work].max())
+        if last + 1 < end.steps:  # barriers that ran nothing after the last graph: not this
+            return None
+    tail_reads = syncs[syncs["step"] > (int(steps["i"].max()) if len(steps) else -1)] if len(syncs) else syncs
+    n_compiles = len(tail_ms)
+    compile_ms = float(tail_ms.sum())
+    wait_ms = float(tail_reads["ms"].sum()) if len(tail_reads) else 0.0
+    opt = int(end.tail_opt)
+    since = "the last step barrier" if work.any() else "the start"
+    title = (f"No step barrier for the last {opt} optimizer steps: each graph held every step since {since}"
+             if work.any() else f"No step barrier: {opt} optimizer steps ran without one, so each graph held "
+             f"every step since the start")
+    title += (f": {n_compiles} compile{'s' if n_compiles != 1 else ''}, "
+              f"{max(wait_ms, compile_ms) / 1e3:.2f} s")
+    evidence = [f"{opt} optimizer steps after the last barrier, and no barrier after them"
+                if work.any() else f"{opt} optimizer steps, and no step barrier in the run"]
+    if len(tail_reads):
+        first = tail_reads.iloc[0]
+        where = _loc(str(first["file"]), int(first["line"]))
+        evidence.append(f"every graph ran at a host read instead: {len(tail_reads)} read"
+                        f"{'s' if len(tail_reads) != 1 else ''} (the first at {where}: {first['code']})")
+    if n_compiles >= 2:
+        ms = tail_ms.tolist()
+        evidence.append(f"the graphs grew with the steps they held: compiles of {_dur(ms[0])} to {_dur(ms[-1])}")
+    return Finding(
+        id="no_barrier", cause="no_barrier", kind="no_barrier", title=title, count=opt, compiles=n_compiles,
+        # The reads waited for the compiles and the executions: their waits are the cost (or the
+        # compiles alone, if the reads were not recorded).
+        seconds=max(wait_ms, compile_ms) / 1e3, compile_seconds=compile_ms / 1e3,
+        execute_seconds=0.0, advice=ADVICE["no_barrier"], evidence=evidence, steps=[],
+        file=str(tail_reads.iloc[0]["file"]) if len(tail_reads) else None,
+        line=int(tail_reads.iloc[0]["line"]) if len(tail_reads) else None,
+    )
+
+
 def eager_steps(steps: pd.DataFrame) -> pd.DataFrame:
     """Training steps after warm-up whose graphs all ran op by op, between barriers: one row
     per training step (``ordinal``), with its first barrier ``i``, the graphs it ran mid-step

@@ -31,7 +31,7 @@ CAUSES = ("warmup", "input_shape", "input_sharding", "implicit_sync", "data_depe
           "dynamo", "graph_change", "cpu_fallback", "unknown")
 """Every uncached compile gets exactly one of these causes (docs/diagnosis.md)."""
 
-FINDING_CAUSES = CAUSES[1:] + ("eager_mode",)
+FINDING_CAUSES = CAUSES[1:] + ("eager_mode", "no_barrier")
 """What a finding can be about: the causes of compiles (never warm-up), and ``eager_mode``
 (the training step ran op by op), which costs no compile of its own."""
 
@@ -125,7 +125,8 @@ class Finding:
     """Finer pattern: ``dynamic_padding``, ``partial_batch``, ``batch_size_change``,
     ``shape_change``, ``sharding_change``, ``item``, ``print``, ``format``, ``tensor_condition``, ``tolist``,
     ``numpy``, ``to_cpu``, ``scalar``, ``library_sync``, ``checkpoint``,
-    ``periodic_graph``, ``eval_pass``, ``graph_change``, ``cpu_fallback``, ``eager_mode``, ``unknown``.
+    ``periodic_graph``, ``eval_pass``, ``graph_change``, ``cpu_fallback``, ``eager_mode``, ``no_barrier``,
+    ``unknown``.
 
     ``eager_mode``'s ``seconds`` is 0: what compiling the step would save is not measured
     by a run that never ran it compiled (it is never *minor* either)."""

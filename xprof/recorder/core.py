@@ -58,6 +58,10 @@ QUEUE_LIMIT = 4096
 """Events queued at most before the thread that queues one converts them itself (the
 writer thread cannot keep up: bound the memory, ~2 MB at most)."""
 
+NO_BARRIER_AFTER = 3
+"""Optimizer steps with no step barrier yet in the run after which a ``no_barrier`` debug
+record is written (a loop that never calls ``torch_xla.sync()``; the live notice)."""
+
 RAW_SIG_LIMIT = 65536
 """Raw signatures remembered for a fast lookup (a run with more still interns correctly)."""
 
@@ -116,6 +120,10 @@ class Recorder:
         self.tail_step = False
         """The ``end`` record counts a last training step after the last barrier (its ops ran
         one by one and no barrier followed: ``tail_opt`` and ``tail_graphs``)."""
+        self.tail_opt = 0
+        """Optimizer steps after the last barrier (set by :meth:`stop`)."""
+        self.tail_compile_s: list[float] = []
+        """Seconds of each compile after the last barrier (set by :meth:`stop`)."""
         self._error_lock = threading.Lock()
         self._error_keys: set[str] = set()
         # -- the hooks' side (the training thread) --
@@ -282,6 +290,7 @@ class Recorder:
         self._drain(flush=False)
         with self._drain_lock:
             records: list[dict[str, Any]] = []
+            self.guard("stop", lambda: self._tail_compiles(records))
             self.guard("stop", lambda: self._flush_samples(records))
             self.guard("stop", lambda: self._spmd_at_stop(records))
             if records and self.writer.failed is None:
@@ -307,6 +316,7 @@ class Recorder:
             if self._opt_steps:
                 end["tail_opt"] = self._opt_steps
             self.tail_step = bool(end.get("tail_opt") and end.get("tail_graphs"))
+            self.tail_opt = int(end.get("tail_opt") or 0)
             if self._inputs:
                 end["tail_inputs"] = [[e[0], list(e[1]), e[2], e[3]] for e in self._name_inputs(self._inputs)]
             dropped = [c.name for c in (self._op_compile_cursor, self._exec_cursor, self._rexec_cursor,
@@ -479,6 +489,19 @@ class Recorder:
     def on_optimizer_step(self) -> None:
         """An ``optimizer.step()`` finished (any optimizer, any caller): one counter bump."""
         self._opt_steps += 1
+        if self._opt_steps == NO_BARRIER_AFTER and self.step == 0:
+            self._no_barrier_yet()
+
+    def _no_barrier_yet(self) -> None:
+        """The third optimizer step and no barrier yet: unless graphs ran outside host reads
+        (eager mode: each op runs as it comes, nothing waits for a barrier), say so at once
+        (a ``no_barrier`` mark for the live notices). Never raises."""
+        try:
+            uncached, cached = self.counters.compile_counts()
+            if uncached + cached - self._end_compiles - self._read_compiles <= 0:
+                self.mark("no_barrier", opt=self._opt_steps)
+        except Exception as exc:
+            self.error("optimizer hook", exc)
 
     def on_backward(self) -> None:
         """A backward pass started (any thread: one counter bump)."""
@@ -770,6 +793,18 @@ class Recorder:
         self._prev_names = names
         self._prev_vals = vals
         self._t_text = (-1.0, "")
+
+    def _tail_compiles(self, out: list[dict[str, Any]]) -> None:
+        """Compiles after the last barrier (a final print's graph; every graph of a loop that
+        never reached a barrier): ``compile`` records of step ``self.step``, which has no step
+        record (the ``end`` record's ``tail`` counts them)."""
+        buf = self._compile_buf
+        buf.extend((ts, ns, "") for ts, ns in self._compile_cursor.new())
+        buf.extend((ts, ns, "op") for ts, ns in self._op_compile_cursor.new())
+        buf.sort()
+        self._compile_buf = []
+        out.extend({"type": "compile", "i": self.step, "t": ts, "ns": ns, "at": at or "step"} for ts, ns, at in buf)
+        self.tail_compile_s = [ns / 1e9 for _, ns, _ in buf]
 
     def _flush_samples(self, out: list[dict[str, Any]]) -> None:
         self._exec_pending = 0

@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from xprof.runfile import is_fallback_counter
@@ -161,6 +161,8 @@ class LiveNotices:
         self._forced: set[int] = set()
         self._forced_lib: set[tuple[str, str]] = set()
         self._held: list[tuple[tuple[str, str], str]] = []
+        self._last_was_work = False
+        """The last barrier ran a graph (optimizer steps after it never reached one)."""
         """Read notices waiting for their step's barrier."""
         self._loop_lines: set[tuple[Any, Any]] = set()
         """User lines step barriers were asked for from (barrier sites): a library call at one
@@ -239,6 +241,10 @@ class LiveNotices:
                 self._sites[int(rec["id"])] = rec
                 if rec.get("kind") == "barrier":
                     self._loop_lines.add((rec.get("file"), rec.get("line")))
+            elif kind == "debug" and rec.get("kind") == "no_barrier":
+                self._say(("no_barrier", ""), f"{rec.get('opt')} optimizer steps and no step barrier yet: the "
+                          "pending graph grows with every step until a value is read; end each step with "
+                          "torch_xla.sync() (or iterate an MpDeviceLoader)")
 
     def _say(self, key: tuple[str, str], text: str) -> None:
         if key in self._said:
@@ -340,6 +346,7 @@ class LiveNotices:
 
     def _step(self, rec: dict[str, Any]) -> None:
         self._barriers += 1
+        self._last_was_work = bool(rec.get("bu") or rec.get("bc") or rec.get("mg"))
         self._open = []
         held, self._held = self._held, []
         for key, text in held:
@@ -695,11 +702,17 @@ class LiveNotices:
         self._say(("eager_mode", ""), f"step {step} ran op by op (eager mode): {mid} graph{'s' if mid != 1 else ''} "
                   "dispatched one at a time; compile the step with torch_xla.compile")
 
-    def summary(self, ended: float, run_path: str, tail_step: bool = False) -> list[str]:
+    def summary(self, ended: float, run_path: str, tail_step: bool = False, tail_opt: int = 0,
+                tail_compile_s: Sequence[float] = ()) -> list[str]:
         """Three lines (steps, compile share, the first thing to change) and the command
         that opens the report. ``tail_step``: the run's last training step ran after its last
-        barrier (eager mode), so no step record has it; it counts as the analysis counts it."""
+        barrier (eager mode), so no step record has it; it counts as the analysis counts it.
+        ``tail_opt``, ``tail_compile_s``: optimizer steps and compiles after the last barrier
+        (the analysis' ``no_barrier`` finding when the steps never reached one)."""
         wall = max(ended - self.started, 0.0)
+        self._compiles += len(tail_compile_s)
+        self._compile_s += sum(tail_compile_s)
+        no_barrier = tail_opt >= 2 and not tail_step and (self._work == 0 or self._last_was_work)
         self._judge_step()  # the last step's barriers are all in
         if self._second is not None and self._first_sig_back:
             # The first graph served later steps: the second step's compile was its new shape's.
@@ -714,7 +727,7 @@ class LiveNotices:
             else:
                 self._shape_cost(name, seconds, n)
             self._recompiles += n
-        steps = (self._k + 1 if self._opt_seen else self._work) + (1 if tail_step else 0)
+        steps = (self._k + 1 if self._opt_seen else self._work) + (max(tail_opt, 1) if tail_step else 0)
         warm = min(steps, WARMUP_STEPS)
         share = self._compile_s / wall if wall > 0 else 0.0
         lines = [
@@ -735,7 +748,14 @@ class LiveNotices:
         ranked = [kv for kv in ranked if (kv[0][0] != "sync" or int(kv[0][1]) in self._forced)
                   and (kv[0][0] != "data_dependent" or kv[0] in self._forced_dd)
                   and (kv[0][0] != "lib" or kv[0] in self._forced_lib)]
-        if ranked:
+        if no_barrier:
+            self.first = ("no_barrier", "")
+            since = "the last barrier" if self._work else "the start"
+            lines.append(f"xprof: first thing to change: no step barrier for {tail_opt} optimizer steps, so "
+                         f"each graph held every step since {since}: end each step with torch_xla.sync() "
+                         f"({len(tail_compile_s)} compile{'s' if len(tail_compile_s) != 1 else ''}, "
+                         f"{_seconds(sum(tail_compile_s))})")
+        elif ranked:
             self.first, (seconds, n, advice) = ranked[0]
             if self.first[0] == "input_shape":
                 # The analysis' settled shapes: all compiled early, none in a long stretch after.

@@ -27,6 +27,7 @@ CAUSE_LABELS = {
     "library": "library mechanism",
     "dynamo": "torch.compile",
     "eager_mode": "eager mode",
+    "no_barrier": "no step barrier",
     "unknown": "unknown",
 }
 
@@ -42,6 +43,7 @@ CAUSE_COLORS = {
     "library": "#1c7ed6",
     "dynamo": "#f08c00",
     "eager_mode": "#0c8599",
+    "no_barrier": "#862e9c",
     "unknown": "#495057",
 }
 
@@ -127,7 +129,10 @@ def headline(analysis: Analysis) -> list[str]:
         f"the wall time: {fmt.plural(t.compiles, 'uncached compile')} of "
         f"{fmt.plural(t.distinct_graphs, 'distinct graph')}.",
     ]
-    if t.recompiles:
+    if t.steps == 0 and any(f.cause == "no_barrier" for f in analysis.findings):
+        out[0] = (f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}: its optimizer steps "
+                  "ran, but none ended in one.")
+    elif t.recompiles:
         out.append(
             f"{'One' if t.recompiles == 1 else t.recompiles} of them came after warm-up (the first "
             f"{WARMUP_STEPS} steps): {'a recompile' if t.recompiles == 1 else 'recompiles'}"
