@@ -29,13 +29,14 @@ def _add(values: dict[str, int], name: str, n: int = 1) -> None:
     values[name] = values.get(name, 0) + n
 
 
-def _drive(path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
-    """A loop of 60 steps with a bit of everything; returns the steps written steadily."""
+def _drive(path: Path, monkeypatch: pytest.MonkeyPatch, observer: Any = None) -> int:
+    """A loop of 60 steps with a bit of everything; returns the steps written steadily.
+    ``observer`` gets the records as they are written (the live notices' feed)."""
     clock = iter(range(10_000))
     monkeypatch.setattr(core, "time", SimpleNamespace(**{**vars(time), "time": lambda: 1e9 + next(clock) / 7}))
     source = Counters({"UncachedCompile": 1, "CachedCompile": 0, "ExecuteComputation": 1})
     v = source.values
-    rec = Recorder(RunWriter(str(path), {"xprof_version": "0.1.0", "meta": {}}), source)
+    rec = Recorder(RunWriter(str(path), {"xprof_version": "0.1.0", "meta": {}}), source, observer)
     steady = 0
     original = rec._steady_step
 
@@ -145,3 +146,38 @@ def test_a_loader_batch_passed_to_a_compiled_step_is_recorded_once(tmp_path: Pat
     sigs = [r for r in map(json.loads, (tmp_path / "r.json").read_text().splitlines()) if r.get("type") == "sig"]
     assert [(i["name"], i["src"]) for i in sigs[0]["inputs"]] == [
         ("batch[0]", "loader"), ("batch[1]", "loader"), ("scale", "arg")]
+
+
+def test_live_notices_take_the_steady_path_and_say_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live notices skip the work of a steady step like the last one (LiveNotices._step):
+    on the records of the 60-step loop above, everything they count and say is what the full
+    path gives."""
+    from xprof.recorder.live import LiveNotices
+
+    fed: list[dict[str, Any]] = []
+
+    class _Observer:
+        def feed(self, records: list[dict[str, Any]]) -> None:
+            fed.extend(records)
+
+    _drive(tmp_path / "r.json", monkeypatch, _Observer())
+    fast, full = LiveNotices(0.0, None), LiveNotices(0.0, None)
+    full._step = full._full_step  # type: ignore[method-assign]
+    taken = 0
+    step = fast._full_step
+
+    def counting(rec: dict[str, Any]) -> None:
+        nonlocal taken
+        taken -= 1
+        step(rec)
+
+    fast._full_step = counting  # type: ignore[method-assign]
+    for live in (fast, full):
+        for k in range(0, len(fed), 7):  # fed in batches, as the writer does
+            live.feed(fed[k:k + 7])
+    taken += sum(1 for r in fed if r.get("type") == "step")
+    assert taken >= 10  # steady steps that took the short path
+    assert fast.said == full.said
+    assert fast.summary(10.0, "r.json") == full.summary(10.0, "r.json")
+    keep = ("_barriers", "_k", "_work", "_compiles", "_recompiles", "_graphs", "_eager", "_steady_sigs")
+    assert {k: getattr(fast, k) for k in keep} == {k: getattr(full, k) for k in keep}

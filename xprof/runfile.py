@@ -53,9 +53,12 @@ class EncodedRecord(dict):  # type: ignore[type-arg]
     is: the recorder builds the lines of steady steps from parts it encoded once. It is
     still the record (a dict) for whoever reads the records as they are written."""
 
-    __slots__ = ("line",)
+    __slots__ = ("line", "steady")
 
     line: str
+    steady: dict[str, Any]
+    """The fields it shares with every step written like it (the same object for each): a
+    reader that saw one such step can tell the next one is the same kind without comparing."""
 
 
 def _line(record: dict[str, Any]) -> str:

@@ -702,6 +702,7 @@ class Recorder:
         self._t_text = (t1, t1_text)
         rec = EncodedRecord(type="step", i=i, t0=t0, tb=tb, t1=t1, **fields)
         rec.line = _STEP_HEAD % (i, t0_text, tb, t1_text) + tail
+        rec.steady = fields
         self._exec_pending += executions
         self._xfer_pending += transfers
         if self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:

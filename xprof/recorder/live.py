@@ -163,6 +163,11 @@ class LiveNotices:
         self._held: list[tuple[tuple[str, str], str]] = []
         self._last_was_work = False
         """The last barrier ran a graph (optimizer steps after it never reached one)."""
+        self._last_steady = False
+        """The last barrier was a steady training step's (past warm-up, not apart)."""
+        self._fast: tuple[dict[str, Any], bool, int] | None = None
+        """The kind of steady step the next may repeat (its shared fields, an optimizer step,
+        cached compiles at its barrier): see :meth:`_step`."""
         """Read notices waiting for their step's barrier."""
         self._loop_lines: set[tuple[Any, Any]] = set()
         """User lines step barriers were asked for from (barrier sites): a library call at one
@@ -345,6 +350,32 @@ class LiveNotices:
         self._open.append((key, seconds))
 
     def _step(self, rec: dict[str, Any]) -> None:
+        fast = self._fast
+        if (fast is not None and getattr(rec, "steady", None) is fast[0] and not self._held
+                and not self._pending_compiles and not self._step_syncs and not self._open
+                and not self._closure_compiled):
+            # A steady step like the last one (the same written fields, see EncodedRecord),
+            # with nothing read, compiled or held since: what the full path would do, but for
+            # the counters, is already done (most steps of a run take this path).
+            self._barriers += 1
+            if fast[1]:
+                self._k += 1
+            self._count_graphs(self._k if self._opt_seen else self._work, 0, fast[2])
+            self._work += 1
+            return
+        self._fast = None
+        quiet_before = not (self._held or self._pending_compiles or self._step_syncs or self._open)
+        self._full_step(rec)
+        # A step the next one may repeat through the path above: past warm-up, a training
+        # step that compiled nothing and ran no graph outside its barrier, no reads, no op on
+        # the CPU, and nothing the first steps still wait to learn.
+        kind = getattr(rec, "steady", None)
+        if (kind is not None and quiet_before and self._last_was_work and self._last_steady
+                and not rec.get("bu") and not rec.get("mg") and not self._last_fallback
+                and self._first_seen and (self._first_sig_back is not None or rec.get("sig") != self._first_sig)):
+            self._fast = (kind, bool(rec.get("o")), int(rec.get("bc") or 0))
+
+    def _full_step(self, rec: dict[str, Any]) -> None:
         self._barriers += 1
         self._last_was_work = bool(rec.get("bu") or rec.get("bc") or rec.get("mg"))
         self._open = []
@@ -381,6 +412,7 @@ class LiveNotices:
         quiet = dynamo or apart or self._closure_compiled
         self._closure_compiled = False
         steady = i >= WARMUP_STEPS and not quiet
+        self._last_steady = steady and work and not apart and not at_dynamo
         warm = i < WARMUP_STEPS and (at_dynamo or not eval_barrier)
         # (the analysis' warm-up: every compile of the first two training steps, reads' too,
         # and torch.compile's own syncs while it traces them)
