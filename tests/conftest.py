@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _hook_state() -> dict[str, Any]:
     """Identity of everything watch() patches, where those modules are already loaded."""
-    state: dict[str, Any] = {}
+    import warnings
+
+    state: dict[str, Any] = {"warnings.showwarning": warnings.showwarning}
     torch = sys.modules.get("torch")
     if torch is not None:
         from xprof.recorder.hooks import DATA_DEPENDENT, HOST_READS

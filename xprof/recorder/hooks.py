@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Callable
 
 from xprof.recorder.core import Recorder
@@ -215,6 +216,40 @@ def install_optimizer_steps(rec: Recorder, patches: Patches, torch: Any) -> None
     handle = register_optimizer_step_post_hook(post_hook)
     patches.on_restore(handle.remove)
     rec.grad_enabled = torch.is_grad_enabled
+
+
+_HOOKS_DIR = __file__.rsplit("/", 1)[0] if "/" in __file__ else ""
+
+
+def install_warning_location(rec: Recorder, patches: Patches, torch: Any) -> None:
+    """Show a warning raised inside a hooked call at the line that called it.
+
+    torch warns from C (``Converting a tensor with requires_grad=True to a scalar ...`` in
+    ``float(loss)``), and Python gives a C warning the innermost Python frame's line: with
+    the hooks on, the wrapper's (``xprof/recorder/hooks.py``), which blames xprof for the
+    user's call. The wrapped ``warnings.showwarning`` puts such a warning back at the first
+    frame outside xprof; every other warning passes through as it came.
+    """
+    import warnings
+
+    original = warnings.showwarning
+
+    def showwarning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                    line: Any = None) -> Any:
+        if rec.active and _HOOKS_DIR and str(filename).startswith(_HOOKS_DIR):
+            try:
+                f: FrameType | None = sys._getframe(1)
+                while f is not None and not f.f_code.co_filename.startswith(_HOOKS_DIR):
+                    f = f.f_back  # up to the hook's frame the warning was given ...
+                while f is not None and f.f_code.co_filename.startswith(_HOOKS_DIR):
+                    f = f.f_back  # ... and past it, to the caller's
+                if f is not None:
+                    filename, lineno, line = f.f_code.co_filename, f.f_lineno, None
+            except Exception:
+                pass
+        return original(message, category, filename, lineno, file, line)
+
+    patches.set(warnings, "showwarning", showwarning)
 
 
 def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
