@@ -17,6 +17,7 @@ later patch turns into a plain pass-through once the watch has ended.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -218,7 +219,9 @@ def install_optimizer_steps(rec: Recorder, patches: Patches, torch: Any) -> None
     rec.grad_enabled = torch.is_grad_enabled
 
 
-_HOOKS_DIR = __file__.rsplit("/", 1)[0] if "/" in __file__ else ""
+_HOOKS_DIR = os.path.dirname(__file__)
+"""The folder of the hooks' own code (as their frames name it): a warning located there came
+from inside a hooked call."""
 
 
 def install_warning_location(rec: Recorder, patches: Patches, torch: Any) -> None:
