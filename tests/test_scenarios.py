@@ -25,7 +25,7 @@ SCENARIOS = ("accumulate_eval_plateau", "checkpoint", "clean_closure", "closure_
              "compile_fn_partial", "compile_step_padding", "cpu_fallback", "dynamo_eval",
              "dynamo_partial_batch", "eager_compiled_step", "eager_loop", "eager_padding", "eval_pass",
              "every_n_steps", "item_every_step", "length_buckets", "library_checks", "mask_loss",
-             "masked_select_loss", "no_barrier", "padding_collate_loader",
+             "masked_select_loss", "no_barrier", "padding_collate_loader", "slice_bound",
              "padding_dict", "partial_batch", "stray_print", "tensor_condition", "two_causes")
 COUNTERS = ("UncachedCompile", "CachedCompile", "ExecuteComputation", "MarkStep")
 
@@ -129,6 +129,17 @@ def test_last_partial_batch(scenario: Any) -> None:
     assert f.compiles == 1  # compiled once, cached in the next two epochs
     assert "last batch of each epoch" in (f.pattern or "")
     assert "drop_last=True" in f.advice
+
+
+def test_a_slice_bound_read_from_the_device_sets_shapes(scenario: Any) -> None:
+    a, counters = scenario("slice_bound")
+    (f,) = [g for g in a.findings if g.compiles]
+    assert (f.cause, f.kind, f.line) == ("data_dependent", "data_dependent", marker_line("slice_bound", "bound"))
+    assert f.title.startswith("A tensor used as a slice bound at slice_bound.py:")
+    # the bounds 24, 16 and 12 after warm-up's 20: three recompiles, each the value's
+    assert f.compiles == a.totals.recompiles == 3 and counters["UncachedCompile"] >= 5
+    assert f.advice.startswith("Keep shapes static: slice to the fixed padded length")
+    assert not [g for g in a.findings if g.cause == "graph_change"]
 
 
 def test_a_loop_without_a_step_barrier(scenario: Any) -> None:
@@ -238,8 +249,10 @@ def test_live_notices_agree_with_the_analysis(scenario: Any, name: str) -> None:
     problems = [f for f in a.findings if f.severity != "info"]
     for (cause, what), line in notices.said:
         if cause == "sync":
+            # a read (whose value may then have set a shape: a slice bound's data_dependent)
             site = notices.site(int(what))
-            assert any(f.cause == "implicit_sync" and f.line == site["line"] for f in problems), line
+            assert any(f.cause in ("implicit_sync", "data_dependent") and f.line == site["line"]
+                       for f in problems), line
         elif cause == "input_shape":
             assert any(f.cause == "input_shape" and f.input == what for f in problems), line
         elif cause == "data_dependent":

@@ -121,6 +121,11 @@ ADVICE = {
         "torch.where(mask, labels, -100), or multiply the per-token loss by the mask and divide "
         "by mask.sum()."
     ),
+    "value_shape": (
+        "Keep shapes static: slice to the fixed padded length and mask the padding instead of "
+        "trimming to a length read from the device, or round that length up to a few sizes "
+        "(a multiple of 8 or 16) so only a few graphs are ever compiled."
+    ),
     "deferred_read": (
         "Nothing to fix: a read inside xm.add_step_closure runs after the barrier. Its first "
         "call compiles the small graph it reads (e.g. torch.isnan(loss)); later calls reuse it."

@@ -190,6 +190,8 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     live = live_reads(syncs)
     sites_by_step: dict[int, frozenset[int]] = {}
     dd_by_step: dict[int, list[int]] = {}
+    index_by_step: dict[int, list[int]] = {}
+    """Per step, sites where a device tensor was used as an index or slice bound (``t[:, :n]``)."""
     if len(live):
         read_sites: dict[int, set[int]] = {}
         for step, site, access in zip(live["step"].tolist(), live["site"].tolist(), live["access"].tolist()):
@@ -198,6 +200,10 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                 found_dd = dd_by_step.setdefault(int(step), [])
                 if int(site) not in found_dd:
                     found_dd.append(int(site))
+            elif access == "index":
+                found_ix = index_by_step.setdefault(int(step), [])
+                if int(site) not in found_ix:
+                    found_ix.append(int(site))
         sites_by_step = {step: frozenset(found) for step, found in read_sites.items()}
     train_nodes = _train_graph_nodes(steps)
     first_rows = np.flatnonzero(steps["work"].to_numpy(dtype=bool) & (steps["phase"].to_numpy(dtype=object) == "train")
@@ -254,7 +260,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
             if sig_id is not None and sig_id in dynamo_sigs:
                 dz = max(dz, 1)  # the shape dynamo retraced for: its graphs compile on first use
             step = _StepFacts(ordinal=ordinal, phase=phase, sig_id=sig_id, sites=sites, i=step_i,
-                              dd_sites=dd_by_step.get(step_i, []),
+                              dd_sites=dd_by_step.get(step_i, []), index_sites=index_by_step.get(step_i, []),
                               dynamo=kind == "dynamo" or prev_kind == "dynamo" or dz > 0 or step_i in dynamo_steps,
                               barrier_site=bsite)
             for k in ks:
@@ -344,6 +350,8 @@ class _StepFacts:
     """The barrier is torch.compile's own, or follows one (dynamo was tracing)."""
     barrier_site: int | None = None
     """Where the barrier was asked for, when it compiled (a library's logging...)."""
+    index_sites: list[int] = field(default_factory=list)
+    """Sites where a device tensor was read as an index or slice bound in the step."""
     i: int = -1
     """The barrier's index."""
 
@@ -492,6 +500,15 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
         return Cause("data_dependent", FindingKey.sync(site), site=site, evidence=(
             "same input shapes as before, but an op with a value-dependent output shape ran in "
             "this step, so the tensors after it (and the barrier graph) took a new shape"))
+    if (step.index_sites and sig_id is not None and sig_id in seen_sigs and nodes is not None
+            and any(abs(nodes - n) <= max(2, n // 20) for n in ctx.seen_nodes)):
+        # The same inputs and a graph of about a size seen before (the same ops, other shapes:
+        # a slice to the full length is one node less), in a step that read a device tensor as
+        # a slice bound: its value set a shape (t[:, :n.max()]).
+        site = step.index_sites[0]
+        return Cause("data_dependent", FindingKey.sync(site), site=site, evidence=(
+            "same input shapes and graph size as an earlier step, but a device tensor read as a "
+            "slice bound or index in this step set a shape from its value"))
     call = _call_of_fallback(new_fallback, step, ctx)
     if new_fallback and call is None:
         ops = ",".join(sorted(new_fallback))

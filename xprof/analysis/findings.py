@@ -64,6 +64,7 @@ _KIND_WORDS = {
 _DD_WORDS = {
     "mask_index": "Boolean-mask indexing", "nonzero": "nonzero()", "masked_select": "masked_select()",
     "unique": "unique()", "argwhere": "argwhere()", "repeat_interleave": "repeat_interleave()",
+    "index": "A tensor used as a slice bound",
 }
 
 
@@ -270,6 +271,12 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     called = key[4:].rsplit("@", 1)[0] if key.startswith("lib:") else None
     code, file, line, via = str(first["code"]), str(first["file"]), int(first["line"]), first["via"]
     kind = sync_kind(str(first["access"]), code, via if isinstance(via, str) else None)
+    # A tensor read as a slice bound whose value then set a shape (t[:, :mask.sum(1).max()]):
+    # the recompiles are the value's, as for the ops with a value-dependent output.
+    value_shape = (str(first["access"]) == "index" and causes is not None
+                   and any(causes[k].cause == "data_dependent" for k in ks))
+    if value_shape:
+        kind = "data_dependent"
     rows = compiles.iloc[ks] if ks else compiles.iloc[0:0]
     compile_ms = float(rows["ms"].sum()) if len(rows) else 0.0
     # Compiles inside its reads are in the reads' waits; those at a barrier, or between two
@@ -331,7 +338,8 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         title = f"{called} (called from {where}) forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
     else:
         title = f"{what} at {where} forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
-    advice = mech.advice if mech is not None else ADVICE.get(kind, ADVICE["item"])
+    advice = (mech.advice if mech is not None else ADVICE["value_shape"] if value_shape
+              else ADVICE.get(kind, ADVICE["item"]))
     if isinstance(via, str) and (kind == "library_sync" or (kind == "data_dependent" and _third_party(via))):
         advice = _library_advice(via, where, code, site,
                                  "reads a tensor's value on the host" if kind == "library_sync"
@@ -352,7 +360,10 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
             lib_file, lib_line, lib_code = site.inner_at
             evidence.append(f"the library's line: {os.path.basename(lib_file)}:{lib_line}"
                             + (f": {lib_code}" if lib_code else ""))
-    if kind == "data_dependent":
+    if value_shape:
+        evidence.append("its value is read on the host and sets a shape, so every new value is a new "
+                        "shape for the ops after it and the barrier graph")
+    elif kind == "data_dependent":
         evidence.append("the op runs on the CPU and its output's length depends on the values, so "
                         "every new count is a new shape for the ops after it and the barrier graph")
     evidence.append(f"the host waited {_dur(wait_ms)} in total ({_dur(wait_ms / max(n, 1))} a read)")

@@ -161,6 +161,8 @@ class LiveNotices:
         self._forced: set[int] = set()
         self._forced_lib: set[tuple[str, str]] = set()
         self._held: list[tuple[tuple[str, str], str]] = []
+        self._value_shape_sites: set[int] = set()
+        """Slice-bound read sites whose value set a shape (see :meth:`_value_shape_key`)."""
         self._last_was_work = False
         """The last barrier ran a graph (optimizer steps after it never reached one)."""
         self._last_steady = False
@@ -305,6 +307,11 @@ class LiveNotices:
         where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
         via = f" (via {clean(site['via'], 60)})" if site.get("via") else ""
         wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
+        if sid in self._value_shape_sites:  # its value sets a shape: the data-dependent cost
+            key = self._value_shape_key(sid)
+            self._read_cost(key, wait)
+            self._cost[key][0] += wait
+            return
         self._read_cost(("sync", str(sid)), wait)
         self._add_cost(("sync", str(sid)), wait, 0,
                        f"{label} at {where}{via} forces a host sync: read it less often, or in "
@@ -533,6 +540,17 @@ class LiveNotices:
                 if key in self._cost:
                     self._cost[key][0] += barrier_s
                     self._cost[key][1] += n_barrier
+            elif ((ix := self._index_read(read_sites)) is not None and nodes is not None and train
+                  and abs(nodes - train) <= max(2, train // 20)):
+                # The same inputs, a graph of the training graph's size: a tensor read as a slice
+                # bound in the step set a shape from its value (the analysis' data_dependent).
+                key = self._value_shape_key(ix)
+                self._cost[key][0] += barrier_s
+                self._cost[key][1] += n_barrier
+                ix_site = self._sites.get(ix, {})
+                where = clean(_where(str(ix_site.get("file", "?")), int(ix_site.get("line", 0) or 0)), 80)
+                self._say(key, f"step {i} recompiled: a tensor used as a slice bound at {where} set a new "
+                          f"shape from its value; {so_far}")
             elif sig is not None:
                 key = ("graph_change", "")
                 self._add_cost(key, barrier_s, n_barrier,
@@ -552,6 +570,31 @@ class LiveNotices:
         if self._step_syncs:
             self._sites_read.update(int(s["site"]) for s in self._step_syncs)
             self._step_syncs = []
+
+    def _index_read(self, read_sites: set[int]) -> int | None:
+        """A site among ``read_sites`` where a device tensor was read as an index or slice bound."""
+        for sid in sorted(read_sites):
+            if self._sites.get(sid, {}).get("kind") == "index":
+                return sid
+        return None
+
+    def _value_shape_key(self, sid: int) -> tuple[str, str]:
+        """The data-dependent cost key of a slice-bound read whose value set a shape; the first
+        time, the read's host-sync cost moves there (the analysis makes them one finding)."""
+        site = self._sites.get(sid, {})
+        key = ("data_dependent", f"{site.get('file', '?')}:{site.get('line', 0)}")
+        if sid not in self._value_shape_sites:
+            self._value_shape_sites.add(sid)
+            where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
+            entry = self._cost.setdefault(key, [0.0, 0, f"a tensor used as a slice bound at {where} sets a shape "
+                                                       "from its value: slice to a fixed length and mask"])
+            old = self._cost.pop(("sync", str(sid)), None)
+            if old is not None:
+                entry[0] += old[0]
+                entry[1] += old[1]
+            self._reads[key] = self._reads.get(key, 0) + self._reads.pop(("sync", str(sid)), 0)
+            self._forced_dd.add(key)
+        return key
 
     def _dd_key(self, sid: int) -> tuple[str, str] | None:
         """The data-dependent cost key of a read site (None for other reads)."""
