@@ -468,10 +468,15 @@ def test_a_barrier_recompile_after_a_library_calls_first_run_is_the_calls() -> N
                {"type": "sync", "i": 4, "site": 0, "t0": 4.1, "t1": 4.11, "x": 1},
                {"type": "compile", "i": 4, "t": 4.9, "ns": 1e9, "at": "barrier"},
                {"type": "step", "i": 4, "t0": 4, "tb": 4.5, "t1": 5.0, "barrier": "mark_step", "bu": 1, "sig": 0,
-                "c": {"aten::isin.Tensor_Tensor": 9, "UncachedCompile": 1}}, *_steps(2, 5)])
+                "c": {"aten::isin.Tensor_Tensor": 9, "UncachedCompile": 1}}, *_steps(2, 5),
+               {"type": "sync", "i": 7, "site": 0, "t0": 7.1, "t1": 7.11, "x": 1},  # the next call, cached
+               {"type": "step", "i": 7, "t0": 7, "tb": 7.5, "t1": 8.0, "barrier": "mark_step", "bc": 1, "sig": 0,
+                "c": {"aten::isin.Tensor_Tensor": 9}}])
     assert said == ["xprof: step 4 recompiled: lib.Model.generate at t.py:23 ran for the first time (with "
-                    "aten::isin.Tensor_Tensor on the CPU); 1 recompile so far, 1.0 s"]
-    assert live.summary(8.0, "r.json")[2].startswith(
+                    "aten::isin.Tensor_Tensor on the CPU); 1 recompile so far, 1.0 s",
+                    "xprof: step 7: aten::isin.Tensor_Tensor has no XLA lowering and runs on the CPU inside "
+                    "lib.Model.generate at t.py:23 (9 calls this step)"]
+    assert live.summary(9.0, "r.json")[2].startswith(
         "xprof: first thing to change: lib.Model.generate (called from t.py:23)")
 
 

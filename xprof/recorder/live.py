@@ -161,6 +161,8 @@ class LiveNotices:
         self._forced: set[int] = set()
         self._forced_lib: set[tuple[str, str]] = set()
         self._held: list[tuple[tuple[str, str], str]] = []
+        self._op_call: dict[str, tuple[str, str]] = {}
+        """A CPU-fallback op first seen with a library call's first run -> that call's cost key."""
         self._value_shape_sites: set[int] = set()
         """Slice-bound read sites whose value set a shape (see :meth:`_value_shape_key`)."""
         self._last_was_work = False
@@ -511,6 +513,8 @@ class LiveNotices:
                 self._add_cost(call, barrier_s, n_barrier, f"{lib_name} (called from {where}) reads values on "
                                "the host: see the report for the library's lines")
                 self._forced_lib.add(call)
+                for op in new_ops:
+                    self._op_call[op] = call  # its later calls are said to be the call's
                 ops = ", ".join(clean(op, 60) for op in new_ops)
                 self._say(call, f"step {i} recompiled: {clean(lib_name, 80)} at {where} ran for the first time "
                           f"(with {ops} on the CPU); {so_far}")
@@ -559,8 +563,10 @@ class LiveNotices:
                 self._say(key, f"step {i} recompiled: same input shapes, different graph; {so_far}")
         elif steady:
             for op in fallback:
+                inside = self._op_call.get(op)
                 self._say(("fallback", op), f"step {i}: {clean(op, 60)} has no XLA lowering and runs on the CPU "
-                          f"({c[op]} call{'s' if c[op] != 1 else ''} this step)")
+                          + (f"inside {inside[1].replace('@', ' at ')} " if inside else "")
+                          + f"({c[op]} call{'s' if c[op] != 1 else ''} this step)")
         if work and not at_dynamo:
             self._work += 1
             if ordinal >= 1 and sig is not None and not quiet:
