@@ -157,7 +157,9 @@ class LiveNotices:
         self._last_fallback: list[str] = []
         """The fallback counters of the last step's counters (steady steps share that dict)."""
         self._step_syncs: list[dict[str, Any]] = []
-        self._site_steps: dict[int, set[int]] = {}
+        self._site_steps: dict[int, tuple[int, int]] = {}
+        """Read site -> (the last step it read in, how many steps it read in)."""
+        self._words: dict[int, tuple[str, str, str]] = {}
         self._forced: set[int] = set()
         self._forced_lib: set[tuple[str, str]] = set()
         self._held: list[tuple[tuple[str, str], str]] = []
@@ -281,8 +283,11 @@ class LiveNotices:
         sid = int(rec["site"])
         i = self._user_step()
         self._step_syncs.append(rec)
-        steps = self._site_steps.setdefault(sid, set())
-        steps.add(i)
+        # Steps that read at the site so far: reads come in step order, so a count will do
+        # (a set of steps, counted at every read, made a read every step quadratic).
+        last, seen = self._site_steps.get(sid, (-1, 0))
+        if i != last:
+            self._site_steps[sid] = (i, seen + 1)
         site = self._sites.get(sid, {})
         if _is_checkpoint(site.get("via")):
             return  # a checkpoint save reads every tensor; the report says whether it is often
@@ -303,50 +308,65 @@ class LiveNotices:
                     self._forced_lib.add(key)
             return
         if str(site.get("kind", "")) in DATA_DEPENDENT_ACCESSES:
-            self._data_dependent(rec, sid, site, i, steps)
+            self._data_dependent(rec, sid, site, i)
             return
-        label = clean(read_label(str(site.get("kind", "")), str(site.get("code", ""))), 60)
-        where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
-        via = f" (via {clean(site['via'], 60)})" if site.get("via") else ""
         wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
         if sid in self._value_shape_sites:  # its value sets a shape: the data-dependent cost
             key = self._value_shape_key(sid)
             self._read_cost(key, wait)
             self._cost[key][0] += wait
             return
-        self._read_cost(("sync", str(sid)), wait)
-        self._add_cost(("sync", str(sid)), wait, 0,
-                       f"{label} at {where}{via} forces a host sync: read it less often, or in "
-                       "xm.add_step_closure")
+        key = ("sync", str(sid))
+        entry = self._cost.get(key)
+        if entry is None:
+            label, where, via = self._site_words(sid)
+            entry = self._cost[key] = [0.0, 0, f"{label} at {where}{via} forces a host sync: read it less "
+                                                "often, or in xm.add_step_closure"]
+        self._read_cost(key, wait)
+        entry[0] += wait
         if not (rec.get("x") or rec.get("u")):
             return  # the value was on the host already: nothing ran
         self._forced.add(sid)
-        if i < WARMUP_STEPS:
+        if i < WARMUP_STEPS or key in self._said:
             return  # warm-up: not a notice yet (it is one if the site reads again later)
         total = i + 1
-        seen = len([s for s in steps if s <= i])
+        seen = self._site_steps[sid][1]
         how = "every step so far" if seen >= total else f"{seen} of {total} steps so far"
+        label, where, via = self._site_words(sid)
         also = " and a compile" if rec.get("u") else ""
         # Said when the step's barrier comes: a read after the last one (a final print of a
         # metric) is in no step, and the analysis counts it in no finding either.
         self._held.append((("sync", str(sid)), f"step {i}: {label} at {where}{via} forces a host sync{also} ({how})"))
 
-    def _data_dependent(self, rec: dict[str, Any], sid: int, site: dict[str, Any], i: int,
-                        steps: set[int]) -> None:
-        label = clean(read_label(str(site.get("kind", "")), str(site.get("code", ""))), 60)
-        where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
+    def _site_words(self, sid: int) -> tuple[str, str, str]:
+        """(what was read, where, `` (via ...)``) of a read site, as the notices say them."""
+        words = self._words.get(sid)
+        if words is None:
+            site = self._sites.get(sid, {})
+            words = self._words[sid] = (
+                clean(read_label(str(site.get("kind", "")), str(site.get("code", ""))), 60),
+                clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80),
+                f" (via {clean(site['via'], 60)})" if site.get("via") else "")
+        return words
+
+    def _data_dependent(self, rec: dict[str, Any], sid: int, site: dict[str, Any], i: int) -> None:
         key = ("data_dependent", f"{site.get('file', '?')}:{site.get('line', 0)}")
-        self._read_cost(key, max(float(rec["t1"]) - float(rec["t0"]), 0.0))
-        self._add_cost(key, max(float(rec["t1"]) - float(rec["t0"]), 0.0), 0,
-                       f"{label} at {where} has a value-dependent shape: keep shapes static "
-                       "(torch.where(mask, x, fill), or multiply by the mask)")
+        wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
+        self._read_cost(key, wait)
+        entry = self._cost.get(key)
+        if entry is None:
+            label, where, _ = self._site_words(sid)
+            entry = self._cost[key] = [0.0, 0, f"{label} at {where} has a value-dependent shape: keep shapes "
+                                                "static (torch.where(mask, x, fill), or multiply by the mask)"]
+        entry[0] += wait
         if not (rec.get("x") or rec.get("u")):
             return
         self._forced_dd.add(key)
-        if i < WARMUP_STEPS:
+        if i < WARMUP_STEPS or key in self._said:
             return
+        label, where, _ = self._site_words(sid)
         total = i + 1
-        seen = len([s for s in steps if s <= i])
+        seen = self._site_steps[sid][1]
         how = "every step so far" if seen >= total else f"{seen} of {total} steps so far"
         self._say(key, f"step {i}: {label} at {where} has a value-dependent shape; it runs on the CPU "
                   f"and runs the graph early ({how})")
