@@ -369,10 +369,10 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     evidence.append(f"the host waited {_dur(wait_ms)} in total ({_dur(wait_ms / max(n, 1))} a read)")
     if theirs:
         warm = sum(1 for k in theirs if causes is not None and k < len(causes) and causes[k].cause == "warmup")
-        what = (f"warm-up compile{'s' if warm != 1 else ''}, counted with warm-up" if warm == len(theirs)
-                else f"compile{'s' if len(theirs) != 1 else ''} counted under {'their' if len(theirs) != 1 else 'its'} "
-                     f"own cause{' or warm-up' if warm else ''}")
-        evidence.append(f"{_dur(theirs_ms)} of that was {len(theirs)} {what}, not here")
+        whose = (f"warm-up compile{'s' if warm != 1 else ''}, counted with warm-up" if warm == len(theirs)
+                 else f"compile{'s' if len(theirs) != 1 else ''} counted under "
+                      f"{'their' if len(theirs) != 1 else 'its'} own cause{' or warm-up' if warm else ''}")
+        evidence.append(f"{_dur(theirs_ms)} of that was {len(theirs)} {whose}, not here")
     if executions:
         evidence.append(f"{executions} execution(s) ran inside these reads ({_dur(exec_ms)})")
     if len(rows):
@@ -577,15 +577,13 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         what_if = bucketing_what_if(lengths, per_length, ms / 1e3)
     n = len(ks)
     values_txt = ""
+    vals = sorted({s[dim] for s in shapes if len(s) > dim}) if dim is not None else []
     if resized:
         dims = [d for d in others if d != 0]
         sizes = list(dict.fromkeys("x".join(str(s[d]) for d in dims) for s in shapes if len(s) > max(dims)))
-        values_txt = (f" in dims {', '.join(map(str, dims))} ({len(sizes)} sizes: "
-                      f"{', '.join(sizes[:8])}{'...' if len(sizes) > 8 else ''})")
+        values_txt = f" in dims {', '.join(map(str, dims))} ({len(sizes)} sizes: {_first_few(sizes)})"
     elif dim is not None:
-        vals = sorted({s[dim] for s in shapes if len(s) > dim})
-        values_txt = (f" ({len(vals)} distinct values of dim {dim}: "
-                      f"{', '.join(str(v) for v in vals[:8])}{'...' if len(vals) > 8 else ''})")
+        values_txt = f" ({len(vals)} distinct values of dim {dim}: {_first_few(vals)})"
     headline = {
         "dynamic_padding": f"{name} is padded per batch",
         "partial_batch": f"The last partial batch changes {name}'s batch size",
@@ -599,9 +597,8 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     settled = bool(comp_steps) and after >= SETTLED_AFTER and after >= 3 * max(last, 1)
     advice = ADVICE["resize"] if resized else ADVICE[kind]
     if settled and kind in ("dynamic_padding", "shape_change") and dim and not resized:
-        vals = sorted({s[dim] for s in shapes if len(s) > dim})
         headline = f"{name} took {len(vals)} lengths of dim {dim}"
-        values_txt = f" ({', '.join(str(v) for v in vals[:8])}{'...' if len(vals) > 8 else ''}), all by step {last}"
+        values_txt = f" ({_first_few(vals)}), all by step {last}"
         advice = ADVICE["settled_padding"] + (" The what-if table shows what fewer would leave." if what_if else "")
     title = f"{headline}{values_txt}: {n} recompile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"
     lines: list[str] = []
@@ -627,6 +624,11 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         evidence=evidence, steps=comp_steps, input=name, dim=dim,
         shapes=[list(s) for s in shapes], pattern=pattern, what_if=what_if,
     )
+
+
+def _first_few(values: list[Any], n: int = 8) -> str:
+    """``16, 24, 32`` (the first ``n``, then ``...``)."""
+    return ", ".join(str(v) for v in values[:n]) + ("..." if len(values) > n else "")
 
 
 def _sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows: pd.DataFrame,

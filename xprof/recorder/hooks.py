@@ -239,7 +239,7 @@ def install_warning_location(rec: Recorder, patches: Patches, torch: Any) -> Non
 
     def showwarning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
                     line: Any = None) -> Any:
-        if rec.active and _HOOKS_DIR and str(filename).startswith(_HOOKS_DIR):
+        if rec.active and str(filename).startswith(_HOOKS_DIR):
             try:
                 f: FrameType | None = sys._getframe(1)
                 while f is not None and not f.f_code.co_filename.startswith(_HOOKS_DIR):

@@ -101,6 +101,11 @@ def _is_checkpoint(via: object) -> bool:
     return "serialization" in low or ".save" in low or "checkpoint" in low or "state_dict" in low
 
 
+def _dd_cost_key(site: dict[str, Any]) -> tuple[str, str]:
+    """The data-dependent cost key of a read site: its file and line (the analysis' ``dd:``)."""
+    return ("data_dependent", f"{site.get('file', '?')}:{site.get('line', 0)}")
+
+
 def _where(file: str, line: int) -> str:
     if not file or file == "?":
         return "?"
@@ -160,9 +165,12 @@ class LiveNotices:
         self._site_steps: dict[int, tuple[int, int]] = {}
         """Read site -> (the last step it read in, how many steps it read in)."""
         self._words: dict[int, tuple[str, str, str]] = {}
+        """Read site -> how the notices say it (see :meth:`_site_words`)."""
         self._forced: set[int] = set()
         self._forced_lib: set[tuple[str, str]] = set()
+        """Library reads (by function and user line) that ran the device."""
         self._held: list[tuple[tuple[str, str], str]] = []
+        """Read notices waiting for their step's barrier."""
         self._op_call: dict[str, tuple[str, str]] = {}
         """A CPU-fallback op first seen with a library call's first run -> that call's cost key."""
         self._value_shape_sites: set[int] = set()
@@ -174,21 +182,19 @@ class LiveNotices:
         self._fast: tuple[dict[str, Any], bool, int] | None = None
         """The kind of steady step the next may repeat (its shared fields, an optimizer step,
         cached compiles at its barrier): see :meth:`_step`."""
-        """Read notices waiting for their step's barrier."""
         self._loop_lines: set[tuple[Any, Any]] = set()
         """User lines step barriers were asked for from (barrier sites): a library call at one
         runs the training loop (the analysis' ``mechanisms.loop_lines``)."""
-        self._lib_call: dict[tuple[str, str], tuple[str, tuple[Any, Any]]] = {}
-        """Cost key of a library read -> (its library call, the call's user line)."""
-        """Library reads (by function and user line) that ran the device."""
+        self._lib_call: dict[tuple[str, str], tuple[tuple[str, str], tuple[Any, Any]]] = {}
+        """Cost key of a library read -> (its library call's cost key, the call's user line)."""
         self._forced_dd: set[tuple[str, str]] = set()
         """Sites whose reads ran the device at least once."""
         self._sites_read: set[int] = set()
         """Sites read (not deferred) in an earlier step."""
         self._cost: dict[tuple[str, str], list[Any]] = {}
+        """cause key -> [seconds, compiles, what to say]."""
         self._shape_last: dict[str, int] = {}
         """Input name -> the last step a new shape of it compiled."""
-        """cause key -> [seconds, compiles, what to say]."""
         self._last_t = started
         self._sizes: list[tuple[float, int]] = []
         """The latest TensorsGraphSize samples: the node count of a graph just compiled."""
@@ -296,10 +302,10 @@ class LiveNotices:
             # counts for the exit summary; torch.compile's own reads are dynamo's.
             via = str(site.get("via") or "")
             if not via.startswith(("torch._dynamo", "torch_xla._dynamo")):
-                key = self._lib_key(site)
+                key = self._lib_key(sid)
                 name, where = key[1].rsplit("@", 1)
                 if key not in self._lib_call:
-                    self._lib_call[key] = (f"{clean(via, 80)}@{where}", (site.get("file"), site.get("line")))
+                    self._lib_call[key] = (self._call_key(sid), (site.get("file"), site.get("line")))
                 wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
                 self._read_cost(key, wait)
                 self._add_cost(key, wait, 0, f"{name} (called from {where}) reads values on the host: "
@@ -350,7 +356,7 @@ class LiveNotices:
         return words
 
     def _data_dependent(self, rec: dict[str, Any], sid: int, site: dict[str, Any], i: int) -> None:
-        key = ("data_dependent", f"{site.get('file', '?')}:{site.get('line', 0)}")
+        key = _dd_cost_key(site)
         wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
         self._read_cost(key, wait)
         entry = self._cost.get(key)
@@ -571,10 +577,8 @@ class LiveNotices:
                 key = self._value_shape_key(ix)
                 self._cost[key][0] += barrier_s
                 self._cost[key][1] += n_barrier
-                ix_site = self._sites.get(ix, {})
-                where = clean(_where(str(ix_site.get("file", "?")), int(ix_site.get("line", 0) or 0)), 80)
-                self._say(key, f"step {i} recompiled: a tensor used as a slice bound at {where} set a new "
-                          f"shape from its value; {so_far}")
+                self._say(key, f"step {i} recompiled: a tensor used as a slice bound at "
+                          f"{self._site_words(ix)[1]} set a new shape from its value; {so_far}")
             elif sig is not None:
                 key = ("graph_change", "")
                 self._add_cost(key, barrier_s, n_barrier,
@@ -607,11 +611,10 @@ class LiveNotices:
     def _value_shape_key(self, sid: int) -> tuple[str, str]:
         """The data-dependent cost key of a slice-bound read whose value set a shape; the first
         time, the read's host-sync cost moves there (the analysis makes them one finding)."""
-        site = self._sites.get(sid, {})
-        key = ("data_dependent", f"{site.get('file', '?')}:{site.get('line', 0)}")
+        key = _dd_cost_key(self._sites.get(sid, {}))
         if sid not in self._value_shape_sites:
             self._value_shape_sites.add(sid)
-            where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
+            where = self._site_words(sid)[1]
             entry = self._cost.setdefault(key, [0.0, 0, f"a tensor used as a slice bound at {where} sets a shape "
                                                        "from its value: slice to a fixed length and mask"])
             old = self._cost.pop(("sync", str(sid)), None)
@@ -627,7 +630,7 @@ class LiveNotices:
         site = self._sites.get(sid, {})
         if str(site.get("kind", "")) not in DATA_DEPENDENT_ACCESSES or site.get("via") or site.get("chain"):
             return None
-        key = ("data_dependent", f"{site.get('file', '?')}:{site.get('line', 0)}")
+        key = _dd_cost_key(site)
         return key if key in self._cost else None
 
     def _fallback_cost(self, ops: list[str], seconds: float, compiles: int) -> tuple[str, str]:
@@ -707,7 +710,7 @@ class LiveNotices:
         if not via or str(via).startswith(("torch._dynamo", "torch_xla._dynamo")) \
                 or (via, a.get("file"), a.get("line")) != (b.get("via"), b.get("file"), b.get("line")):
             return None
-        key = self._lib_key(a)
+        key = self._lib_key(int(before["site"]))
         return key if key in self._cost else None
 
     def _new_library_call(self, read_sites: set[int]) -> tuple[str, str] | None:
@@ -716,22 +719,19 @@ class LiveNotices:
         calls = set()
         for sid in read_sites - self._sites_read:
             site = self._sites.get(sid, {})
-            via = site.get("via")
-            if via and (site.get("file"), site.get("line")) not in self._loop_lines:
-                where = clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80)
-                calls.add(("lib", f"{clean(str(via), 80)}@{where}"))
+            if site.get("via") and (site.get("file"), site.get("line")) not in self._loop_lines:
+                calls.add(self._call_key(sid))
         return calls.pop() if len(calls) == 1 else None
 
     def _merge_library_calls(self) -> None:
         """A library call outside the loop's own lines is one cost (``model.generate()``), not
         one per innermost function (the analysis' ``mechanisms.group_key``)."""
-        for key, (call, line) in self._lib_call.items():
+        for key, (target, line) in self._lib_call.items():
             entry = self._cost.get(key)
-            target = ("lib", call)
             if entry is None or line in self._loop_lines or target == key:
                 continue
             del self._cost[key]
-            name, where = call.rsplit("@", 1)
+            name, where = target[1].rsplit("@", 1)
             merged = self._cost.setdefault(target, [0.0, 0, f"{name} (called from {where}) reads values on "
                                                               "the host: see the report for the library's lines"])
             merged[0] += entry[0]
@@ -739,18 +739,23 @@ class LiveNotices:
             if key in self._forced_lib:
                 self._forced_lib.add(target)
 
-    @staticmethod
-    def _lib_key(site: dict[str, Any]) -> tuple[str, str]:
+    def _lib_key(self, sid: int) -> tuple[str, str]:
         """The cost key of a library read's site: its innermost library function and user line
-        (the analysis' grouping, ``mechanisms.group_key``)."""
-        name = clean(str(site.get("inner") or site.get("via") or "a library"), 80)
-        return ("lib", f"{name}@{clean(_where(str(site.get('file', '?')), int(site.get('line', 0) or 0)), 80)}")
+        (the analysis' grouping inside the training loop, ``mechanisms.group_key``)."""
+        site = self._sites.get(sid, {})
+        return ("lib", f"{clean(str(site.get('inner') or site.get('via') or 'a library'), 80)}@"
+                       f"{self._site_words(sid)[1]}")
+
+    def _call_key(self, sid: int) -> tuple[str, str]:
+        """The cost key of the library call a read site went through: ``via`` and user line
+        (the analysis' grouping outside the training loop's lines)."""
+        return ("lib", f"{clean(str(self._sites.get(sid, {}).get('via')), 80)}@{self._site_words(sid)[1]}")
 
     def _site_key(self, sid: int) -> tuple[str, str]:
         """The cost key of a read site: a library's reads group by call, the others by site."""
         site = self._sites.get(sid, {})
         if site.get("via") or site.get("chain"):
-            return self._lib_key(site)
+            return self._lib_key(sid)
         return ("sync", str(sid))
 
     def _changed_input(self, sig: int) -> tuple[str | None, tuple[int, ...] | None, tuple[int, ...] | None]:
