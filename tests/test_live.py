@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -245,16 +246,23 @@ def test_an_image_size_change_asks_for_a_fixed_size_not_padding() -> None:
         "xprof: first thing to change: images took 3 shapes: resize it to a fixed size (2 compiles, 2.0 s)")
 
 
+def _one_read_a_step(steps: int, code: str, ran: Callable[[int], bool]) -> list[dict[str, Any]]:
+    """An ``.item()`` site at train.py:88 (``code``), read once in each of ``steps`` cached
+    steps; ``ran(i)``: step i's read ran the device."""
+    recs: list[dict[str, Any]] = [{"type": "site", "id": 0, "kind": "item", "file": "/x/train.py", "line": 88,
+                                   "func": "main", "via": None, "code": code}]
+    for i in range(steps):
+        recs.append({"type": "sync", "i": i, "site": 0, "t0": i + 0.1, "t1": i + 0.2, **({"x": 1} if ran(i) else {})})
+        recs.extend(_steps(1, i))
+    return recs
+
+
 def test_sync_notice_needs_a_read_that_ran_the_device() -> None:
     said: list[str] = []
     live = LiveNotices(0.0, said.append)
-    site = {"type": "site", "id": 0, "kind": "item", "file": "/x/train.py", "line": 88, "func": "main",
-            "via": None, "code": "print(f'{loss.item():.3f}\x1b[2J')"}
-    recs: list[dict[str, Any]] = [site]
-    for i in range(4):
-        # the value was already on the host in steps 0-2 (no execution inside the read)
-        recs.append({"type": "sync", "i": i, "site": 0, "t0": i + 0.1, "t1": i + 0.2, **({"x": 1} if i == 3 else {})})
-        recs.extend(_steps(1, i))
+    # the value was already on the host in steps 0-2 (no execution inside the read)
+    recs = _one_read_a_step(4, "print(f'{loss.item():.3f}\x1b[2J')", lambda i: i == 3)
+    site = recs[0]
     live.feed(recs)
     assert said == ["xprof: step 3: loss.item() at train.py:88 forces a host sync (every step so far)"]
     # a deferred read (inside xm.add_step_closure) never counts
@@ -499,12 +507,6 @@ def test_a_read_every_step_is_counted_not_stored() -> None:
     at 20k steps, replayed)."""
     said: list[str] = []
     live = LiveNotices(0.0, said.append)
-    site = {"type": "site", "id": 0, "kind": "item", "file": "/x/train.py", "line": 88, "func": "main",
-            "via": None, "code": "losses.append(loss.item())"}
-    recs: list[dict[str, Any]] = [site]
-    for i in range(300):
-        recs.append({"type": "sync", "i": i, "site": 0, "t0": i + 0.1, "t1": i + 0.2, "x": 1})
-        recs.extend(_steps(1, i))
-    live.feed(recs)
+    live.feed(_one_read_a_step(300, "losses.append(loss.item())", lambda i: True))
     assert live._site_steps == {0: (299, 300)}
     assert said == ["xprof: step 2: loss.item() at train.py:88 forces a host sync (every step so far)"]
