@@ -282,3 +282,31 @@ def test_replicated_executions_are_read_only_once_the_run_is_spmd() -> None:
     assert reader.sync_counts() == (2, 5, 7)
     src.values["aten::median"] = 1
     assert reader.refresh() and {"ExecuteReplicated", "aten::median"} <= set(reader.names)
+
+
+def test_a_read_that_ran_no_graph_reads_one_counter_after_it() -> None:
+    from xprof.recorder.metrics import CounterReader
+
+    class Counted(Counters):
+        def __init__(self, values: dict[str, int]) -> None:
+            super().__init__(values)
+            self.reads: list[str] = []
+
+        def counter_value(self, name: str) -> int | None:
+            self.reads.append(name)
+            return super().counter_value(name)
+
+    src = Counted({"UncachedCompile": 2, "CachedCompile": 5, "ExecuteComputation": 9})
+    reader = CounterReader(src)
+    before = reader.sync_counts()
+    src.reads.clear()
+    assert reader.sync_counts_after(before) == (2, 5, 9) and src.reads == ["ExecuteComputation"]
+    # A read that ran a graph compiled it (or found it compiled): all three are read again.
+    src.values.update({"UncachedCompile": 3, "ExecuteComputation": 10})
+    assert reader.sync_counts_after(before) == (3, 5, 10)
+    # SPMD: executions are counted in ExecuteReplicated.
+    reader.count_replicated()
+    before = reader.sync_counts()
+    src.values["ExecuteReplicated"] = 4
+    src.values["CachedCompile"] = 6
+    assert reader.sync_counts_after(before) == (3, 6, 14)

@@ -360,6 +360,7 @@ def _make_reader(rec: Recorder, kind: str, original: Callable[..., Any],
     argument may be something other than a tensor (then it passes through)."""
     tls = rec.tls
     counts = rec.counters.sync_counts
+    counts_after = rec.counters.sync_counts_after
     site_of = rec.frames.user_site
 
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -379,7 +380,7 @@ def _make_reader(rec: Recorder, kind: str, original: Callable[..., Any],
             tls.depth -= 1
         t1 = time.time()
         try:
-            rec.on_host_read(kind, site_of(sys._getframe(1)), t0, t1, before, counts(),
+            rec.on_host_read(kind, site_of(sys._getframe(1)), t0, t1, before, counts_after(before),
                              tls.closures > 0)
         except Exception as exc:
             rec.error("sync hook", exc)

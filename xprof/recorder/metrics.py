@@ -157,6 +157,20 @@ class CounterReader:
             return value(UNCACHED) or 0, value(CACHED) or 0, (value(EXECUTE) or 0) + (value(REPLICATED) or 0)
         return value(UNCACHED) or 0, value(CACHED) or 0, value(EXECUTE) or 0
 
+    def sync_counts_after(self, before: tuple[int, int, int]) -> tuple[int, int, int]:
+        """:meth:`sync_counts` at the end of a host read that began at ``before``.
+
+        A read compiles only to run what it compiles: when no graph ran (most reads: a
+        value already on the device copied back), the compile counters are ``before``'s,
+        and only the execution counter is read (one counter read instead of three)."""
+        value = self.value
+        executed = value(EXECUTE) or 0
+        if self.spmd:
+            executed += value(REPLICATED) or 0
+        if executed == before[2]:
+            return before
+        return value(UNCACHED) or 0, value(CACHED) or 0, executed
+
 
 def increase(now: int, before: int) -> int:
     """How much a counter rose; never negative.
