@@ -24,7 +24,8 @@ def _hook_state() -> dict[str, Any]:
     """Identity of everything watch() patches, where those modules are already loaded."""
     import warnings
 
-    state: dict[str, Any] = {"warnings.showwarning": warnings.showwarning}
+    state: dict[str, Any] = {"warnings.showwarning": warnings.showwarning,
+                             "warnings._showwarnmsg": getattr(warnings, "_showwarnmsg", None)}
     torch = sys.modules.get("torch")
     if torch is not None:
         from xprof.recorder.hooks import DATA_DEPENDENT, HOST_READS

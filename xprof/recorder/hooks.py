@@ -225,34 +225,58 @@ from inside a hooked call."""
 
 
 def install_warning_location(rec: Recorder, patches: Patches, torch: Any) -> None:
-    """Show a warning raised inside a hooked call at the line that called it.
+    """Give a warning raised inside a hooked call the line that called it.
 
     torch warns from C (``Converting a tensor with requires_grad=True to a scalar ...`` in
     ``float(loss)``), and Python gives a C warning the innermost Python frame's line: with
     the hooks on, the wrapper's (``xprof/recorder/hooks.py``), which blames xprof for the
-    user's call. The wrapped ``warnings.showwarning`` puts such a warning back at the first
-    frame outside xprof; every other warning passes through as it came.
+    user's call. Every warning Python shows or records goes through
+    ``warnings._showwarnmsg`` (``warnings.warn`` and C's ``PyErr_WarnEx`` alike; a
+    ``catch_warnings(record=True)`` block, pytest's among them, and a replaced
+    ``showwarning`` are both reached from it), so the wrapped one puts such a warning back
+    at the first frame outside xprof; every other warning passes through as it came.
+    Where that private hook is missing, ``warnings.showwarning`` is wrapped instead (shown
+    warnings only).
     """
     import warnings
+
+    show_message = getattr(warnings, "_showwarnmsg", None)
+    if callable(show_message):
+        def _showwarnmsg(msg: Any, __original: Any = show_message) -> Any:
+            if rec.active and str(getattr(msg, "filename", "")).startswith(_HOOKS_DIR):
+                located = _caller_of_hook(sys._getframe(1))
+                if located is not None:
+                    msg.filename, msg.lineno, msg.line = located[0], located[1], None
+            return __original(msg)
+
+        patches.set(warnings, "_showwarnmsg", _showwarnmsg)
+        return
 
     original = warnings.showwarning
 
     def showwarning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
                     line: Any = None) -> Any:
         if rec.active and str(filename).startswith(_HOOKS_DIR):
-            try:
-                f: FrameType | None = sys._getframe(1)
-                while f is not None and not f.f_code.co_filename.startswith(_HOOKS_DIR):
-                    f = f.f_back  # up to the hook's frame the warning was given ...
-                while f is not None and f.f_code.co_filename.startswith(_HOOKS_DIR):
-                    f = f.f_back  # ... and past it, to the caller's
-                if f is not None:
-                    filename, lineno, line = f.f_code.co_filename, f.f_lineno, None
-            except Exception:
-                pass
+            located = _caller_of_hook(sys._getframe(1))
+            if located is not None:
+                filename, lineno, line = located[0], located[1], None
         return original(message, category, filename, lineno, file, line)
 
     patches.set(warnings, "showwarning", showwarning)
+
+
+def _caller_of_hook(frame: FrameType | None) -> tuple[str, int] | None:
+    """File and line of the frame that called the hook whose wrapper is on ``frame``'s
+    stack (None when there is none: never raises)."""
+    try:
+        f = frame
+        while f is not None and not f.f_code.co_filename.startswith(_HOOKS_DIR):
+            f = f.f_back  # up to the hook's frame the warning was given ...
+        while f is not None and f.f_code.co_filename.startswith(_HOOKS_DIR):
+            f = f.f_back  # ... and past it, to the caller's
+        return (f.f_code.co_filename, f.f_lineno) if f is not None else None
+    except Exception:
+        return None
 
 
 def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
