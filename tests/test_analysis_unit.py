@@ -408,3 +408,33 @@ def test_optimizer_steps_that_never_reach_a_barrier_are_the_finding(tmp_path: Pa
     assert (a.totals.compiles, a.totals.recompiles) == (2, 0)
     # eager mode runs each op as it comes: no barrier needed, no finding
     assert not [g for g in _no_barrier_run(tmp_path / "e.json", tail_graphs=30).findings if g.cause == "no_barrier"]
+
+
+def test_padding_what_if_counts_graphs_with_the_other_padded_input(tmp_path: Path) -> None:
+    # A seq2seq batch: input_ids and labels each padded to their own longest.
+    b = Builder(tmp_path / "r.json")
+    seen: set[tuple[int, int]] = set()
+    for n, m in [(12, 5), (17, 5), (12, 6), (23, 5), (17, 6), (30, 6), (12, 5), (23, 6)]:
+        b.step({"input_ids": [4, n], "labels": [4, m]}, compile_ms=0 if (n, m) in seen else 500)
+        seen.add((n, m))
+    a = b.done()
+    pad = next(f for f in a.findings if f.input == "input_ids")
+    assert pad.kind == "dynamic_padding"
+    rows = {r["strategy"]: r for r in pad.what_if or []}
+    # Distinct (input_ids, labels) shapes after warm-up: (17,5) (12,6) (23,5) (17,6) (30,6) (12,5) (23,6).
+    assert rows["as recorded"]["graphs"] == 7
+    # Padded alone to 30 (or to a multiple of 32), labels' two lengths still make two graphs.
+    assert rows["padding='max_length' (max_length=30)"]["graphs"] == 2
+    assert rows["pad_to_multiple_of=32"]["graphs"] == 2
+    # pad_to_multiple_of=8: 12 and 17 -> 16 and 24, 23 -> 24, 30 -> 32, each with labels' lengths.
+    assert rows["pad_to_multiple_of=8"]["graphs"] == len({(16, 6), (24, 5), (24, 6), (32, 6), (16, 5)})
+    # The recompile time stays this input's share: one graph of its own is left.
+    assert rows["pad_to_multiple_of=32"]["compile_seconds"] == 0
+    assert pad.evidence[0].startswith("labels changes shape too: padding input_ids alone leaves at least 2 graphs")
+    # One input padded per batch, nothing else changing: graphs are its lengths, no such line.
+    b = Builder(tmp_path / "r2.json")
+    for n in [12, 17, 12, 23, 17, 30]:
+        b.step({"input_ids": [4, n], "labels": [4, 5]}, compile_ms=500)
+    f = b.done().findings[0]
+    assert {r["strategy"]: r["graphs"] for r in f.what_if or []}["as recorded"] == 4
+    assert not any("shape too" in e for e in f.evidence)

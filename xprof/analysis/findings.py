@@ -7,7 +7,7 @@ import re
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -485,11 +485,16 @@ class _Series:
     """That step's group (an index into ``groups``)."""
     groups: list[list[tuple[int, ...]]]
     """The input's shapes in each signature, in input order."""
+    rests: list[tuple[tuple[str, tuple[int, ...]], ...]] = field(default_factory=list)
+    """The other inputs' (name, shape) in each signature: what else a graph depends on."""
 
     @classmethod
     def of(cls, name: str, steps: pd.DataFrame, sigs: dict[int, Signature]) -> _Series:
         shape_of = {sig_id: [shape for n, shape, _, _ in inputs if base_input_name(n) == name]
                     for sig_id, inputs in sigs.items()}
+        rest_of = {sig_id: tuple(sorted((n, tuple(shape)) for n, shape, _, _ in inputs
+                                        if base_input_name(n) != name))
+                   for sig_id, inputs in sigs.items()}
         sig_col = steps["sig"]
         keep = (steps["work"].to_numpy(dtype=bool) & sig_col.notna().to_numpy(dtype=bool)
                 & (steps["ordinal"].to_numpy() >= 1))
@@ -497,8 +502,22 @@ class _Series:
         ords = steps["ordinal"].to_numpy()[keep]
         codes, uniques = pd.factorize(sig)  # groups in order of first appearance
         groups = [shape_of.get(int(u), []) for u in uniques]
+        rests = [rest_of.get(int(u), ()) for u in uniques]
         has = np.asarray([len(g) > 0 for g in groups], dtype=bool)[codes] if len(groups) else np.zeros(0, bool)
-        return cls(ords[has], codes[has], groups)
+        return cls(ords[has], codes[has], groups, rests)
+
+    def with_rest(self, dim: int) -> set[tuple[int, tuple[tuple[str, tuple[int, ...]], ...]]]:
+        """Each distinct (size along ``dim``, the other inputs' shapes) that a step had: the
+        graphs padding this input alone would still tell apart."""
+        return {(s[dim], rest) for g, rest in zip(self.groups, self.rests) for s in g if len(s) > dim}
+
+    def others_varying(self) -> list[str]:
+        """The other inputs whose shape differs between the signatures (in name order)."""
+        shapes: dict[str, set[tuple[int, ...]]] = {}
+        for rest in self.rests:
+            for n, shape in rest:
+                shapes.setdefault(base_input_name(n), set()).add(shape)
+        return sorted(n for n, v in shapes.items() if len(v) > 1)
 
     def shapes(self) -> list[tuple[int, ...]]:
         """Distinct shapes in order of first appearance."""
@@ -569,12 +588,14 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         resized = len([d for d in others if d != 0]) >= 2
         kind = "dynamic_padding" if distinct >= 3 and not resized else "shape_change"
     what_if = None
+    co_varying: list[str] = []
     if kind == "dynamic_padding" and dim is not None and len(rows):
         lengths = series.values(dim)
         # What one more length cost in this run: every graph it compiled (the step's, its
         # reads', a micro-batch's), not one compile: the first length was warm-up's.
         per_length = ms / 1e3 / max(len(set(lengths)) - 1, 1)
-        what_if = bucketing_what_if(lengths, per_length, ms / 1e3)
+        co_varying = series.others_varying()
+        what_if = bucketing_what_if(lengths, per_length, ms / 1e3, series.with_rest(dim) if co_varying else None)
     n = len(ks)
     values_txt = ""
     vals = sorted({s[dim] for s in shapes if len(s) > dim}) if dim is not None else []
@@ -618,12 +639,25 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     if settled:
         evidence.insert(0, f"all {len(shapes)} shapes by step {last}: the {after} steps after compiled nothing "
                         "(each shape's graphs were cached): a one-off cost")
+    if what_if and co_varying:
+        left = min(int(r["graphs"]) for r in what_if)  # type: ignore[call-overload]
+        many = len(co_varying) > 1
+        evidence.insert(1 if settled else 0,
+                        f"{_and_list(co_varying)} {'change' if many else 'changes'} shape too: "
+                        f"padding {name} alone leaves at least {left} graph{'s' if left != 1 else ''} "
+                        f"(counted in the table; their recompiles are in {'their' if many else 'its'} "
+                        f"own finding): pad {'them' if many else 'it'} the same way")
     return Finding(
         id=str(FindingKey.input(name)), cause="input_shape", kind=kind, title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=comp_steps, input=name, dim=dim,
         shapes=[list(s) for s in shapes], pattern=pattern, what_if=what_if,
     )
+
+
+def _and_list(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _first_few(values: list[Any], n: int = 8) -> str:

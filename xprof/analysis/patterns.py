@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Hashable, Sequence
 
 Shape = tuple[int, ...]
 
@@ -49,15 +49,19 @@ def bucket(value: int, multiple: int) -> int:
     return int(math.ceil(value / multiple) * multiple)
 
 
-def bucketing_what_if(lengths: Sequence[int], compile_s_each: float,
-                      current_seconds: float) -> list[dict[str, object]]:
+def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_seconds: float,
+                      with_rest: Collection[tuple[int, Hashable]] | None = None) -> list[dict[str, object]]:
     """Graphs and recompile seconds left by padding the varying dim to multiples or to the max.
 
     ``lengths`` are the per-step values of the dimension. ``graphs`` is the number of
     distinct shapes; ``compile_s_each`` what one more shape cost in the run (all the graphs
     it compiled); ``compile_seconds`` what the shapes after the first would cost at that
-    rate (the first is paid in warm-up anyway);
+    rate (the first is paid in warm-up anyway): this input's share;
     ``padding_waste`` the extra elements computed, relative to what was used.
+
+    ``with_rest``: each distinct (length, the other inputs' shapes) a step had, when other
+    inputs change shape too (a seq2seq batch's labels, padded on their own): ``graphs``
+    then counts what padding this input alone leaves, the other inputs as recorded.
     """
     if not lengths:
         return []
@@ -65,27 +69,36 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float,
     # through every step, without a bucket() call per step and strategy.
     counts = Counter(lengths)
     used = float(sum(lengths))
+
+    def graphs_of(padded: dict[int, int]) -> tuple[int, int]:
+        """(graphs left, of them this input's own shapes)."""
+        own = len(set(padded.values()))
+        if not with_rest:
+            return own, own
+        return len({(padded.get(v, v), rest) for v, rest in with_rest}), own
+
     out: list[dict[str, object]] = [{
         "strategy": "as recorded",
-        "graphs": len(counts),
+        "graphs": graphs_of({v: v for v in counts})[0],
         "compile_seconds": round(current_seconds, 3),
         "saved_seconds": 0.0,
         "padding_waste": 0.0,
     }]
     for m in (8, 16, 32, 64):
         padded = {v: bucket(v, m) for v in counts}
-        graphs = len(set(padded.values()))
         padded_sum = sum(padded[v] * n for v, n in counts.items())
-        out.append(_row(f"pad_to_multiple_of={m}", graphs, compile_s_each, current_seconds,
+        out.append(_row(f"pad_to_multiple_of={m}", graphs_of(padded), compile_s_each, current_seconds,
                         padded_sum / used - 1.0))
     top = max(lengths)
-    out.append(_row(f"padding='max_length' (max_length={top})", 1, compile_s_each,
-                    current_seconds, top * len(lengths) / used - 1.0))
+    out.append(_row(f"padding='max_length' (max_length={top})", graphs_of({v: top for v in counts}),
+                    compile_s_each, current_seconds, top * len(lengths) / used - 1.0))
     return out
 
 
-def _row(strategy: str, graphs: int, each: float, current: float, waste: float) -> dict[str, object]:
-    seconds = max(graphs - 1, 0) * each
+def _row(strategy: str, graphs_own: tuple[int, int], each: float, current: float,
+         waste: float) -> dict[str, object]:
+    graphs, own = graphs_own
+    seconds = max(own - 1, 0) * each
     return {
         "strategy": strategy,
         "graphs": graphs,
