@@ -231,8 +231,29 @@ def test_subprocess_debug_capture(tmp_path: Path) -> None:
                           if "xm.mark_step()" in line)
     for d in compiles:
         assert d.fields["cause_kind"] == "barrier" and d.fields["hooked"] is True
+        # torch_xla's own words, as without xprof (not "most likely user code trying to
+        # access tensor value", which it says when the innermost frame is not mark_step)
+        assert d.fields["cause"] == "user torch_xla.sync"
         assert [str(TINY), mark_step_line] in [f[1:] for f in d.fields["user_frames"]]
         assert d.graph_hash and d.fields["inputs"] and d.fields["outputs"]
     execs = [d for d in run.debug if d.kind == "execute"]
     assert sum(d.fields["count"] for d in execs) == 5
     assert set(tmp.glob("xprof-xla-debug-*")) == before  # the temporary capture is removed
+
+
+def test_debug_output_the_user_asked_for_is_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from xprof.recorder import runner
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(runner.tempfile, "tempdir", None)
+    monkeypatch.delenv("PT_XLA_DEBUG_FILE", raising=False)
+    monkeypatch.delenv("PT_XLA_DEBUG_LEVEL", raising=False)
+    ours = runner._start_capture()
+    assert ours is not None and ours.owned and not ours.asked  # xprof's own: deleted after the run
+    monkeypatch.delenv("PT_XLA_DEBUG_FILE")
+    monkeypatch.setenv("PT_XLA_DEBUG_LEVEL", "1")
+    theirs = runner._start_capture()
+    # PT_XLA_DEBUG_LEVEL=1 with no file prints to stderr without xprof: the file is kept
+    # (its path printed at the end) and the level is the user's.
+    assert theirs is not None and theirs.asked and not theirs.owned and theirs.level == "1"
+    assert os.environ["PT_XLA_DEBUG_FILE"] == theirs.path and theirs.path.startswith(str(tmp_path))

@@ -61,14 +61,16 @@ class DebugEntry:
         """The top frame is ``watch()``'s own wrapper of the step marker.
 
         torch_xla names a user barrier only when the top Python frame is its own
-        ``sync``/``mark_step``; under ``watch()`` the top frame is xprof's wrapper, so 2.9
-        prints "most likely user code trying to access tensor value" for every barrier.
-        Such an entry is a barrier (the wrapper only runs inside one), whatever it says.
+        ``sync``/``mark_step``. The wrapper's code is named ``mark_step`` so that torch_xla
+        says what it says without xprof; runs recorded before that have it as
+        ``_xla_step_marker``, and torch_xla 2.9 printed "most likely user code trying to
+        access tensor value" for their every barrier. Such an entry is a barrier (the
+        wrapper only runs inside one), whatever it says.
         """
         if not self.frames:
             return False
         func, file, _ = self.frames[0]
-        return func == "_xla_step_marker" and is_xprof_file(file)
+        return func in ("_xla_step_marker", "mark_step") and is_xprof_file(file)
 
     def user_frames(self) -> list[Frame]:
         return [f for f in self.frames if is_user_file(f[1])]

@@ -149,6 +149,14 @@ def install_barrier(rec: Recorder, patches: Patches, xlac: Any) -> None:
             rec.error("barrier", exc)
         return result
 
+    # torch_xla's debug analysis (PT_XLA_DEBUG_LEVEL) names a compile's cause from the
+    # innermost Python frame: a user barrier only when that frame's function is called
+    # mark_step (or is torch_xla.py's sync), then the loader, torch_xla.compile or dynamo
+    # from the frames above. Under watch() the innermost frame is this wrapper; its code
+    # takes mark_step's name, so torch_xla says what it says without xprof ("user
+    # torch_xla.sync", "torch_xla.sync in parallel loader at step end"), not "most likely
+    # user code trying to access tensor value" for every barrier.
+    _xla_step_marker.__code__ = _xla_step_marker.__code__.replace(co_name="mark_step")
     patches.set(xlac, "_xla_step_marker", _xla_step_marker)
 
 

@@ -67,6 +67,9 @@ class _Capture:
     """True when xprof made the temporary file (and deletes it)."""
     level: str
     note: str | None = None
+    asked: bool = False
+    """The user set PT_XLA_DEBUG_LEVEL (and no file): torch_xla would have printed the
+    analysis to stderr, so the captured file is kept and its path printed."""
 
 
 def _start_capture() -> _Capture | None:
@@ -85,11 +88,12 @@ def _start_capture() -> _Capture | None:
             offset = 0
         os.environ.setdefault("PT_XLA_DEBUG_LEVEL", level)
         return _Capture(user_file, offset, owned=False, level=level, note=note)
+    asked = bool(os.environ.get("PT_XLA_DEBUG_LEVEL"))
     fd, path = tempfile.mkstemp(prefix="xprof-xla-debug-", suffix=".txt")
     os.close(fd)
     os.environ["PT_XLA_DEBUG_FILE"] = path
     os.environ.setdefault("PT_XLA_DEBUG_LEVEL", level)
-    return _Capture(path, 0, owned=True, level=level, note=note)
+    return _Capture(path, 0, owned=not asked, level=level, note=note, asked=asked)
 
 
 def _append_debug(run_path: str, capture: _Capture) -> int:
@@ -212,6 +216,9 @@ def run_script(script: str, args: list[str], out: str = "run.json", *, name: str
     n_debug = 0
     if capture is not None and w.recorder is not None:
         n_debug = _append_debug(w.path, capture)
+    if capture is not None and capture.asked:
+        print(f"xprof: torch_xla's debug output (PT_XLA_DEBUG_LEVEL={capture.level}) went to {capture.path}, "
+              "where xprof read it (set PT_XLA_DEBUG_FILE to choose the file)", file=sys.stderr)
     elif capture is not None and capture.owned:
         try:
             os.unlink(capture.path)
