@@ -428,13 +428,37 @@ def test_padding_what_if_counts_graphs_with_the_other_padded_input(tmp_path: Pat
     assert rows["pad_to_multiple_of=32"]["graphs"] == 2
     # pad_to_multiple_of=8: 12 and 17 -> 16 and 24, 23 -> 24, 30 -> 32, each with labels' lengths.
     assert rows["pad_to_multiple_of=8"]["graphs"] == len({(16, 6), (24, 5), (24, 6), (32, 6), (16, 5)})
-    # The recompile time stays this input's share: one graph of its own is left.
-    assert rows["pad_to_multiple_of=32"]["compile_seconds"] == 0
-    assert pad.evidence[0].startswith("labels changes shape too: padding input_ids alone leaves at least 2 graphs")
-    # One input padded per batch, nothing else changing: graphs are its lengths, no such line.
+    # One more graph costs the finding's seconds over its recorded graphs after the first.
+    each = pad.seconds / 6
+    assert rows["pad_to_multiple_of=32"]["compile_seconds"] == pytest.approx(each, abs=1e-3)
+    assert rows["pad_to_multiple_of=32"]["saved_seconds"] == pytest.approx(pad.seconds - each, abs=1e-3)
+    assert pad.evidence[0].startswith("labels changes shape on its own: padding input_ids alone leaves "
+                                      "at least 2 graphs")
+    # An attention mask padded with the ids by the same collate call: padded alike, one graph.
     b = Builder(tmp_path / "r2.json")
     for n in [12, 17, 12, 23, 17, 30]:
-        b.step({"input_ids": [4, n], "labels": [4, 5]}, compile_ms=500)
+        b.step({"input_ids": [4, n], "attention_mask": [4, n], "labels": [4]}, compile_ms=500)
+    f = next(f for f in b.done().findings if f.input == "input_ids")
+    graphs = {r["strategy"]: r["graphs"] for r in f.what_if or []}
+    assert graphs["as recorded"] == 4 and graphs["padding='max_length' (max_length=30)"] == 1
+    assert not any("on its own" in e or "too" in e for e in f.evidence)
+
+
+def test_token_budget_batches_change_rows_and_length(tmp_path: Path) -> None:
+    # Batches filled up to 64 tokens: fewer rows when they are longer.
+    b = Builder(tmp_path / "r.json")
+    shapes = [(8, 8), (4, 16), (8, 8), (2, 30), (5, 12), (4, 16), (2, 31), (5, 12), (8, 8), (3, 20)]
+    seen: set[tuple[int, int]] = set()
+    for rows_, n in shapes:
+        b.step({"src": [rows_, n]}, compile_ms=0 if (rows_, n) in seen else 500)
+        seen.add((rows_, n))
     f = b.done().findings[0]
-    assert {r["strategy"]: r["graphs"] for r in f.what_if or []}["as recorded"] == 4
-    assert not any("shape too" in e for e in f.evidence)
+    assert f.kind == "dynamic_padding" and f.dim == 1
+    assert "and its batch size changes with it (5 sizes: 2, 3, 4, 5, 8)" in f.title
+    assert "token budget" in f.advice
+    rows = {r["strategy"]: r for r in f.what_if or []}
+    # Padding the length alone to the longest leaves one graph per number of rows.
+    assert rows["as recorded"]["graphs"] == 6 and rows["padding='max_length' (max_length=31)"]["graphs"] == 5
+    assert rows["padding='max_length' (max_length=31)"]["compile_seconds"] > 0
+    assert f.evidence[0].startswith("its batch size changes too (5 sizes: 2, 3, 4, 5, 8): padding dim 1 alone "
+                                    "leaves at least 5 graphs")

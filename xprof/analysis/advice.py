@@ -8,6 +8,13 @@ ADVICE = {
         "pad_to_multiple_of=N / a few length buckets in your collate function, so only a few "
         "graphs are ever compiled. The what-if table shows what each choice would leave."
     ),
+    "padding_and_batch": (
+        "Both the length and the number of rows change from batch to batch (batches filled up "
+        "to a token budget): each (rows, length) pair is a graph, so padding the length alone "
+        "is not enough. Pick a few length buckets and a fixed number of rows for each (pad a "
+        "short batch with dummy rows masked out of the loss), so only a few shapes are ever "
+        "compiled. The what-if table counts what padding the length alone would leave."
+    ),
     "settled_padding": (
         "A fixed set of lengths (buckets, or data with few lengths): each compiled once, early, "
         "and the steps after compiled nothing, so this is a one-off cost that a longer run "

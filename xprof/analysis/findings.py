@@ -507,17 +507,23 @@ class _Series:
         return cls(ords[has], codes[has], groups, rests)
 
     def with_rest(self, dim: int) -> set[tuple[int, tuple[tuple[str, tuple[int, ...]], ...]]]:
-        """Each distinct (size along ``dim``, the other inputs' shapes) that a step had: the
-        graphs padding this input alone would still tell apart."""
-        return {(s[dim], rest) for g, rest in zip(self.groups, self.rests) for s in g if len(s) > dim}
+        """Each distinct (size along ``dim``, everything else a graph depends on) that a
+        step had: the graphs that padding this input's ``dim`` would still tell apart.
 
-    def others_varying(self) -> list[str]:
-        """The other inputs whose shape differs between the signatures (in name order)."""
-        shapes: dict[str, set[tuple[int, ...]]] = {}
-        for rest in self.rests:
-            for n, shape in rest:
-                shapes.setdefault(base_input_name(n), set()).add(shape)
-        return sorted(n for n, v in shapes.items() if len(v) > 1)
+        Everything else is this input's other dims (``""``: a token budget's batch size) and
+        the other inputs' shapes, where a size at index ``dim`` equal to this input's is
+        padded with it (-1): an attention mask or a causal LM's labels are padded by the
+        same collate call; a seq2seq batch's labels, padded to their own longest, are not.
+        """
+        out = set()
+        for g, rest in zip(self.groups, self.rests):
+            for s in g:
+                if len(s) > dim:
+                    n = s[dim]
+                    key = (("", _padded_with(s, dim, n)),) + tuple((r, _padded_with(t, dim, n)) for r, t in rest)
+                    out.add((n, key))
+        return out
+
 
     def shapes(self) -> list[tuple[int, ...]]:
         """Distinct shapes in order of first appearance."""
@@ -554,6 +560,20 @@ class _Series:
         counts = self.value_counts(dim)
         return np.repeat(np.asarray(list(counts), dtype=np.int64), list(counts.values())).tolist()
 
+
+def _padded_with(shape: tuple[int, ...], dim: int, n: int) -> tuple[int, ...]:
+    """``shape`` with its size at ``dim`` marked -1 when it is ``n`` (padded alike)."""
+    return shape[:dim] + (-1,) + shape[dim + 1:] if len(shape) > dim and shape[dim] == n else shape
+
+
+def _still_varying(with_rest: set[tuple[int, tuple[tuple[str, tuple[int, ...]], ...]]]) -> list[str]:
+    """What in ``with_rest``'s keys still changes once the padded dim is padded: ``""`` for
+    the input's own other dims, else the other inputs' names (in name order)."""
+    seen: dict[str, set[tuple[int, ...]]] = {}
+    for _, key in with_rest:
+        for name, shape in key:
+            seen.setdefault(base_input_name(name), set()).add(shape)
+    return sorted(n for n, v in seen.items() if len(v) > 1)
 
 def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
                    steps: pd.DataFrame, sigs: dict[int, Signature], ordinal_of: dict[int, int],
@@ -594,8 +614,9 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         # What one more length cost in this run: every graph it compiled (the step's, its
         # reads', a micro-batch's), not one compile: the first length was warm-up's.
         per_length = ms / 1e3 / max(len(set(lengths)) - 1, 1)
-        co_varying = series.others_varying()
-        what_if = bucketing_what_if(lengths, per_length, ms / 1e3, series.with_rest(dim) if co_varying else None)
+        joint = series.with_rest(dim)
+        co_varying = _still_varying(joint)
+        what_if = bucketing_what_if(lengths, per_length, ms / 1e3, joint if co_varying else None)
     n = len(ks)
     values_txt = ""
     vals = sorted({s[dim] for s in shapes if len(s) > dim}) if dim is not None else []
@@ -617,6 +638,12 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     after = int((series.ords > last).sum())
     settled = bool(comp_steps) and after >= SETTLED_AFTER and after >= 3 * max(last, 1)
     advice = ADVICE["resize"] if resized else ADVICE[kind]
+    row_counts = sorted({sh[0] for sh in shapes if sh}) if kind == "dynamic_padding" and 0 in varying else []
+    if row_counts:
+        # Token-budget batching (fairseq's max_tokens, a sampler filling batches up to N
+        # tokens): fewer rows when they are longer, so both dims change every batch.
+        values_txt += f" and its batch size changes with it ({len(row_counts)} sizes: {_first_few(row_counts)})"
+        advice = ADVICE["padding_and_batch"]
     if settled and kind in ("dynamic_padding", "shape_change") and dim and not resized:
         headline = f"{name} took {len(vals)} lengths of dim {dim}"
         values_txt = f" ({_first_few(vals)}), all by step {last}"
@@ -641,12 +668,19 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
                         "(each shape's graphs were cached): a one-off cost")
     if what_if and co_varying:
         left = min(int(r["graphs"]) for r in what_if)  # type: ignore[call-overload]
-        many = len(co_varying) > 1
-        evidence.insert(1 if settled else 0,
-                        f"{_and_list(co_varying)} {'change' if many else 'changes'} shape too: "
-                        f"padding {name} alone leaves at least {left} graph{'s' if left != 1 else ''} "
-                        f"(counted in the table; their recompiles are in {'their' if many else 'its'} "
-                        f"own finding): pad {'them' if many else 'it'} the same way")
+        graphs = f"at least {left} graph{'s' if left != 1 else ''}"
+        other_inputs = [nm for nm in co_varying if nm]
+        parts = []
+        if "" in co_varying:
+            parts.append((f"its batch size changes too ({len(row_counts)} sizes: {_first_few(row_counts)})"
+                          if row_counts else "its other dims change too")
+                         + f": padding dim {dim} alone leaves {graphs} (counted in the table)")
+        if other_inputs:
+            many = len(other_inputs) > 1
+            parts.append(f"{_and_list(other_inputs)} {'change' if many else 'changes'} shape on "
+                         f"{'their' if many else 'its'} own: padding {name} alone leaves {graphs} "
+                         f"(counted in the table): pad {'them' if many else 'it'} the same way")
+        evidence.insert(1 if settled else 0, "; ".join(parts))
     return Finding(
         id=str(FindingKey.input(name)), cause="input_shape", kind=kind, title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,

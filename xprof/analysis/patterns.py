@@ -56,12 +56,14 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_sec
     ``lengths`` are the per-step values of the dimension. ``graphs`` is the number of
     distinct shapes; ``compile_s_each`` what one more shape cost in the run (all the graphs
     it compiled); ``compile_seconds`` what the shapes after the first would cost at that
-    rate (the first is paid in warm-up anyway): this input's share;
+    rate (the first is paid in warm-up anyway);
     ``padding_waste`` the extra elements computed, relative to what was used.
 
-    ``with_rest``: each distinct (length, the other inputs' shapes) a step had, when other
-    inputs change shape too (a seq2seq batch's labels, padded on their own): ``graphs``
-    then counts what padding this input alone leaves, the other inputs as recorded.
+    ``with_rest``: each distinct (length, what else the graph depends on) a step had, when
+    more than the length changes (a token budget's batch size, a seq2seq batch's labels
+    padded on their own): ``graphs`` then counts what padding the length alone leaves,
+    the rest as recorded, and one more graph costs ``current_seconds`` over the recorded
+    graphs after the first.
     """
     if not lengths:
         return []
@@ -70,16 +72,17 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_sec
     counts = Counter(lengths)
     used = float(sum(lengths))
 
-    def graphs_of(padded: dict[int, int]) -> tuple[int, int]:
-        """(graphs left, of them this input's own shapes)."""
-        own = len(set(padded.values()))
+    def graphs_of(padded: dict[int, int]) -> int:
         if not with_rest:
-            return own, own
-        return len({(padded.get(v, v), rest) for v, rest in with_rest}), own
+            return len(set(padded.values()))
+        return len({(padded.get(v, v), rest) for v, rest in with_rest})
 
+    recorded = graphs_of({v: v for v in counts})
+    if with_rest:
+        compile_s_each = current_seconds / max(recorded - 1, 1)
     out: list[dict[str, object]] = [{
         "strategy": "as recorded",
-        "graphs": graphs_of({v: v for v in counts})[0],
+        "graphs": recorded,
         "compile_seconds": round(current_seconds, 3),
         "saved_seconds": 0.0,
         "padding_waste": 0.0,
@@ -95,10 +98,8 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_sec
     return out
 
 
-def _row(strategy: str, graphs_own: tuple[int, int], each: float, current: float,
-         waste: float) -> dict[str, object]:
-    graphs, own = graphs_own
-    seconds = max(own - 1, 0) * each
+def _row(strategy: str, graphs: int, each: float, current: float, waste: float) -> dict[str, object]:
+    seconds = max(graphs - 1, 0) * each
     return {
         "strategy": strategy,
         "graphs": graphs,
