@@ -27,9 +27,10 @@ class Builder:
 
     def step(self, shapes: dict[str, list[int]] | None = None, compile_ms: float = 0.0,
              nodes: int = 70, read: tuple[str, int, str] | None = None, read_compile_ms: float = 0.0,
-             site: dict[str, Any] | None = None) -> None:
+             site: dict[str, Any] | None = None, read_ran: bool = True) -> None:
         """``read_compile_ms``: the read compiles a graph of its own, that long (it waits for it);
-        ``site``: more fields of the read's site record (``via``, ``inner_at``)."""
+        ``site``: more fields of the read's site record (``via``, ``inner_at``); ``read_ran``:
+        the read ran a graph (False: its value was ready, it only waited)."""
         t0 = self.t
         tb = t0 + 0.005 + read_compile_ms / 1e3
         if read is not None:
@@ -37,7 +38,10 @@ class Builder:
             self.w.write({"type": "site", "id": line, "kind": kind, "file": "/u/train.py", "line": line,
                           "func": "main", "via": None, "code": code, **(site or {})})
             r1 = t0 + 0.002 + read_compile_ms / 1e3
-            sync: dict[str, Any] = {"type": "sync", "i": self.i, "site": line, "t0": t0 + 0.001, "t1": r1, "x": 1}
+            sync: dict[str, Any] = {"type": "sync", "i": self.i, "site": line, "t0": t0 + 0.001, "t1": r1}
+            if read_ran:
+                sync["x"] = 1
+                self.w.write({"type": "exec", "samples": [[r1 - 0.0002, 5e5]]})
             if read_compile_ms:
                 sync["u"] = 1
                 self.w.write({"type": "compile", "i": self.i, "t": r1 - 0.0005, "ns": read_compile_ms * 1e6,
@@ -462,3 +466,28 @@ def test_token_budget_batches_change_rows_and_length(tmp_path: Path) -> None:
     assert rows["padding='max_length' (max_length=31)"]["compile_seconds"] > 0
     assert f.evidence[0].startswith("its batch size changes too (5 sizes: 2, 3, 4, 5, 8): padding dim 1 alone "
                                     "leaves at least 5 graphs")
+
+
+def test_read_advice_follows_what_the_reads_did(tmp_path: Path) -> None:
+    # Forced every step: the graph ran early; advice to log in a closure, or read less often.
+    b = Builder(tmp_path / "every.json")
+    for _ in range(12):
+        b.step(read=("item", 42, "print(loss.item())"))
+    f = b.done().findings[0]
+    assert "forces a host sync every step" in f.title
+    assert f.advice.endswith("Or read it only every N steps.") and "add_step_closure" in f.advice
+    # Forced every 5 steps: it already reads less often, so that is not the advice.
+    b = Builder(tmp_path / "every5.json")
+    for k in range(21):
+        b.step(read=("item", 42, "print(loss.item())") if k % 5 == 3 else None)
+    f = b.done().findings[0]
+    assert f.pattern == "every 5 steps" and f.advice.endswith("It already reads every 5 steps.")
+    assert "every N steps" not in f.advice
+    # Right after the barrier, the value computed there: nothing ran early, the host waited.
+    b = Builder(tmp_path / "ready.json")
+    for _ in range(12):
+        b.step(read=("to_cpu", 20, "print(loss.cpu().item())"), read_ran=False)
+    f = b.done().findings[0]
+    assert f.title.startswith(".cpu() / .to('cpu') at train.py:20 waits for the device every step: 12 reads")
+    assert f.advice.startswith("It ran no graph early") and "run_async=True" in f.advice
+    assert "mid-step runs its graph early" not in f.advice

@@ -45,26 +45,25 @@ ADVICE = {
         "Under SPMD each sharding of an input compiles a graph of its own."
     ),
     "item": (
-        "Don't read the value on the host every step: keep it on the device and log it "
+        "Don't read the value on the host mid-step: keep it on the device and log it "
         "through xm.add_step_closure(fn, (tensor,)) (runs after the barrier, no extra "
-        "execution), or read it every N steps."
+        "execution)."
     ),
     "print": (
         "Printing a device tensor copies it to the host and runs its graph early. Log it "
-        "with xm.add_step_closure(lambda t: print(t), (loss,)), or only every N steps."
+        "with xm.add_step_closure(lambda t: print(t), (loss,))."
     ),
     "format": (
         "Formatting a device tensor (f-string, logging) reads its value on the host. Move the "
-        "logging into xm.add_step_closure, or log every N steps."
+        "logging into xm.add_step_closure."
     ),
     "repr": (
         "repr()/str() of a device tensor reads its value on the host. Log through "
-        "xm.add_step_closure, or only every N steps."
+        "xm.add_step_closure."
     ),
     "tensor_condition": (
         "Python control flow on a device tensor (if loss > x:) waits for its value. Keep the "
-        "decision on the device (torch.where, masking) or check it every N steps in a step "
-        "closure."
+        "decision on the device (torch.where, masking) or check it in a step closure."
     ),
     "scalar": (
         "int()/float() of a device tensor reads its value on the host. Keep it as a tensor, "
@@ -72,15 +71,20 @@ ADVICE = {
     ),
     "tolist": (
         ".tolist() copies the tensor to the host and runs its graph early. Do it in "
-        "xm.add_step_closure, or every N steps."
+        "xm.add_step_closure."
     ),
     "numpy": (
-        ".numpy() needs the value on the host. Do it after the barrier (xm.add_step_closure) "
-        "or every N steps."
+        ".numpy() needs the value on the host. Do it after the barrier (xm.add_step_closure)."
     ),
     "to_cpu": (
         "Moving a device tensor to the CPU mid-step runs its graph early. Move it after the "
-        "barrier (xm.add_step_closure) or every N steps."
+        "barrier (xm.add_step_closure)."
+    ),
+    "ready_read": (
+        "It ran no graph early (the value was already computed: at the barrier before it, or "
+        "by an earlier read), but the host waited for the device to finish that graph, time it "
+        "could spend tracing the next step. "
+        "Read it in xm.add_step_closure(fn, (tensor,), run_async=True) so the host does not wait."
     ),
     "library_sync": (
         "A library function called from this line reads a tensor's value on the host."
@@ -190,3 +194,16 @@ ADVICE = {
         "DataLoader or .to(device)."
     ),
 }
+
+
+READ_KINDS = frozenset({"item", "print", "format", "repr", "tensor_condition", "scalar", "tolist", "numpy",
+                        "to_cpu"})
+"""Plain reads of a tensor's value (what the user's own line does): their advice ends with
+what the run says about how often they read (see :func:`read_tail`)."""
+
+
+def read_tail(pattern: str | None) -> str:
+    """The end of a plain read's advice: read less often, unless it already does."""
+    if pattern and pattern != "every step":
+        return f" It already reads {pattern}."
+    return " Or read it only every N steps."

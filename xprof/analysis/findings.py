@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from xprof.analysis import mechanisms as _mech
-from xprof.analysis.advice import ADVICE
+from xprof.analysis.advice import ADVICE, READ_KINDS, read_tail
 from xprof.analysis.causes import (
     DATA_DEPENDENT_ACCESS,
     Cause,
@@ -340,6 +340,12 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         title = f"{what} at {where} forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
     advice = (mech.advice if mech is not None else ADVICE["value_shape"] if value_shape
               else ADVICE.get(kind, ADVICE["item"]))
+    if mech is None and not value_shape and kind in READ_KINDS:
+        if not (executions or g["uncached"].any() or g["cached"].any()):
+            # Every value was ready: nothing ran early, the host only waited for the device.
+            title = f"{what} at {where} waits for the device{when}: {', '.join(parts)}, {seconds:.2f} s"
+            advice = ADVICE["ready_read"]
+        advice += read_tail(pattern)
     if isinstance(via, str) and (kind == "library_sync" or (kind == "data_dependent" and _third_party(via))):
         advice = _library_advice(via, where, code, site,
                                  "reads a tensor's value on the host" if kind == "library_sync"
