@@ -491,3 +491,13 @@ def test_read_advice_follows_what_the_reads_did(tmp_path: Path) -> None:
     assert f.title.startswith(".cpu() / .to('cpu') at train.py:20 waits for the device every step: 12 reads")
     assert f.advice.startswith("It ran no graph early") and "run_async=True" in f.advice
     assert "mid-step runs its graph early" not in f.advice
+
+
+def test_a_boolean_mask_assignment_gets_the_where_advice(tmp_path: Path) -> None:
+    b = Builder(tmp_path / "r.json")
+    for _ in range(10):
+        b.step({"ids": [8, 32]}, compile_ms=400, read=("mask_assign", 24, "labels[~masked] = -100"))
+    f = b.done().findings[0]
+    assert f.cause == "data_dependent" and f.title.startswith(
+        "Boolean-mask assignment (t[mask] = v) at train.py:24 gives a value-dependent shape every step")
+    assert "masked_fill_" in f.advice and "torch.where(mask, v, t)" in f.advice

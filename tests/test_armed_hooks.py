@@ -111,6 +111,7 @@ def test_mask_index_hook_arrives_with_the_first_mask_on_real_torch_xla(device: A
 
     met.clear_counters()  # as in a fresh process: torch_xla has not run aten::nonzero yet
     original = torch.Tensor.__dict__.get("__getitem__")
+    original_set = torch.Tensor.__dict__.get("__setitem__")
     x = torch.arange(12.0).reshape(6, 2)
     with xprof.watch(tmp_path / "m.json", live=False):
         for step in range(4):
@@ -122,12 +123,18 @@ def test_mask_index_hook_arrives_with_the_first_mask_on_real_torch_xla(device: A
                 assert torch.Tensor.__dict__.get("__getitem__") is not original
             mask = rows[:, 0] > step
             rows[mask].sum()  # a boolean mask: aten::nonzero on the CPU
+            rows[mask] = 0.0  # assigned through one: index_put_ runs aten::nonzero too
+            rows[0] = 1.0  # an int index: passes through
             torch_xla.sync()
     assert torch.Tensor.__dict__.get("__getitem__") is original  # restored
+    assert torch.Tensor.__dict__.get("__setitem__") is original_set
     run = load_run(tmp_path / "m.json")
     hooks = [d.fields for d in run.debug if d.kind == "hook"]
     assert [(h["hook"], h["i"]) for h in hooks] == [("mask_index", 0)]  # installed at step 0's barrier
     reads = [s for s in run.syncs if run.sites[s.site].access == "mask_index"]
     assert sorted({s.i for s in reads}) == [1, 2, 3]  # every mask read after it, with its line
+    assigned = [s for s in run.syncs if run.sites[s.site].access == "mask_assign"]
+    assert sorted({s.i for s in assigned}) == [1, 2, 3]
+    assert {run.sites[s.site].code.split("  #")[0] for s in assigned} == {"rows[mask] = 0.0"}
     a = analyze(run)
     assert any("hooked once torch_xla has run aten::nonzero" in n and "up to step 0" in n for n in a.notes)

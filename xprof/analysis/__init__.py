@@ -349,7 +349,7 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, u
     return notes
 
 
-_LATE_HOOKS = {"mask_index": "Boolean-mask indexing (t[mask])"}
+_LATE_HOOKS = {"mask_index": "Boolean-mask indexing and assignment (t[mask], t[mask] = v)"}
 
 
 def _late_hook_note(fields: dict[str, Any], steps: pd.DataFrame) -> str:

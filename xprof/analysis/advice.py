@@ -132,6 +132,12 @@ ADVICE = {
         "torch.where(mask, labels, -100), or multiply the per-token loss by the mask and divide "
         "by mask.sum()."
     ),
+    "mask_assign": (
+        "t[mask] = v with a boolean mask finds the positions with nonzero() on the CPU: the "
+        "pending graph runs first, and the graph after it changes whenever the count does. "
+        "Write it without a shape that depends on the values: t = torch.where(mask, v, t), or "
+        "t.masked_fill_(mask, v) for a scalar v; both keep every shape static."
+    ),
     "value_shape": (
         "Keep shapes static: slice to the fixed padded length and mask the padding instead of "
         "trimming to a length read from the device, or round that length up to a few sizes "

@@ -62,7 +62,8 @@ _KIND_WORDS = {
 }
 
 _DD_WORDS = {
-    "mask_index": "Boolean-mask indexing", "nonzero": "nonzero()", "masked_select": "masked_select()",
+    "mask_index": "Boolean-mask indexing", "mask_assign": "Boolean-mask assignment (t[mask] = v)",
+    "nonzero": "nonzero()", "masked_select": "masked_select()",
     "unique": "unique()", "argwhere": "argwhere()", "repeat_interleave": "repeat_interleave()",
     "index": "A tensor used as a slice bound",
 }
@@ -339,6 +340,7 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     else:
         title = f"{what} at {where} forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
     advice = (mech.advice if mech is not None else ADVICE["value_shape"] if value_shape
+              else ADVICE["mask_assign"] if kind == "data_dependent" and set(g["access"]) == {"mask_assign"}
               else ADVICE.get(kind, ADVICE["item"]))
     if mech is None and not value_shape and kind in READ_KINDS:
         if not (executions or g["uncached"].any() or g["cached"].any()):

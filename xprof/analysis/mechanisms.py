@@ -98,7 +98,7 @@ def mechanism(site: Site | None) -> Mechanism | None:
 DYNAMO_MODULES = ("torch._dynamo", "torch_xla._dynamo")
 
 DATA_DEPENDENT_ACCESSES = frozenset({"nonzero", "masked_select", "unique", "argwhere",
-                                     "repeat_interleave", "mask_index"})
+                                     "repeat_interleave", "mask_index", "mask_assign"})
 """Recorded accesses whose output shape depends on values (xprof.recorder.hooks)."""
 
 

@@ -601,8 +601,11 @@ def install_data_dependent(rec: Recorder, patches: Patches, torch: Any) -> None:
             original = getattr(owner, attr, None)
             if original is not None:
                 patches.set(owner, attr, _make_reader(rec, kind, original, method=owner is tensor_type))
-    rec.arm_on_counter(MASK_INDEX_COUNTER, "mask_index",
-                       lambda: patches.set(tensor_type, "__getitem__", _mask_index_hook(rec, tensor_type)))
+    def install_mask_hooks() -> None:
+        patches.set(tensor_type, "__getitem__", _mask_index_hook(rec, tensor_type))
+        patches.set(tensor_type, "__setitem__", _mask_assign_hook(rec, tensor_type))
+
+    rec.arm_on_counter(MASK_INDEX_COUNTER, "mask_index", install_mask_hooks)
 
 
 def _mask_index_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
@@ -627,6 +630,30 @@ def _mask_index_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
     __getitem__.__name__ = "__getitem__"
     __getitem__.__qualname__ = getattr(original_getitem, "__qualname__", "__getitem__")
     return __getitem__
+
+
+def _mask_assign_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
+    """The ``Tensor.__setitem__`` wrapper: ``t[mask] = v`` with a boolean mask runs
+    ``index_put_``, which finds the positions with ``nonzero`` on the CPU (the pending graph
+    runs first, and the graph after it changes with the count), as ``t[mask]`` does. Other
+    assignments pass through after the same type checks as :func:`_mask_index_hook`'s."""
+    original_setitem = tensor_type.__setitem__
+    masked = _make_reader(rec, "mask_assign", original_setitem)
+    tls = rec.tls
+
+    def __setitem__(self: Any, index: Any, value: Any) -> Any:
+        if isinstance(index, tensor_type):
+            if index.dtype is not _BOOL:
+                return original_setitem(self, index, value)
+        elif type(index) is not tuple or not _is_mask_index(index, tensor_type):
+            return original_setitem(self, index, value)
+        if tls.depth or not rec.active:
+            return original_setitem(self, index, value)
+        return masked(self, index, value)
+
+    __setitem__.__name__ = "__setitem__"
+    __setitem__.__qualname__ = getattr(original_setitem, "__qualname__", "__setitem__")
+    return __setitem__
 
 
 # ---------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ SETTLED_AFTER = 20
 analysis' ``SETTLED_AFTER``)."""
 
 DATA_DEPENDENT_ACCESSES = frozenset({"nonzero", "masked_select", "unique", "argwhere",
-                                     "repeat_interleave", "mask_index"})
+                                     "repeat_interleave", "mask_index", "mask_assign"})
 """Reads of ops whose output shape depends on values (the analysis' ``data_dependent``)."""
 
 DATA_DEPENDENT_FALLBACKS = frozenset({"aten::nonzero", "aten::masked_select", "aten::_unique2",
@@ -72,7 +72,8 @@ _READ_LABEL = {
     "to_cpu": ".to('cpu')", "bool": "a tensor used as a condition", "int": "int() of a tensor",
     "float": "float() of a tensor", "index": "a tensor used as an index",
     "repr": "printing a tensor", "format": "formatting a tensor",
-    "mask_index": "boolean-mask indexing", "nonzero": "nonzero()", "masked_select": "masked_select()",
+    "mask_index": "boolean-mask indexing", "mask_assign": "boolean-mask assignment",
+    "nonzero": "nonzero()", "masked_select": "masked_select()",
     "unique": "unique()", "argwhere": "argwhere()", "repeat_interleave": "repeat_interleave()",
 }
 _CALL_OF = {"item": "item", "tolist": "tolist", "numpy": "numpy", "cpu": "cpu", "to_cpu": "to"}
