@@ -37,6 +37,7 @@ def _hook_state() -> dict[str, Any]:
     xlac = sys.modules.get("torch_xla._XLAC")
     if xlac is not None:
         state["step_marker"] = xlac._xla_step_marker
+        state["sync_multi"] = xlac._xla_sync_multi
     xm = sys.modules.get("torch_xla.core.xla_model")
     if xm is not None:
         state["add_step_closure"] = xm.add_step_closure

@@ -108,3 +108,33 @@ def test_every_barrier_api_is_a_step(device: Any, tmp_path: Path) -> None:
     kinds = [s.barrier for s in load_run(tmp_path / "r.json").steps]
     # torch_xla.step() syncs once on entry (nothing pending) and once on exit.
     assert kinds == ["optimizer_step", "mark_step", "compile_entry", "compile", "sync"]
+
+
+def test_xm_save_mid_step_is_a_checkpoint_read_at_its_line(device: Any, tmp_path: Path) -> None:
+    import torch
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    from xprof.analysis import analyze
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(5, 3).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with xprof.watch(tmp_path / "r.json", live=False):
+        for step in range(8):
+            model(torch.randn(4, 5).to(device)).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+            if step % 3 == 1:
+                xm.save(model.state_dict(), str(tmp_path / "ckpt.pt"))  # before the barrier
+            torch_xla.sync()
+    run = load_run(tmp_path / "r.json")
+    saves = [s for s in run.syncs if run.sites[s.site].access == "materialize"]
+    # xm.save syncs the state dict's tensors (_xla_sync_multi): their graph runs mid-step.
+    assert [s.i for s in saves] == [1, 4, 7]
+    site = run.sites[saves[0].site]
+    assert site.code.startswith("xm.save(model.state_dict()") and site.via == "torch_xla.core.xla_model.save"
+    assert saves[0].executions >= 1
+    a = analyze(run)
+    assert [f.kind for f in a.findings if f.line == site.line] == ["checkpoint"]
+    assert not any(f.cause == "unknown" for f in a.findings)

@@ -86,6 +86,11 @@ ADVICE = {
         "could spend tracing the next step. "
         "Read it in xm.add_step_closure(fn, (tensor,), run_async=True) so the host does not wait."
     ),
+    "materialize": (
+        "Materializing tensors mid-step (xm.unlazy, torch_xla._XLAC._xla_sync_multi) runs their "
+        "graph early, apart from the step's. Do it after the barrier, or not at all outside "
+        "benchmarks."
+    ),
     "library_sync": (
         "A library function called from this line reads a tensor's value on the host."
     ),

@@ -50,7 +50,8 @@ def sync_kind(access: str, code: str, via: str | None) -> str:
     if access in ("int", "float", "index"):
         return "tensor_condition" if _CONDITION.search(code) else "scalar"
     return {"item": "item", "tolist": "tolist", "numpy": "numpy", "cpu": "to_cpu",
-            "to_cpu": "to_cpu", "repr": "repr", "format": "format"}.get(access, "item")
+            "to_cpu": "to_cpu", "repr": "repr", "format": "format",
+            "materialize": "materialize"}.get(access, "item")
 
 
 _KIND_WORDS = {
@@ -58,6 +59,7 @@ _KIND_WORDS = {
     "repr": "repr() of a tensor", "tensor_condition": "a tensor in a Python condition",
     "scalar": "int()/float() of a tensor", "tolist": ".tolist()", "numpy": ".numpy()",
     "to_cpu": ".cpu() / .to('cpu')", "grad_scaler": "GradScaler.step",
+    "materialize": "materializing tensors (_xla_sync_multi)",
     "checkpoint": "checkpoint save", "library_sync": "a library call",
 }
 

@@ -387,9 +387,10 @@ def _to_target_kind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None
 
 
 def _make_reader(rec: Recorder, kind: str, original: Callable[..., Any],
-                 method: bool = True) -> Callable[..., Any]:
+                 method: bool | None = True) -> Callable[..., Any]:
     """A host-read wrapper; ``method=False`` for a ``torch.*`` function whose first
-    argument may be something other than a tensor (then it passes through)."""
+    argument may be something other than a tensor (then it passes through); ``None`` for
+    a function of XLA tensors only (``_xla_sync_multi``'s list)."""
     tls = rec.tls
     counts = rec.counters.sync_counts
     counts_after = rec.counters.sync_counts_after
@@ -397,7 +398,8 @@ def _make_reader(rec: Recorder, kind: str, original: Callable[..., Any],
 
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
         # CPU tensors first: this is every bool(cpu_tensor) in the process, torch's own too.
-        if not (self.is_xla if method else getattr(self, "is_xla", False)) or tls.depth or not rec.active:
+        if (not (method is None or (self.is_xla if method else getattr(self, "is_xla", False)))
+                or tls.depth or not rec.active):
             return original(self, *args, **kwargs)
         try:
             before = counts()
@@ -484,6 +486,27 @@ def install_host_reads(rec: Recorder, patches: Patches, tensor_type: type, *, re
 
 # ---------------------------------------------------------------------------------------
 # step closures
+
+def install_sync_multi(rec: Recorder, patches: Patches, xlac: Any) -> None:
+    """``_xla_sync_multi``: runs the graphs of the tensors given, and only theirs, waiting
+    for them. ``xm.save`` (and torch_xla's serialization) calls it before copying a state
+    dict to the CPU, ``xm.unlazy`` and ``gradient_accumulation`` call it too: a host read
+    of those tensors (it compiles and runs their graph mid-step), recorded at the line
+    that called the library."""
+    original = getattr(xlac, "_xla_sync_multi", None)
+    if original is None:
+        return
+    reader = _make_reader(rec, "materialize", original, method=None)
+
+    def _xla_sync_multi(*args: Any, **kwargs: Any) -> Any:
+        # torch.compile's XLA bridge syncs its graph's inputs before it runs one: dynamo's
+        # own work, counted with its graphs (see install_dynamo), not a read of the user's.
+        if not args or sys._getframe(1).f_code.co_filename.endswith("dynamo_bridge.py"):
+            return original(*args, **kwargs)
+        return reader(*args, **kwargs)
+
+    patches.set(xlac, "_xla_sync_multi", _xla_sync_multi)
+
 
 def install_closures(rec: Recorder, patches: Patches, xm: Any) -> None:
     original = xm.add_step_closure

@@ -71,7 +71,7 @@ _READ_LABEL = {
     "item": ".item()", "tolist": ".tolist()", "numpy": ".numpy()", "cpu": ".cpu()",
     "to_cpu": ".to('cpu')", "bool": "a tensor used as a condition", "int": "int() of a tensor",
     "float": "float() of a tensor", "index": "a tensor used as an index",
-    "repr": "printing a tensor", "format": "formatting a tensor",
+    "repr": "printing a tensor", "format": "formatting a tensor", "materialize": "materializing tensors",
     "mask_index": "boolean-mask indexing", "mask_assign": "boolean-mask assignment",
     "nonzero": "nonzero()", "masked_select": "masked_select()",
     "unique": "unique()", "argwhere": "argwhere()", "repeat_interleave": "repeat_interleave()",

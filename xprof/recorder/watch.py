@@ -215,6 +215,8 @@ class watch:
         try:
             hooks.install_barrier(rec, self._patches, torch_xla._XLAC)
             hooks.install_closures(rec, self._patches, xm)
+            if self.syncs:
+                self._install_optional("sync_multi hook", hooks.install_sync_multi, rec, torch_xla._XLAC)
             self._install_optional("optimizer hook", hooks.install_optimizer_steps, rec, torch)
             self._install_optional("dynamo hook", hooks.install_dynamo, rec, torch)
             self._install_optional("train/eval hooks", hooks.install_phase_evidence, rec, torch)
