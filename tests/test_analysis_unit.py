@@ -501,3 +501,21 @@ def test_a_boolean_mask_assignment_gets_the_where_advice(tmp_path: Path) -> None
     assert f.cause == "data_dependent" and f.title.startswith(
         "Boolean-mask assignment (t[mask] = v) at train.py:24 gives a value-dependent shape every step")
     assert "masked_fill_" in f.advice and "torch.where(mask, v, t)" in f.advice
+
+
+def test_a_new_graph_every_step_is_not_called_cached(tmp_path: Path) -> None:
+    # A random crop with Python offsets: same input shapes, a new graph each step.
+    b = Builder(tmp_path / "r.json")
+    for _ in range(10):
+        b.step({"x": [16, 3, 32, 32]}, compile_ms=500, nodes=65)  # the same ops, other constants
+    f = b.done().findings[0]
+    assert f.kind == "graph_every_step"
+    assert f.title == ("The graph changed at every step with the same input shapes: 8 new graphs in 8 steps, "
+                       "none reused, 4.00 s")
+    assert "cached" not in f.title and "device tensors" in f.advice
+    # Two variants taking turns from step 3: compiled once each, cached afterwards.
+    b = Builder(tmp_path / "r2.json")
+    for k in range(12):
+        b.step({"x": [16, 3, 32, 32]}, compile_ms=500 if k in (0, 3) else 0, nodes=70 if k < 3 or k % 2 else 71)
+    f = b.done().findings[0]
+    assert f.kind == "graph_change" and f.title.endswith("once, cached afterwards")

@@ -125,6 +125,15 @@ ADVICE = {
         "on the step or on values, Python scalars that change (0 and 1 are baked into the graph "
         "as constants), or a different set of live tensors at the barrier."
     ),
+    "graph_every_step": (
+        "Every step built a graph never seen before from inputs of the same shapes, so "
+        "something that changes each step is baked into the graph: most often a Python number "
+        "used as a size, a slice bound or an offset (a random crop drawn with Python's random), "
+        "or a Python scalar that becomes 0 or 1 (those two are baked in as constants; other "
+        "values are passed as data). Draw such values as device tensors "
+        "(torch.randint on the device and index with them, torch.where for the choice), or keep "
+        "sizes and offsets to a few fixed values."
+    ),
     "cpu_fallback": (
         "These ops have no XLA lowering and run on the CPU, which cuts the graph and copies "
         "data to the host. Replace them with ops XLA supports, or move them out of the step."

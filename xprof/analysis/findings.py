@@ -790,10 +790,19 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         pattern = describe_period(ordinals)
         kind = "periodic_graph" if pattern else "graph_change"
         advice = ADVICE[kind]
-        title = (f"The step graph changes {pattern}" if pattern else
-                 "The graph changed with the same input shapes") + (
-            f": {n} extra graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s to compile once"
-            f"{', cached afterwards' if len(ordinals) > n else ''}")
+        # Whether any step from the first of these compiles on ran a graph it had compiled
+        # before (a cached compile and no new one): the variants repeat, or never do.
+        work = steps[steps["work"].astype(bool) & (steps["ordinal"] >= 1) & (steps["i"] >= comp_steps[0])]
+        reused = int(((work["cached"] > 0) & (work["uncached"] == 0)).sum()) if len(work) else 0
+        if not pattern and not reused and n >= 3 and n >= 0.8 * len(work):
+            kind, advice = "graph_every_step", ADVICE["graph_every_step"]
+            title = (f"The graph changed at every step with the same input shapes: {n} new graphs in "
+                     f"{len(work)} steps, none reused, {ms / 1e3:.2f} s")
+        else:
+            title = (f"The step graph changes {pattern}" if pattern else
+                     "The graph changed with the same input shapes") + (
+                f": {n} extra graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s to compile"
+                f"{' once, cached afterwards' if reused else ''}")
     evidence = [c0.evidence] if c0.evidence else []
     user_steps = sorted({ordinal_of.get(s, s) for s in comp_steps})
     where = "after training step" if kind == "eval_pass" else "at step"

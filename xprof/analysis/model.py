@@ -124,9 +124,9 @@ class Finding:
     kind: str
     """Finer pattern: ``dynamic_padding``, ``partial_batch``, ``batch_size_change``,
     ``shape_change``, ``sharding_change``, ``item``, ``print``, ``format``, ``tensor_condition``, ``tolist``,
-    ``numpy``, ``to_cpu``, ``scalar``, ``library_sync``, ``checkpoint``,
-    ``periodic_graph``, ``eval_pass``, ``graph_change``, ``cpu_fallback``, ``eager_mode``, ``no_barrier``,
-    ``unknown``.
+    ``numpy``, ``to_cpu``, ``scalar``, ``library_sync``, ``checkpoint``, ``materialize``,
+    ``periodic_graph``, ``eval_pass``, ``graph_change``, ``graph_every_step``, ``cpu_fallback``,
+    ``eager_mode``, ``no_barrier``, ``unknown``.
 
     ``eager_mode``'s ``seconds`` is 0: what compiling the step would save is not measured
     by a run that never ran it compiled (it is never *minor* either)."""
