@@ -27,7 +27,7 @@ class Builder:
 
     def step(self, shapes: dict[str, list[int]] | None = None, compile_ms: float = 0.0,
              nodes: int = 70, read: tuple[str, int, str] | None = None, read_compile_ms: float = 0.0,
-             site: dict[str, Any] | None = None, read_ran: bool = True) -> None:
+             site: dict[str, Any] | None = None, read_ran: bool = True, opt: int | None = None) -> None:
         """``read_compile_ms``: the read compiles a graph of its own, that long (it waits for it);
         ``site``: more fields of the read's site record (``via``, ``inner_at``); ``read_ran``:
         the read ran a graph (False: its value was ready, it only waited)."""
@@ -52,6 +52,8 @@ class Builder:
                                "c": {"MarkStep": 1, "ExecuteComputation": 1 + bool(read_compile_ms)}}
         if read_compile_ms:
             rec["c"]["UncachedCompile"] = 1
+        if opt is not None:
+            rec["o"] = opt
         if compile_ms:
             rec["c"]["UncachedCompile"] = rec["c"].get("UncachedCompile", 0) + 1
             rec["bu"] = 1
@@ -73,11 +75,14 @@ class Builder:
         self.i += 1
         self.t = t1 + 0.004
 
-    def done(self, tail: dict[str, int] | None = None) -> Any:
-        """``tail``: counter increases after the last barrier (the end record's)."""
+    def done(self, tail: dict[str, int] | None = None, tail_opt: int = 0) -> Any:
+        """``tail``: counter increases after the last barrier (the end record's); ``tail_opt``:
+        optimizer steps after it."""
         end: dict[str, Any] = {"type": "end", "t": self.t, "status": "ok", "exception": None, "steps": self.i}
         if tail:
             end["tail"] = tail
+        if tail_opt:
+            end["tail_opt"] = tail_opt
         self.w.write(end)
         self.w.close()
         return analyze(load_run(self.path))
@@ -519,3 +524,25 @@ def test_a_new_graph_every_step_is_not_called_cached(tmp_path: Path) -> None:
         b.step({"x": [16, 3, 32, 32]}, compile_ms=500 if k in (0, 3) else 0, nodes=70 if k < 3 or k % 2 else 71)
     f = b.done().findings[0]
     assert f.kind == "graph_change" and f.title.endswith("once, cached afterwards")
+
+
+def test_a_sync_every_4_optimizer_steps_and_the_3_left_pending(tmp_path: Path) -> None:
+    b = Builder(tmp_path / "r.json")
+    for k in range(10):
+        b.step({"x": [16, 32]}, compile_ms=500 if k < 2 else 0, opt=1 if k == 0 else 4)
+    a = b.done(tail_opt=3)
+    assert a.totals.steps == 10 and a.totals.optimizer_steps == 40
+    from xprof.report.prose import headline, next_step
+
+    assert any(line.startswith("Each step barrier closed about 4 optimizer steps (40 in all)") for line in headline(a))
+    f = a.findings[0]
+    assert (f.kind, f.minor) == ("never_ran", False)
+    assert f.title.startswith("The last 3 optimizer steps never ran: no step barrier after them")
+    assert next_step(a)[0].startswith("Change this first: The last 3 optimizer steps never ran")
+    # A read after the loop runs them (a final loss.item(), xm.save): not this finding.
+    b = Builder(tmp_path / "r2.json")
+    for k in range(10):
+        b.step({"x": [16, 32]}, compile_ms=500 if k < 2 else 0, opt=1)
+    a = b.done(tail_opt=1)
+    assert a.totals.optimizer_steps == 11 and not any(line.startswith("Each step barrier") for line in headline(a))
+    assert [f.kind for f in a.findings] == ["never_ran"]

@@ -88,7 +88,9 @@ def _analyze(run: Run) -> Analysis:
         findings.insert(0, missing)
     totals = _totals(run, steps, compiles, syncs, execute_s, found, float(tail_ms.sum()))
     for f in findings:
-        f.minor = f.seconds < MINOR_SHARE * totals.wall_seconds and f.cause != "eager_mode"
+        # (steps that never ran cost no time: they are lost work, never minor)
+        f.minor = (f.seconds < MINOR_SHARE * totals.wall_seconds and f.cause != "eager_mode"
+                   and f.kind != "never_ran")
     notes = _notes(run, steps, syncs, totals, cols.dropped)
     if dropped:
         notes.append(dropped)
@@ -283,6 +285,8 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
         eval_steps=_steps.eval_steps(steps), eval_passes=_steps.eval_passes(steps),
         forced_reads=int(((live["executions"] > 0) | (live["uncached"] > 0) | (live["cached"] > 0)).sum())
         if len(live) else 0,
+        optimizer_steps=(int(steps["opt"].to_numpy().sum()) if "opt" in steps else 0)
+        + (run.end.tail_opt if run.end is not None else 0),
         transfers=transfers, fallback_ops=fallback, complete=run.complete, status=status,
         exception=run.end.exception if run.end else None, profiler_errors=len(run.errors),
         step_ms_median=_pct(step_ms[steady], 50), step_ms_p95=_pct(step_ms[steady], 95),

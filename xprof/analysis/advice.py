@@ -196,6 +196,11 @@ ADVICE = {
         "graph grows with every step until a value is read, and each read compiles and runs "
         "that whole history again."
     ),
+    "never_ran": (
+        "Their updates are not in the model: lazy ops run only at a barrier or a read. End the "
+        "loop with torch_xla.sync() after the last optimizer step (and end every step with one, "
+        "unless the loop syncs every N steps on purpose: then sync once more after the loop)."
+    ),
     "eager_mode": (
         "Compile the training step: put forward, loss, backward and optimizer step in one "
         "function and call it through torch_xla.compile (step = torch_xla.compile(step_fn)), "

@@ -1008,7 +1008,7 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
     """Optimizer steps that never reached a step barrier (a loop ported from CUDA without
     ``torch_xla.sync()`` and without a device loader): the pending graph holds every step
     since the last barrier, and each host read compiles and runs that whole history."""
-    if end is None or end.tail_opt < 2 or end.tail_graphs:
+    if end is None or end.tail_opt < 1 or end.tail_graphs:
         return None  # (tail_graphs: the last step ran op by op, eager mode's tail step)
     work = steps["work"].to_numpy(dtype=bool) if len(steps) else np.zeros(0, dtype=bool)
     if work.any():
@@ -1020,6 +1020,20 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
     compile_ms = float(tail_ms.sum())
     wait_ms = float(tail_reads["ms"].sum()) if len(tail_reads) else 0.0
     opt = int(end.tail_opt)
+    if work.any() and not n_compiles and not len(tail_reads):
+        # Nothing read or compiled after the last barrier: those steps' ops were still
+        # pending when the run ended, and never ran (a sync every N steps, the last few left).
+        return Finding(
+            id="no_barrier", cause="no_barrier", kind="never_ran",
+            title=(f"The last {opt} optimizer step{'s' if opt != 1 else ''} never ran: no step barrier "
+                   f"after {'them' if opt != 1 else 'it'}, so {'their' if opt != 1 else 'its'} ops were "
+                   "still pending when the run ended"),
+            count=opt, compiles=0, seconds=0.0, compile_seconds=0.0, execute_seconds=0.0,
+            advice=ADVICE["never_ran"],
+            evidence=[f"{opt} optimizer step{'s' if opt != 1 else ''} after the last barrier; no graph ran "
+                      "after it (no host read, no compile)"], steps=[])
+    if opt < 2:
+        return None  # one step read after the last barrier: too little to call a missing barrier
     since = "the last step barrier" if work.any() else "the start"
     title = (f"No step barrier for the last {opt} optimizer steps: each graph held every step since {since}"
              if work.any() else f"No step barrier: {opt} optimizer steps ran without one, so each graph held "

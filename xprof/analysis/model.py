@@ -218,6 +218,8 @@ class Totals:
     eval_passes: int = 0
     """Runs of eval barriers (only empty barriers between them): how often the loop evaluated."""
     forced_reads: int = 0
+    optimizer_steps: int = 0
+    """``optimizer.step()`` calls the recorder counted (at barriers, and after the last one)."""
     """Host reads (of ``syncs``) that ran or compiled a graph: the ones that made the device
     run early. The others found their value already computed."""
 
@@ -286,6 +288,7 @@ class Analysis:
             "syncs": t.syncs,
             "deferred_reads": t.deferred_reads,
             "forced_reads": t.forced_reads,
+            "optimizer_steps": t.optimizer_steps,
             "transfers": t.transfers,
             "fallback_ops": t.fallback_ops,
             "step_ms_median": t.step_ms_median,

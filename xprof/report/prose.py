@@ -129,6 +129,11 @@ def headline(analysis: Analysis) -> list[str]:
         f"the wall time: {fmt.plural(t.compiles, 'uncached compile')} of "
         f"{fmt.plural(t.distinct_graphs, 'distinct graph')}.",
     ]
+    if t.steps and t.optimizer_steps >= 2 * t.steps:
+        # A sync every N optimizer steps: one graph holds N training steps.
+        per = round(t.optimizer_steps / t.steps)
+        out.insert(1, f"Each step barrier closed about {per} optimizer steps ({t.optimizer_steps} in all): "
+                      f"one graph runs {per} training steps, and the steps counted here are barriers.")
     if t.steps == 0 and any(f.cause == "no_barrier" for f in analysis.findings):
         out[0] = (f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}: its optimizer steps "
                   "ran, but none ended in one.")
@@ -183,9 +188,10 @@ def _deferred_executions(analysis: Analysis) -> int:
 
 def costly(analysis: Analysis) -> list[Finding]:
     """The findings that cost time and want a change, costliest first."""
-    # Eager mode's cost is not measured (nothing to compare with) but it wants a change.
+    # Eager mode's cost is not measured (nothing to compare with) but it wants a change;
+    # steps that never ran cost no time, but their updates are missing from the model.
     return [f for f in ranked(analysis.findings)
-            if f.severity != "info" and (f.seconds > 0 or f.cause == "eager_mode")]
+            if f.severity != "info" and (f.seconds > 0 or f.cause == "eager_mode" or f.kind == "never_ran")]
 
 
 def next_step(analysis: Analysis) -> tuple[str, str]:
