@@ -138,3 +138,39 @@ def test_xm_save_mid_step_is_a_checkpoint_read_at_its_line(device: Any, tmp_path
     a = analyze(run)
     assert [f.kind for f in a.findings if f.line == site.line] == ["checkpoint"]
     assert not any(f.cause == "unknown" for f in a.findings)
+
+
+def test_an_eval_loop_without_a_barrier_keeps_its_batches_out_of_the_next_step(device: Any,
+                                                                                  tmp_path: Path) -> None:
+    import torch
+    import torch_xla
+
+    from xprof.analysis import analyze
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(5, 3).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def evaluate() -> float:
+        model.eval()
+        correct = torch.zeros((), device=device)
+        with torch.no_grad():
+            for _ in range(2):  # its own batch size, and no barrier: its graph runs at the read
+                x = torch.randn(8, 5).to(device)
+                correct += model(x).argmax(-1).eq(0).sum()
+        model.train()
+        return correct.item()
+
+    with xprof.watch(tmp_path / "r.json", live=False):
+        for step in range(6):
+            x = torch.randn(4, 5).to(device)
+            model(x).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+            torch_xla.sync()
+            if step in (1, 3):
+                evaluate()
+    run = load_run(tmp_path / "r.json")
+    shapes = {tuple(tuple(e.shape) for e in run.signatures[s.sig]) for s in run.steps if s.sig is not None}
+    assert shapes == {((4, 5),)}  # the eval batches fed the read's graph, not the next step's
+    assert not any(f.cause == "input_shape" for f in analyze(run).findings)

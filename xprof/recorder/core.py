@@ -129,6 +129,10 @@ class Recorder:
         # -- the hooks' side (the training thread) --
         self._events: deque[tuple[Any, ...]] = deque()
         self._inputs: list[RawInput] = []
+        self._eval_cut = 0
+        """Inputs before this index fed an evaluation whose graph ran at a host read mid-step
+        (an eval loop with no barrier of its own, its accuracy read with ``.item()``): not
+        the barrier graph's inputs, when the step moved more after it."""
         self._batch_ids: set[int] = set()
         self._extra: dict[str, Any] | None = None
         self._opt_steps = 0
@@ -453,6 +457,10 @@ class Recorder:
         if inputs and (ran or mid) and kind not in ("dynamo", "compile_entry"):
             self._inputs = []
             self._batch_ids.clear()
+            cut, self._eval_cut = self._eval_cut, 0
+            if 0 < cut < len(inputs):
+                inputs = inputs[cut:]
+                self._devices = [(k - cut, t) for k, t in self._devices if k >= cut]
             if self._devices:
                 self._read_input_shardings(inputs)
         else:
@@ -649,6 +657,12 @@ class Recorder:
         thread = None if threading.get_ident() == self.owner else threading.current_thread().name
         if not deferred:  # (a step closure's are counted by the closure: see on_closure_compiles)
             self._read_compiles += after[0] - before[0] + after[1] - before[1]
+            if after[2] != before[2] and thread is None and self._inputs and not self._backwards:
+                # A graph ran at a read before any backward pass of the step, in eval mode or
+                # with grad turned off: an evaluation's (see _eval_cut).
+                grad = self.grad_enabled
+                if self.eval_mode or self.grad_turned_off or (grad is not None and not grad()):
+                    self._eval_cut = len(self._inputs)
         self._events.append((_SYNC, kind, site, t0, t1, before, after, deferred, thread))
         if len(self._events) >= WAKE_AT:
             self._queue_full()
