@@ -27,7 +27,8 @@ class Builder:
 
     def step(self, shapes: dict[str, list[int]] | None = None, compile_ms: float = 0.0,
              nodes: int = 70, read: tuple[str, int, str] | None = None, read_compile_ms: float = 0.0,
-             site: dict[str, Any] | None = None, read_ran: bool = True, opt: int | None = None) -> None:
+             site: dict[str, Any] | None = None, read_ran: bool = True, opt: int | None = None,
+             barrier_site: dict[str, Any] | None = None) -> None:
         """``read_compile_ms``: the read compiles a graph of its own, that long (it waits for it);
         ``site``: more fields of the read's site record (``via``, ``inner_at``); ``read_ran``:
         the read ran a graph (False: its value was ready, it only waited)."""
@@ -54,6 +55,10 @@ class Builder:
             rec["c"]["UncachedCompile"] = 1
         if opt is not None:
             rec["o"] = opt
+        if barrier_site is not None:  # who asked for a barrier that compiled
+            self.w.write({"type": "site", "id": 1000, "kind": "barrier", "file": "/u/train.py", "func": "main",
+                          **barrier_site})
+            rec["site"] = 1000
         if compile_ms:
             rec["c"]["UncachedCompile"] = rec["c"].get("UncachedCompile", 0) + 1
             rec["bu"] = 1
@@ -270,6 +275,26 @@ def test_eval_graph_is_info(tmp_path: Path) -> None:
             b.step({"x": [8, 4]})
     a = b.done()
     assert [(f.kind, f.severity) for f in a.findings] == [("eval_pass", "info")]
+    assert a.findings[0].line is None  # the user's own barrier: no line to name
+
+
+def test_an_eval_graph_compiled_at_a_librarys_barrier_names_the_users_line(tmp_path: Path) -> None:
+    # accelerate's gather_for_metrics calls xm.mark_step inside the eval loop.
+    b = Builder(tmp_path / "r.json")
+    b.step({"x": [8, 4]}, compile_ms=500)
+    b.step({"x": [8, 4]}, compile_ms=500)
+    gather = {"line": 33, "via": "accelerate.accelerator.Accelerator.gather_for_metrics",
+              "code": "preds, labels = accelerator.gather_for_metrics((preds, ey))"}
+    for k in range(2, 14):
+        if k % 4 == 0:
+            b.step({"x": [16, 4]}, compile_ms=500 if k == 4 else 0, nodes=16,
+                   barrier_site=gather if k == 4 else None)
+        else:
+            b.step({"x": [8, 4]})
+    f = b.done().findings[0]
+    assert (f.kind, f.file, f.line) == ("eval_pass", "/u/train.py", 33)
+    assert ("its barrier was asked for at train.py:33 (inside accelerate.accelerator.Accelerator.gather_for_metrics): "
+            "preds, labels = accelerator.gather_for_metrics((preds, ey))") in f.evidence
 
 
 def test_incomplete_run_is_noted(tmp_path: Path) -> None:

@@ -147,7 +147,7 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
             findings.append(_sharding_finding(key, ks, causes, rows, steps, sigs, specs or {}))
             continue
         if c0.cause == "graph_change":
-            findings.append(_graph_finding(key, c0, rows, steps, ordinal_of))
+            findings.append(_graph_finding(key, c0, rows, steps, ordinal_of, sites or {}))
             continue
         if c0.cause == "cpu_fallback":
             findings.append(_fallback_finding(key, c0, rows, steps, ordinal_of, steady))
@@ -755,7 +755,7 @@ def _sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows:
 
 
 def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
-                   ordinal_of: dict[int, int]) -> Finding:
+                   ordinal_of: dict[int, int], sites: dict[int, Site]) -> Finding:
     ms = float(rows["ms"].sum())
     n = len(rows)
     comp_steps = sorted({int(s) for s in rows["step"]})
@@ -808,11 +808,22 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     where = "after training step" if kind == "eval_pass" else "at step"
     evidence.append(f"compiled {where}{'s' if len(user_steps) != 1 else ''} "
                     f"{', '.join(str(s) for s in user_steps[:10])}")
+    # Who asked for the barriers that compiled them (recorded at a barrier that compiled):
+    # a library's own sync (accelerate's gather_for_metrics) is named at the user's line.
+    asked = steps.loc[steps["i"].isin(comp_steps), "site"].dropna() if "site" in steps else []
+    file = line = None
+    for sid in dict.fromkeys(int(v) for v in asked):
+        site = sites.get(sid)
+        if site is not None and site.via:  # (the user's own mark_step line says nothing new)
+            file, line = site.file, site.line
+            evidence.append(f"its barrier was asked for at {_loc(site.file, site.line)} (inside {site.via})"
+                            + (f": {site.code}" if site.code else ""))
+            break
     return Finding(
         id=str(key), cause="graph_change", kind=kind, title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=comp_steps, pattern=pattern, severity="info" if kind == "eval_pass"
-        else "warning",
+        else "warning", file=file, line=line,
     )
 
 
