@@ -133,7 +133,8 @@ def headline(analysis: Analysis) -> list[str]:
         # A sync every N optimizer steps: one graph holds N training steps.
         per = round(t.optimizer_steps / t.steps)
         out.insert(1, f"Each step barrier closed about {per} optimizer steps ({t.optimizer_steps} in all): "
-                      f"one graph runs {per} training steps, and the steps counted here are barriers.")
+                      f"one graph runs {per} training steps of one optimizer (or one step each of {per} "
+                      "optimizers, as a GAN does), and the steps counted here are barriers.")
     if t.steps == 0 and any(f.cause == "no_barrier" for f in analysis.findings):
         out[0] = (f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}: its optimizer steps "
                   "ran, but none ended in one.")
