@@ -501,6 +501,23 @@ def test_a_loop_that_never_reaches_a_barrier_is_said_at_once_and_at_the_end() ->
     assert live.first == ("no_barrier", "")
 
 
+def test_steps_left_pending_after_the_last_barrier_never_ran() -> None:
+    sig = [{"name": "x", "shape": [16, 32], "dtype": "float32", "src": "to"}]
+    steps = [{"type": "sig", "id": 0, "inputs": sig}, *_steps(10)]
+    live = LiveNotices(0.0, lambda line: None)
+    live.feed(steps)
+    # A sync every 4 optimizer steps, the last 3 after the last barrier: nothing read or compiled them.
+    assert live.summary(12.0, "r.json", tail_opt=3)[2] == (
+        "xprof: first thing to change: the last 3 optimizer steps never ran (no barrier after them): end the "
+        "loop with torch_xla.sync()")
+    # A read after the loop ran them (a final loss.item()): nothing to say about them.
+    read = LiveNotices(0.0, lambda line: None)
+    read.feed([*steps, {"type": "site", "id": 0, "kind": "item", "file": "/x/train.py", "line": 30,
+                        "func": "main", "via": None, "code": "print(loss.item())"},
+               {"type": "sync", "i": 10, "site": 0, "t0": 10.1, "t1": 10.2, "x": 1}])
+    assert "never ran" not in read.summary(12.0, "r.json", tail_opt=3)[2]
+
+
 def test_a_read_every_step_is_counted_not_stored() -> None:
     """A read at the same site every step: the notice's 'every step so far' comes from a count
     per site (a set of steps, scanned at every read, made such a run quadratic: 286 µs a step

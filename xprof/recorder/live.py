@@ -819,7 +819,12 @@ class LiveNotices:
         wall = max(ended - self.started, 0.0)
         self._compiles += len(tail_compile_s)
         self._compile_s += sum(tail_compile_s)
-        no_barrier = tail_opt >= 2 and not tail_step and (self._work == 0 or self._last_was_work)
+        # Optimizer steps after the last barrier that nothing read or compiled: they never ran
+        # (the analysis' never_ran); with reads or compiles and no barrier at all, no_barrier.
+        never_ran = (tail_opt >= 1 and not tail_step and self._work > 0 and self._last_was_work
+                     and not tail_compile_s and not self._step_syncs)
+        no_barrier = (not never_ran and tail_opt >= 2 and not tail_step
+                      and (self._work == 0 or self._last_was_work))
         self._judge_step()  # the last step's barriers are all in
         if self._second is not None and self._first_sig_back:
             # The first graph served later steps: the second step's compile was its new shape's.
@@ -873,6 +878,11 @@ class LiveNotices:
                               "a one-off cost")
             cost = f"{n} compile{'s' if n != 1 else ''}, " if n else ""
             lines.append(f"xprof: first thing to change: {advice} ({cost}{_seconds(seconds)})")
+        elif never_ran:
+            self.first = ("no_barrier", "")
+            lines.append(f"xprof: first thing to change: the last {tail_opt} optimizer step"
+                         f"{'s' if tail_opt != 1 else ''} never ran (no barrier after "
+                         f"{'them' if tail_opt != 1 else 'it'}): end the loop with torch_xla.sync()")
         elif self._eager is not None:
             self.first = ("eager_mode", "")
             lines.append(f"xprof: first thing to change: the step runs op by op (eager mode, {self._eager[1]} "
