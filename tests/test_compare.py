@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -470,3 +471,30 @@ def test_recorded_here_fixed_to_longest(device: object, tmp_path: Path) -> None:
     code, _, err = cli(str(tmp_path / "padded_longest.json"), str(tmp_path / "padded_fixed.json"),
                        "--max-new-recompiles", "0")
     assert code == 0, err
+
+
+def test_graphs_only_in_one_run_are_dated_in_training_steps(tmp_path: Path) -> None:
+    # A device loader's first barrier runs nothing: barrier 3 is training step 2, as the
+    # summary says; compare said "first at step 3".
+    from tests.test_analysis_unit import T0, Builder
+    from xprof.analysis import analyze
+    from xprof.comparison.graphs import diff_graphs
+    from xprof.runfile import load_run
+
+    def run(name: str, lengths: list[int]) -> Any:
+        b = Builder(tmp_path / f"{name}.json")
+        b.w.write({"type": "step", "i": 0, "t0": T0, "tb": T0, "t1": T0 + 0.001, "barrier": "loader",
+                   "c": {"MarkStep": 1}})
+        b.i, b.t = 1, T0 + 0.002
+        seen: set[int] = set()
+        for n in lengths:
+            b.step({"ids": [8, n]}, compile_ms=0 if n in seen else 300)
+            seen.add(n)
+        return b.done()
+
+    base = run("base", [32, 32, 40, 32, 32])
+    new = run("new", [32] * 5)
+    [only_base] = [g for g in diff_graphs(base, new) if g.side == "base"]
+    assert "ids[8, 40]" in only_base.inputs and only_base.first_step == 2
+    assert any("step 2: ids [8, 32] -> [8, 40]" in e for f in analyze(load_run(tmp_path / "base.json")).findings
+               for e in f.evidence)

@@ -51,13 +51,18 @@ def _graphs(analysis: Analysis) -> dict[tuple[int | None, str], dict[str, Any]]:
     out: dict[tuple[int | None, str], dict[str, Any]] = {}
     if df is None or not len(df):
         return out
+    # Steps as the summary numbers them (training steps, not barriers: a loader's empty first
+    # barrier or an eval pass's barriers are not steps).
+    steps = analysis.steps
+    user_step = (dict(zip(steps["i"].tolist(), steps["user_step"].tolist()))
+                 if steps is not None and len(steps) and "user_step" in steps else {})
     for row in df.itertuples(index=False):
         nodes_raw = getattr(row, "graph_nodes", None)
         nodes = None if nodes_raw is None or pd.isna(nodes_raw) else int(nodes_raw)
         sig_raw = getattr(row, "sig", None)
         inputs = "" if sig_raw is None or pd.isna(sig_raw) else sigs.get(int(sig_raw), "")
         key = (nodes, inputs)
-        g = out.setdefault(key, {"compiles": 0, "first_step": int(row.step),
+        g = out.setdefault(key, {"compiles": 0, "first_step": int(user_step.get(int(row.step), row.step)),
                                  "cause": str(getattr(row, "cause", "") or "")})
         g["compiles"] += 1
     return out
