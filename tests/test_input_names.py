@@ -34,6 +34,12 @@ def step(data, target, batch):
     return data, target, ids
 
 
+def compiled_call(ids, mask, y, step_fn, model):
+    loss = step_fn(ids.to("xla"), mask.to("xla"), y.to("xla"))
+    out = model(mask.to("xla"))
+    return loss, out
+
+
 data, target = Tensor(), Tensor()
 labels, inputs = target.to("xla"), data.to("xla")
 '''
@@ -60,3 +66,12 @@ def test_each_tensor_of_a_tuple_assignment_is_named_by_its_target(tmp_path: Path
     assert mod.SEEN == [("data", 17), ("target", 17), ("ids", 18), ("x", 19)]
     # without the frame (a line reached through a library) the line stands in too
     assert name_from_line(str(tmp_path / "loopmod.py"), 17) == "loopmod.py:17"
+
+
+def test_tensors_moved_inside_a_call_are_named_by_their_variables(tmp_path: Path) -> None:
+    # `loss = step_fn(ids.to(dev), mask.to(dev), y.to(dev))` (a torch_xla.compile step): the
+    # inputs are ids, mask and y, not loss, loss#2 and loss#3.
+    mod = _module(tmp_path)
+    mod.SEEN.clear()
+    mod.compiled_call(mod.Tensor(), mod.Tensor(), mod.Tensor(), lambda *a: a, lambda t: t)
+    assert [name for name, _ in mod.SEEN] == ["ids", "mask", "y", "mask"]

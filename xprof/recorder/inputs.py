@@ -115,13 +115,44 @@ def _parse_line(filename: str, lineno: int) -> str | tuple[tuple[str, str], ...]
                 if pairs:
                     return pairs
                 name = _target_name(stmt.targets[0])
-                if name is not None:
-                    return name
+                if name is not None and (_is_move(stmt.value) or not _moved_inside(stmt.value)):
+                    return name  # x = batch.to(dev), x = torch.randn(8, 16).to(dev)
             elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
                 name = _target_name(stmt.target)
-                if name is not None:
+                if name is not None and (_is_move(stmt.value) or not _moved_inside(stmt.value)):
                     return name
+            # Moved inside a larger expression (loss = step(ids.to(dev), mask.to(dev)),
+            # model(x.to(dev))): each by the variable it was in, not by what the line assigns.
+            inside = _moved_inside(stmt)
+            if len(inside) == 1:
+                return inside[0][0]
+            if inside:
+                return tuple((shown, var) for shown, var in inside if var)
     return f"{os.path.basename(filename)}:{lineno}"
+
+
+_MOVES = frozenset({"to", "cuda"})
+
+
+def _is_move(node: ast.AST | None) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _MOVES)
+
+
+def _moved_inside(node: ast.AST | None) -> list[tuple[str, str | None]]:
+    """(name shown, variable looked up in the frame) of each named tensor moved by a
+    ``.to(...)`` call in ``node``: ``ids.to(dev)`` -> ``("ids", "ids")``, ``batch.x.to(dev)``
+    -> ``("x", None)``. A moved call result (``torch.randn(4).to(dev)``) has no name."""
+    if node is None:
+        return []
+    out: list[tuple[str, str | None]] = []
+    for n in ast.walk(node):
+        if _is_move(n):
+            receiver = n.func.value  # type: ignore[attr-defined]
+            name = _target_name(receiver)
+            if name is not None:
+                out.append((name, receiver.id if isinstance(receiver, ast.Name) else None))
+    return out
 
 
 def _moved_pairs(target: ast.expr, value: ast.expr | None) -> tuple[tuple[str, str], ...]:
