@@ -521,6 +521,13 @@ def test_read_advice_follows_what_the_reads_did(tmp_path: Path) -> None:
     assert f.title.startswith(".cpu() / .to('cpu') at train.py:20 waits for the device every step: 12 reads")
     assert f.advice.startswith("It ran no graph early") and "run_async=True" in f.advice
     assert "mid-step runs its graph early" not in f.advice
+    # A decision on a ready value (a graph break's branch inside torch.compile): still made on
+    # the host, so a step closure is no answer: keep it on the device.
+    b = Builder(tmp_path / "cond.json")
+    for _ in range(12):
+        b.step(read=("bool", 13, "if h.mean() > 0.3:"), read_ran=False)
+    f = b.done().findings[0]
+    assert "waits for the device" in f.title and "torch.where" in f.advice and "run_async" not in f.advice
 
 
 def test_a_boolean_mask_assignment_gets_the_where_advice(tmp_path: Path) -> None:

@@ -348,7 +348,10 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         if not (executions or g["uncached"].any() or g["cached"].any()):
             # Every value was ready: nothing ran early, the host only waited for the device.
             title = f"{what} at {where} waits for the device{when}: {', '.join(parts)}, {seconds:.2f} s"
-            advice = ADVICE["ready_read"]
+            if kind not in ("tensor_condition", "scalar"):
+                # A logged value can be read later, on a thread; a decision or a Python number
+                # is needed now: keeping it on the device is still the fix.
+                advice = ADVICE["ready_read"]
         advice += read_tail(pattern)
     if isinstance(via, str) and (kind == "library_sync" or (kind == "data_dependent" and _third_party(via))):
         advice = _library_advice(via, where, code, site,
