@@ -578,3 +578,14 @@ def test_a_sync_every_4_optimizer_steps_and_the_3_left_pending(tmp_path: Path) -
     a = b.done(tail_opt=1)
     assert a.totals.optimizer_steps == 11 and not any(line.startswith("Each step barrier") for line in headline(a))
     assert [f.kind for f in a.findings] == ["never_ran"]
+
+
+def test_a_size_guard_is_quoted_over_a_grad_mode_guard_on_a_tie() -> None:
+    from xprof.analysis.findings import _commonest_guard
+
+    reasons = ["0/0: tensor 'x' size mismatch at index 0. expected 16, actual 6",
+               "0/1: GLOBAL_STATE changed: grad_mode "]
+    assert "size mismatch" in _commonest_guard(reasons)[1]
+    assert "size mismatch" in _commonest_guard(list(reversed(reasons)))[1]
+    # More grad-mode failures than size ones: the count still decides.
+    assert "grad_mode" in _commonest_guard([*reasons, "0/2: GLOBAL_STATE changed: grad_mode "])[1]

@@ -985,7 +985,10 @@ def _commonest_guard(reasons: list[str]) -> tuple[str, str, int]:
     expected 12, actual 17`` and ``... expected 17, actual 23`` are one kind)."""
     kinds = [re.sub(r"\d+", "#", _COMPILE_ID.sub("", r)) for r in reasons]
     counts = Counter(kinds)
-    kind = max(counts, key=lambda k: (counts[k], max(i for i, x in enumerate(kinds) if x == k)))
+    # On a tie, not a global-state guard (grad mode: a one-off per mode, an eval under
+    # no_grad) over one that recurs (a size: every new shape), then the latest.
+    kind = max(counts, key=lambda k: (counts[k], not any(g in k.lower() for g in _STATE_GUARDS),
+                                      max(i for i, x in enumerate(kinds) if x == k)))
     latest = max(i for i, x in enumerate(kinds) if x == kind)
     return kind, reasons[latest], counts[kind]
 
