@@ -589,3 +589,18 @@ def test_a_size_guard_is_quoted_over_a_grad_mode_guard_on_a_tie() -> None:
     assert "size mismatch" in _commonest_guard(list(reversed(reasons)))[1]
     # More grad-mode failures than size ones: the count still decides.
     assert "grad_mode" in _commonest_guard([*reasons, "0/2: GLOBAL_STATE changed: grad_mode "])[1]
+
+
+def test_a_short_accumulation_window_is_named_as_such(tmp_path: Path) -> None:
+    # 10 batches an epoch, 4 micro-batches a step: windows of 4, 4, 2 (HF Trainer with
+    # gradient_accumulation_steps=4). Same shapes throughout; the 2-window graph is its own.
+    b = Builder(tmp_path / "r.json")
+    full = {"input_ids": [4, 16], "input_ids#2": [4, 16], "input_ids#3": [4, 16], "input_ids#4": [4, 16]}
+    short = {"input_ids": [4, 16], "input_ids#2": [4, 16]}
+    for k in range(9):
+        b.step(short if k % 3 == 2 else full, compile_ms=500 if k in (0, 1, 2) else 0)
+    f = b.done().findings[0]
+    assert (f.cause, f.kind, f.input) == ("input_shape", "micro_batches", "input_ids")
+    assert f.title == ("Steps accumulating 2 micro-batches instead of 4 compiled graphs of their own: "
+                       "1 recompile, 0.50 s")
+    assert "gradient_accumulation_steps" in f.advice and "?" not in f.title

@@ -15,6 +15,13 @@ ADVICE = {
         "short batch with dummy rows masked out of the loss), so only a few shapes are ever "
         "compiled. The what-if table counts what padding the length alone would leave."
     ),
+    "micro_batches": (
+        "A step that accumulates gradients over fewer micro-batches is another graph: the last "
+        "accumulation window of an epoch is short when the batches per epoch are not a multiple "
+        "of the accumulation steps (gradient_accumulation_steps). Make them a multiple (the "
+        "dataset's size or the batch size), or accept one graph per window length: it is "
+        "cached after its first epoch."
+    ),
     "settled_padding": (
         "A fixed set of lengths (buckets, or data with few lengths): each compiled once, early, "
         "and the steps after compiled nothing, so this is a one-off cost that a longer run "

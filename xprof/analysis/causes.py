@@ -587,6 +587,31 @@ def _call_of_fallback(ops: set[str], step: _StepFacts, ctx: _Context) -> tuple[s
     return calls.pop() if len(calls) == 1 and None not in calls else None
 
 
+def _micro_batch_change(sig: Signature, seen: list[Signature]) -> tuple[int, int, str] | None:
+    """(micro-batches before, now, the input) when this signature differs from a seen one
+    only in how many micro-batches the step held (``input_ids``, ``input_ids#2`` ...: a
+    gradient-accumulation window cut short at an epoch's end), every shape seen before."""
+    def counts(s: Signature) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for n, _, _, _ in s:
+            b = base_input_name(n)
+            out[b] = out.get(b, 0) + 1
+        return out
+
+    now = counts(sig)
+    if not now or max(now.values()) < 1:
+        return None
+    shapes = {(base_input_name(n), tuple(shape)) for n, shape, _, _ in sig}
+    for prev in reversed(seen):
+        was = counts(prev)
+        if set(was) != set(now) or was == now:
+            continue
+        if shapes <= {(base_input_name(n), tuple(shape)) for n, shape, _, _ in prev}:
+            base = max(now, key=lambda b: abs(was[b] - now[b]))
+            return was[base], now[base], base
+    return None
+
+
 def base_input_name(name: str) -> str:
     """``input_ids#2`` (the second tensor of that name in one step) -> ``input_ids``."""
     head, sep, tail = name.rpartition("#")
@@ -607,6 +632,12 @@ def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature
         base = base_input_name(name)
         return Cause("input_shape", FindingKey.input(base), input=base, dim=dim, old=old, new=new,
                      evidence=f"{name} changed shape {_fmt(old)} -> {_fmt(new)}")
+    micro = _micro_batch_change(sig, seen_sig_list)
+    if micro is not None:
+        before, now, base = micro
+        return Cause("input_shape", FindingKey("micro", base), input=base, old=(before,), new=(now,),
+                     evidence=f"the step ran {now} micro-batch{'es' if now != 1 else ''} ({base} x{now}) where an "
+                              f"earlier one ran {before}, every shape seen before")
     if prev is None:
         # Only step 0 had inputs before: the shape is new to the steady-state graph.
         first = sig[0] if sig else None

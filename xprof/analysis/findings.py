@@ -140,6 +140,9 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         rows = compiles.iloc[ks]
         ms = float(rows["ms"].sum())
         comp_steps = sorted({int(s) for s in rows["step"]})
+        if c0.cause == "input_shape" and key.group == "micro":
+            findings.append(_micro_batch_finding(key, c0, ks, causes, rows, ordinal_of))
+            continue
         if c0.cause == "input_shape":
             findings.append(_shape_finding(c0, ks, causes, rows, steps, sigs, ordinal_of, steady))
             continue
@@ -705,6 +708,27 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
 def _and_list(names: list[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _micro_batch_finding(key: FindingKey, c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
+                         ordinal_of: dict[int, int]) -> Finding:
+    """Steps that held fewer (or more) micro-batches than the steady ones: each count is a
+    graph of its own (a gradient-accumulation window cut short where an epoch ends)."""
+    ms = float(rows["ms"].sum())
+    n = len(rows)
+    comp_steps = sorted({int(s) for s in rows["step"]})
+    usual = c0.old[0] if c0.old else "?"
+    other = sorted({c.new[0] for c in (causes[k] for k in ks) if c.new})
+    title = (f"Steps accumulating {' or '.join(map(str, other))} micro-batches instead of {usual} compiled "
+             f"graphs of their own: {n} recompile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s")
+    evidence = [c0.evidence] if c0.evidence else []
+    evidence.append("compiled at step" + ("s " if len(comp_steps) != 1 else " ")
+                    + ", ".join(str(ordinal_of.get(s, s)) for s in comp_steps[:10]))
+    return Finding(
+        id=str(key), cause="input_shape", kind="micro_batches", title=title, count=n, compiles=n,
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["micro_batches"],
+        evidence=evidence, steps=comp_steps, input=c0.input,
+    )
 
 
 def _first_few(values: list[Any], n: int = 8) -> str:
