@@ -604,3 +604,18 @@ def test_a_short_accumulation_window_is_named_as_such(tmp_path: Path) -> None:
     assert f.title == ("Steps accumulating 2 micro-batches instead of 4 compiled graphs of their own: "
                        "1 recompile, 0.50 s")
     assert "gradient_accumulation_steps" in f.advice and "?" not in f.title
+
+
+def test_a_graph_that_lost_an_input_names_the_baked_in_scalar(tmp_path: Path) -> None:
+    # A cosine schedule near its end: 1 - lr * weight_decay rounds to 1.0 in float32 and
+    # torch_xla bakes it in as a constant: one graph input fewer, same input shapes.
+    b = Builder(tmp_path / "r.json")
+    for k in range(12):
+        b.step({"x": [4, 16]}, compile_ms=500 if k in (0, 1, 9) else 0, nodes=1209 if k == 9 else 1210)
+    for n_inputs in (100, 100, 99):
+        b.w.write({"type": "debug", "kind": "compile", "cause": "user torch_xla.sync", "cause_kind": "barrier",
+                   "inputs": n_inputs, "frames": [], "user_frames": []})
+    f = b.done().findings[0]
+    assert f.kind == "graph_change"
+    assert any(e.startswith("torch_xla's debug records: the new graph takes 99 inputs where the step's graph "
+                            "took 100") and "1 - lr * weight_decay" in e for e in f.evidence)

@@ -192,8 +192,11 @@ def _debug_evidence(run: Run, compiles: pd.DataFrame) -> None:
     reasons: list[str | None] = [None] * n
     wheres: list[str | None] = [None] * n
     dyn = [False] * n
+    graph_inputs: list[int | None] = [None] * n
     if n and len(entries) == n:
         for k, d in enumerate(entries):
+            inputs = d.get("inputs")
+            graph_inputs[k] = inputs if type(inputs) is int else None
             frames = [f for f in d.get("frames") or [] if isinstance(f, list) and len(f) == 3]
             reasons[k] = str(d.get("cause") or "") or None
             if d.get("cause_kind") == "barrier":
@@ -209,6 +212,7 @@ def _debug_evidence(run: Run, compiles: pd.DataFrame) -> None:
     compiles["debug_reason"] = reasons
     compiles["debug_where"] = wheres
     compiles["debug_dynamo"] = dyn
+    compiles["debug_inputs"] = pd.array(graph_inputs, dtype="Int64")
 
 
 def _debug_hashes(run: Run, n: int) -> list[str | None]:

@@ -481,7 +481,7 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
     owner = ctx.eval_owner.get(step.i)
     if owner is not None:
         return owner
-    found = _step_mechanism(step, ctx)
+    found = _step_mechanism(step, ctx, new_reads_only=True)
     if found is not None and (step.sig_id is None or step.sig_id in seen_sigs):
         # A library asked for the barrier or read values in the step, with inputs seen before.
         # (Who asked for a barrier does not make its graph theirs when the inputs are new: a
@@ -676,9 +676,14 @@ def _sharding_cause(sig_id: int, seen_sigs: set[int], ctx: _Context) -> Cause | 
     return None
 
 
-def _step_mechanism(step: _StepFacts, ctx: _Context) -> Cause | None:
-    """A known library mechanism that asked for this barrier, or read values in this step."""
-    candidates = ([step.barrier_site] if step.barrier_site is not None else []) + sorted(step.sites)
+def _step_mechanism(step: _StepFacts, ctx: _Context, new_reads_only: bool = False) -> Cause | None:
+    """A known library mechanism that asked for this barrier, or read values in this step.
+
+    ``new_reads_only`` (for a barrier's compile): a mechanism that read in earlier training
+    steps too (a model's attention-mask check, every step) did not change this step's graph;
+    its first read did, once, and the graph was cached after."""
+    reads = sorted(s for s in step.sites if not (new_reads_only and s in ctx.seen_sites))
+    candidates = ([step.barrier_site] if step.barrier_site is not None else []) + reads
     for site in candidates:
         mech = mechanism(ctx.sites.get(site))
         if mech is not None:

@@ -150,7 +150,7 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
             findings.append(_sharding_finding(key, ks, causes, rows, steps, sigs, specs or {}))
             continue
         if c0.cause == "graph_change":
-            findings.append(_graph_finding(key, c0, rows, steps, ordinal_of, sites or {}))
+            findings.append(_graph_finding(key, c0, rows, steps, ordinal_of, sites or {}, compiles))
             continue
         if c0.cause == "cpu_fallback":
             findings.append(_fallback_finding(key, c0, rows, steps, ordinal_of, steady))
@@ -782,7 +782,7 @@ def _sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows:
 
 
 def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
-                   ordinal_of: dict[int, int], sites: dict[int, Site]) -> Finding:
+                   ordinal_of: dict[int, int], sites: dict[int, Site], compiles: pd.DataFrame) -> Finding:
     ms = float(rows["ms"].sum())
     n = len(rows)
     comp_steps = sorted({int(s) for s in rows["step"]})
@@ -821,6 +821,7 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         # before (a cached compile and no new one): the variants repeat, or never do.
         work = steps[steps["work"].astype(bool) & (steps["ordinal"] >= 1) & (steps["i"] >= comp_steps[0])]
         reused = int(((work["cached"] > 0) & (work["uncached"] == 0)).sum()) if len(work) else 0
+        fewer = _graph_inputs_dropped(rows, compiles)
         if not pattern and not reused and n >= 3 and n >= 0.8 * len(work):
             kind, advice = "graph_every_step", ADVICE["graph_every_step"]
             title = (f"The graph changed at every step with the same input shapes: {n} new graphs in "
@@ -831,13 +832,21 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
                 f": {n} extra graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s to compile"
                 f"{' once, cached afterwards' if reused else ''}")
     evidence = [c0.evidence] if c0.evidence else []
+    if kind != "eval_pass" and fewer is not None:
+        was, now = fewer
+        evidence.append(f"torch_xla's debug records: the new graph takes {now} inputs where the step's graph "
+                        f"took {was}: a value passed in before is a constant in it now. torch_xla bakes the "
+                        "Python scalars 0 and 1 into the graph: a learning rate that reaches 0, or "
+                        "1 - lr * weight_decay rounding to 1.0 in float32 near the end of a schedule")
     user_steps = sorted({ordinal_of.get(s, s) for s in comp_steps})
     where = "after training step" if kind == "eval_pass" else "at step"
     evidence.append(f"compiled {where}{'s' if len(user_steps) != 1 else ''} "
                     f"{', '.join(str(s) for s in user_steps[:10])}")
     # Who asked for the barriers that compiled them (recorded at a barrier that compiled):
     # a library's own sync (accelerate's gather_for_metrics) is named at the user's line.
-    asked = steps.loc[steps["i"].isin(comp_steps), "site"].dropna() if "site" in steps else []
+    # (An eval pass's: a training step's barrier is asked for where the loop runs, every step.)
+    asked = (steps.loc[steps["i"].isin(comp_steps), "site"].dropna()
+             if "site" in steps and kind == "eval_pass" else [])
     file = line = None
     for sid in dict.fromkeys(int(v) for v in asked):
         site = sites.get(sid)
@@ -852,6 +861,24 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         evidence=evidence, steps=comp_steps, pattern=pattern, severity="info" if kind == "eval_pass"
         else "warning", file=file, line=line,
     )
+
+
+def _graph_inputs_dropped(rows: pd.DataFrame, all_c: pd.DataFrame) -> tuple[int, int] | None:
+    """(inputs of the step's graph before, of the new one) when torch_xla's debug records
+    (``xprof run``) show the first of these compiles taking 1-3 fewer graph inputs than the
+    last training-step graph compiled before it with the same input signature."""
+    if "debug_inputs" not in rows or not len(rows):
+        return None
+    first = rows.iloc[0]
+    now = first["debug_inputs"]
+    if pd.isna(now) or "debug_inputs" not in all_c:
+        return None
+    earlier = all_c[(all_c["t"] < first["t"]) & (all_c["sig"] == first["sig"]) & all_c["debug_inputs"].notna()
+                    & (all_c["at"] == "barrier")] if "sig" in all_c else all_c.iloc[0:0]
+    if not len(earlier):
+        return None
+    was = int(earlier["debug_inputs"].iloc[-1])
+    return (was, int(now)) if 1 <= was - int(now) <= 3 else None
 
 
 def _eval_pass_starts(steps: pd.DataFrame) -> list[int]:
