@@ -619,3 +619,24 @@ def test_a_graph_that_lost_an_input_names_the_baked_in_scalar(tmp_path: Path) ->
     assert f.kind == "graph_change"
     assert any(e.startswith("torch_xla's debug records: the new graph takes 99 inputs where the step's graph "
                             "took 100") and "1 - lr * weight_decay" in e for e in f.evidence)
+
+
+def test_a_guard_on_a_python_number_gets_the_tensor_advice() -> None:
+    import pandas as pd
+
+    from xprof.analysis.causes import Cause
+    from xprof.analysis.findings import _dynamo_finding, _first_failures
+    from xprof.analysis.model import FindingKey
+
+    # As torch 2.9 words it: the guard, then the guarded source as a comment.
+    # Each recompile re-checks every cached entry, newest first: 0/0; 0/1, 0/0; 0/2, 0/1, 0/0 ...
+    guards = [{"func": "forward", "file": "/u/train.py", "line": 11, "reasons": [
+        f"0/{k}: step == {k}                                    "
+        "# scale = 1.0 + 0.01 * step  # u/train.py:15 in forward"
+        for k_max in range(1, 7) for k in reversed(range(k_max))]}]
+    firsts = [r for _, r in _first_failures(guards)]
+    assert firsts[-1] == "0/5: step == 5"  # the source comment left out
+    rows = pd.DataFrame({"ms": [350.0], "step": [9]})
+    f = _dynamo_finding(FindingKey("dynamo"), Cause("dynamo", FindingKey("dynamo")), rows, pd.DataFrame(), guards)
+    assert "6 of 6 recompiles: 0/5: step == 5)" in f.title
+    assert "specialized on the Python number step" in f.advice and "torch.tensor(value" in f.advice

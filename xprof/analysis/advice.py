@@ -197,6 +197,12 @@ ADVICE = {
         "values read in the compiled code) the same from call to call, or accept the fixed "
         "number of extra graphs."
     ),
+    "dynamo_value": (
+        "torch.compile specialized on the Python number {name}: each new value fails its guard "
+        "and traces the function again (up to torch._dynamo.config.recompile_limit, 8 by "
+        "default; after that the function runs without torch.compile). Pass it as a tensor "
+        "(torch.tensor(value, device=...)), or keep it out of the compiled function."
+    ),
     "no_barrier": (
         "End every training step with torch_xla.sync() (xm.mark_step()), or iterate a "
         "torch_xla MpDeviceLoader, which syncs at each batch. Without a barrier the pending "

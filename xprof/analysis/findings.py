@@ -973,6 +973,9 @@ def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.Da
     if len(reads):
         evidence.append(f"{len(reads)} host read(s) made by torch.compile itself while tracing (not the user's code)")
     advice, severity = _dynamo_advice(reasons)
+    value = _VALUE_GUARD.match(_COMPILE_ID.sub("", example).strip()) if reasons else None
+    if value is not None and sized is None:
+        advice = ADVICE["dynamo_value"].format(name=value.group("what"))
     if sized is not None:
         advice = ADVICE["dynamo_padding" if sized[1] > 0 else "dynamo_batch"].format(name=sized[0], dim=sized[1])
     return Finding(
@@ -1021,6 +1024,9 @@ def _first_failures(guards: list[dict[str, Any]]) -> list[tuple[dict[str, Any], 
         seen: set[str] = set()
         for r in g.get("reasons") or []:
             text = str(r).splitlines()[0] if str(r) else ""
+            # dynamo appends the guarded source as a comment (``step == 5   # scale = ... #
+            # train.py:15 in forward``): the guard is what comes before it.
+            text = _GUARD_SOURCE.split(text, 1)[0].rstrip()
             m = _COMPILE_ID.match(text)
             if m is not None:
                 if m.group(1) in seen:
@@ -1028,6 +1034,11 @@ def _first_failures(guards: list[dict[str, Any]]) -> list[tuple[dict[str, Any], 
                 seen.add(m.group(1))
             out.append((g, text))
     return out
+
+
+_GUARD_SOURCE = re.compile(r"\s{2,}#\s")
+_VALUE_GUARD = re.compile(r"^(?P<what>[\w.\[\]'\"()]+) == -?[\d.]+$")
+"""A guard on a Python number's value (``step == 5``): torch.compile specialized on it."""
 
 
 def _commonest_guard(reasons: list[str]) -> tuple[str, str, int]:

@@ -129,7 +129,7 @@ def headline(analysis: Analysis) -> list[str]:
         f"the wall time: {fmt.plural(t.compiles, 'uncached compile')} of "
         f"{fmt.plural(t.distinct_graphs, 'distinct graph')}.",
     ]
-    if t.steps and t.optimizer_steps >= 2 * t.steps:
+    if t.steps and t.optimizer_steps >= 1.5 * t.steps:
         # A sync every N optimizer steps: one graph holds N training steps.
         per = round(t.optimizer_steps / t.steps)
         out.insert(1, f"Each step barrier closed about {per} optimizer steps ({t.optimizer_steps} in all): "
