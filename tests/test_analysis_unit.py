@@ -640,3 +640,13 @@ def test_a_guard_on_a_python_number_gets_the_tensor_advice() -> None:
     f = _dynamo_finding(FindingKey("dynamo"), Cause("dynamo", FindingKey("dynamo")), rows, pd.DataFrame(), guards)
     assert "6 of 6 recompiles: 0/5: step == 5)" in f.title
     assert "specialized on the Python number step" in f.advice and "torch.tensor(value" in f.advice
+
+
+def test_a_loop_that_raised_before_its_first_step_is_not_called_clean(tmp_path: Path) -> None:
+    from xprof.report.prose import next_step
+
+    w = RunWriter(tmp_path / "r.json", {"name": "unit", "started_unix": T0, "meta": {}})
+    w.write({"type": "end", "t": T0 + 0.01, "status": "error", "exception": "RuntimeError: fused=True", "steps": 0})
+    w.close()
+    first, how = next_step(analyze(load_run(tmp_path / "r.json")))
+    assert first == "Nothing to judge yet." and "raised before its first step" in how

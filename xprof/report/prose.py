@@ -203,6 +203,10 @@ def next_step(analysis: Analysis) -> tuple[str, str]:
         return f"Change this first: {first.title.rstrip('.')}.", first.advice
     if analysis.findings:
         return "Nothing costly to change.", "No finding cost measurable time; those below are for information."
+    t = analysis.totals
+    if t.steps == 0 and t.status == "error":
+        return ("Nothing to judge yet.", "The training loop raised before its first step: fix that error, "
+                "then record the loop again.")
     return "Nothing to change.", "xprof found no recompile or host read that cost time in this run."
 
 
