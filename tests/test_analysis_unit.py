@@ -28,7 +28,7 @@ class Builder:
     def step(self, shapes: dict[str, list[int]] | None = None, compile_ms: float = 0.0,
              nodes: int = 70, read: tuple[str, int, str] | None = None, read_compile_ms: float = 0.0,
              site: dict[str, Any] | None = None, read_ran: bool = True, opt: int | None = None,
-             barrier_site: dict[str, Any] | None = None) -> None:
+             barrier_site: dict[str, Any] | None = None, fields: dict[str, Any] | None = None) -> None:
         """``read_compile_ms``: the read compiles a graph of its own, that long (it waits for it);
         ``site``: more fields of the read's site record (``via``, ``inner_at``); ``read_ran``:
         the read ran a graph (False: its value was ready, it only waited)."""
@@ -55,6 +55,7 @@ class Builder:
             rec["c"]["UncachedCompile"] = 1
         if opt is not None:
             rec["o"] = opt
+        rec.update(fields or {})
         if barrier_site is not None:  # who asked for a barrier that compiled
             self.w.write({"type": "site", "id": 1000, "kind": "barrier", "file": "/u/train.py", "func": "main",
                           **barrier_site})
@@ -650,3 +651,20 @@ def test_a_loop_that_raised_before_its_first_step_is_not_called_clean(tmp_path: 
     w.close()
     first, how = next_step(analyze(load_run(tmp_path / "r.json")))
     assert first == "Nothing to judge yet." and "raised before its first step" in how
+
+
+def test_a_read_compiling_for_an_eval_batch_is_the_eval_passs(tmp_path: Path) -> None:
+    # A model's mask check reads in every forward; in the eval pass (batch 8 against 4) it
+    # compiles again for the new shape: the pass's compile, not a training input's change.
+    b = Builder(tmp_path / "r.json")
+    train = {"o": 1, "bw": 1}
+    for k in range(12):
+        if k in (6, 7):
+            b.step({"input_ids": [8, 16]}, compile_ms=300 if k == 6 else 0, nodes=40, fields={"ev": 1},
+                   read=("item", 30, "if (mask == 0).any():"), read_compile_ms=100 if k == 6 else 0)
+        else:
+            b.step({"input_ids": [4, 16]}, compile_ms=500 if k < 2 else 0, fields=train,
+                   read=("item", 30, "if (mask == 0).any():"), read_compile_ms=100 if k < 2 else 0)
+    a = b.done()
+    assert [f.kind for f in a.findings if not f.minor] == ["eval_pass"]
+    assert a.findings[0].compiles == 2 and not any(f.cause == "input_shape" for f in a.findings)

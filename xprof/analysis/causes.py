@@ -709,7 +709,11 @@ def _mid_step(c: Any, step: _StepFacts, new_fallback: set[str], ctx: _Context, s
             return Cause("data_dependent", FindingKey.sync(site), site=site,
                          evidence="compiled inside an op whose output shape depends on values")
         if site in ctx.seen_sites and step.sig_id is not None and step.sig_id not in seen_sigs:
-            # The same read compiled before: it compiles again only because the inputs changed.
+            # The same read compiled before: it compiles again only because the inputs changed,
+            # an eval pass's batches (a model's mask check in its forward) being the pass's.
+            owner = ctx.eval_owner.get(step.i)
+            if owner is not None:
+                return owner
             return _shape_cause(step.sig_id, seen_sigs, seen_sig_list, ctx)
         return Cause("implicit_sync", FindingKey.sync(site), site=site,
                      evidence="compiled inside a host read of a tensor value")
