@@ -229,6 +229,27 @@ def test_shape_notice_from_exact_records() -> None:
         "a one-off cost (2 compiles, 3.0 s)")
 
 
+def test_a_short_accumulation_window_is_said_as_such() -> None:
+    said: list[str] = []
+    live = LiveNotices(0.0, said.append)
+    ids = {"name": "input_ids", "shape": [4, 16], "dtype": "int64", "src": "batch"}
+    full = [dict(ids, name=n) for n in ("input_ids", "input_ids#2", "input_ids#3", "input_ids#4")]
+    recs: list[dict[str, Any]] = [{"type": "sig", "id": 0, "inputs": full},
+                                  {"type": "sig", "id": 1, "inputs": full[:2]}]
+    for i in range(9):
+        short, new = i % 3 == 2, i in (0, 2)
+        if new:
+            recs.append({"type": "compile", "i": i, "t": i + 0.9, "ns": 1e9, "at": "barrier"})
+        recs.append({"type": "step", "i": i, "t0": i, "tb": i + 0.5, "t1": i + 1.0, "barrier": "mark_step",
+                     "o": 1, "sig": 1 if short else 0, **({"bu": 1} if new else {"bc": 1})})
+    live.feed(recs)
+    assert said == ["xprof: step 2 recompiled: it accumulated 2 micro-batches instead of 4; "
+                    "1 recompile so far, 1.0 s"]
+    assert live.summary(10.0, "r.json")[2] == (
+        "xprof: first thing to change: steps accumulating 2 micro-batches of input_ids instead of 4 are graphs "
+        "of their own: make the batches per epoch a multiple of the accumulation steps (1 compile, 1.0 s)")
+
+
 def test_an_image_size_change_asks_for_a_fixed_size_not_padding() -> None:
     live = LiveNotices(0.0, None)
     sizes = [24, 24, 24, 40, 40, 32, 32]

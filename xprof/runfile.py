@@ -23,7 +23,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
@@ -88,6 +88,38 @@ def is_fallback_counter(name: str) -> bool:
     """``aten::`` counters count ops that ran on the CPU (no XLA lowering); the scalar read
     ``aten::_local_scalar_dense`` is a host read, not a fallback op."""
     return name.startswith("aten::") and name != LOCAL_SCALAR
+
+
+def base_input_name(name: str) -> str:
+    """``input_ids#2`` (the second tensor of that name in one step) -> ``input_ids``."""
+    head, sep, tail = name.rpartition("#")
+    return head if sep and tail.isdigit() else name
+
+
+def micro_batch_change(sig: Sequence[tuple[str, Sequence[int], str, str]],
+                       seen: Iterable[Sequence[tuple[str, Sequence[int], str, str]]]) -> tuple[int, int, str] | None:
+    """(micro-batches before, now, the input) when this signature differs from a seen one
+    only in how many micro-batches the step held (``input_ids``, ``input_ids#2`` ...: a
+    gradient-accumulation window cut short at an epoch's end), every shape seen before."""
+    def counts(s: Sequence[tuple[str, Sequence[int], str, str]]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for n, _, _, _ in s:
+            b = base_input_name(n)
+            out[b] = out.get(b, 0) + 1
+        return out
+
+    now = counts(sig)
+    if not now:
+        return None
+    shapes = {(base_input_name(n), tuple(shape)) for n, shape, _, _ in sig}
+    for prev in reversed(list(seen)):
+        was = counts(prev)
+        if set(was) != set(now) or was == now:
+            continue
+        if shapes <= {(base_input_name(n), tuple(shape)) for n, shape, _, _ in prev}:
+            base = max(now, key=lambda b: abs(was[b] - now[b]))
+            return was[base], now[base], base
+    return None
 
 
 # -- typed records -----------------------------------------------------------------------

@@ -40,7 +40,7 @@ from xprof.analysis.model import EVAL_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import fallback_rows, live_reads
-from xprof.runfile import Site
+from xprof.runfile import Site, base_input_name, micro_batch_change
 
 EVAL_GRAPH_RATIO = 0.75
 """A barrier graph with fewer nodes than this share of the training graph is an eval pass."""
@@ -587,37 +587,6 @@ def _call_of_fallback(ops: set[str], step: _StepFacts, ctx: _Context) -> tuple[s
     return calls.pop() if len(calls) == 1 and None not in calls else None
 
 
-def _micro_batch_change(sig: Signature, seen: list[Signature]) -> tuple[int, int, str] | None:
-    """(micro-batches before, now, the input) when this signature differs from a seen one
-    only in how many micro-batches the step held (``input_ids``, ``input_ids#2`` ...: a
-    gradient-accumulation window cut short at an epoch's end), every shape seen before."""
-    def counts(s: Signature) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for n, _, _, _ in s:
-            b = base_input_name(n)
-            out[b] = out.get(b, 0) + 1
-        return out
-
-    now = counts(sig)
-    if not now or max(now.values()) < 1:
-        return None
-    shapes = {(base_input_name(n), tuple(shape)) for n, shape, _, _ in sig}
-    for prev in reversed(seen):
-        was = counts(prev)
-        if set(was) != set(now) or was == now:
-            continue
-        if shapes <= {(base_input_name(n), tuple(shape)) for n, shape, _, _ in prev}:
-            base = max(now, key=lambda b: abs(was[b] - now[b]))
-            return was[base], now[base], base
-    return None
-
-
-def base_input_name(name: str) -> str:
-    """``input_ids#2`` (the second tensor of that name in one step) -> ``input_ids``."""
-    head, sep, tail = name.rpartition("#")
-    return head if sep and tail.isdigit() else name
-
-
 def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature], ctx: _Context) -> Cause:
     """The input whose shape is new in this step's signature (or, under SPMD, whose
     sharding is new while every shape was seen before)."""
@@ -632,7 +601,7 @@ def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature
         base = base_input_name(name)
         return Cause("input_shape", FindingKey.input(base), input=base, dim=dim, old=old, new=new,
                      evidence=f"{name} changed shape {_fmt(old)} -> {_fmt(new)}")
-    micro = _micro_batch_change(sig, seen_sig_list)
+    micro = micro_batch_change(sig, seen_sig_list)
     if micro is not None:
         before, now, base = micro
         return Cause("input_shape", FindingKey("micro", base), input=base, old=(before,), new=(now,),

@@ -40,7 +40,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xprof.runfile import is_fallback_counter
+from xprof.runfile import is_fallback_counter, micro_batch_change
 from xprof.untrusted import visible
 
 WARMUP_STEPS = 2
@@ -554,7 +554,21 @@ class LiveNotices:
             elif sig is not None and sig not in self._steady_sigs:
                 name, _old, new = self._changed_input(sig)
                 resharded = self._changed_sharding(sig, self._steady_sigs) if name is None else None
-                if resharded is not None:
+                micro = (micro_batch_change(self._sigs.get(sig, []), (self._sigs[s] for s in self._steady_sigs
+                                                                        if s in self._sigs))
+                         if name is None and resharded is None else None)
+                if micro is not None:
+                    # A gradient-accumulation window of another length (the analysis'
+                    # micro_batches): every shape seen, another number of micro-batches.
+                    was, now, base = micro
+                    key = ("input_shape", "micro")
+                    self._add_cost(key, barrier_s + read_s, n_barrier + read_n,
+                                   f"steps accumulating {now} micro-batches of {clean(base, 60)} instead of {was} "
+                                   "are graphs of their own: make the batches per epoch a multiple of the "
+                                   "accumulation steps")
+                    self._say(key, f"step {i} recompiled: it accumulated {now} micro-batches instead of {was}; "
+                              f"{so_far}")
+                elif resharded is not None:
                     name, before, after = resharded
                     self._sharding_cost(name, barrier_s + read_s, n_barrier + read_n)
                     self._say(("input_sharding", name), f"step {i} recompiled: {clean(name, 60)} sharded "
