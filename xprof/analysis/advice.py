@@ -132,6 +132,12 @@ ADVICE = {
         "on the step or on values, Python scalars that change (0 and 1 are baked into the graph "
         "as constants), or a different set of live tensors at the barrier."
     ),
+    "baked_scalar": (
+        "A number passed to the graph became 0 or 1, which torch_xla bakes in as a constant, so "
+        "the graph is another one from then on. At the end of a learning-rate schedule: keep the "
+        "learning rate above 0 (a minimum lr: cosine_with_min_lr, eta_min), or accept one "
+        "recompile (it is cached after). XLA_NO_SPECIAL_SCALARS=1 did not prevent it where tried."
+    ),
     "graph_every_step": (
         "Every step built a graph never seen before from inputs of the same shapes, so "
         "something that changes each step is baked into the graph: most often a Python number "

@@ -834,6 +834,7 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     evidence = [c0.evidence] if c0.evidence else []
     if kind != "eval_pass" and fewer is not None:
         was, now = fewer
+        advice = ADVICE["baked_scalar"]
         evidence.append(f"torch_xla's debug records: the new graph takes {now} inputs where the step's graph "
                         f"took {was}: a value passed in before is a constant in it now. torch_xla bakes the "
                         "Python scalars 0 and 1 into the graph: a learning rate that reaches 0, or "
@@ -841,7 +842,7 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     user_steps = sorted({ordinal_of.get(s, s) for s in comp_steps})
     where = "after training step" if kind == "eval_pass" else "at step"
     evidence.append(f"compiled {where}{'s' if len(user_steps) != 1 else ''} "
-                    f"{', '.join(str(s) for s in user_steps[:10])}")
+                    f"{', '.join(str(s) for s in user_steps[:10])}{' ...' if len(user_steps) > 10 else ''}")
     # Who asked for the barriers that compiled them (recorded at a barrier that compiled):
     # a library's own sync (accelerate's gather_for_metrics) is named at the user's line.
     # (An eval pass's: a training step's barrier is asked for where the loop runs, every step.)
@@ -957,7 +958,8 @@ def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.Da
     sized: tuple[str, int, list[int]] | None = None
     if reasons:
         _, example, count = _commonest_guard(reasons)
-        share = f"{count} of {len(reasons)} recompiles: " if len(reasons) > 1 else ""
+        # dynamo's retraces (guard failures), not the XLA graphs the title counts
+        share = f"{count} of {len(reasons)} dynamo retraces: " if len(reasons) > 1 else ""
         sized = _size_guard(reasons, example)
         if sized is not None:
             name, dim, sizes = sized

@@ -129,10 +129,12 @@ def headline(analysis: Analysis) -> list[str]:
         f"the wall time: {fmt.plural(t.compiles, 'uncached compile')} of "
         f"{fmt.plural(t.distinct_graphs, 'distinct graph')}.",
     ]
-    if t.steps and t.optimizer_steps >= 1.5 * t.steps:
+    end = analysis.run.end
+    closed = t.optimizer_steps - (end.tail_opt if end is not None else 0)  # the last ones may be pending
+    if t.steps and closed >= 1.5 * t.steps:
         # A sync every N optimizer steps: one graph holds N training steps.
-        per = round(t.optimizer_steps / t.steps)
-        out.insert(1, f"Each step barrier closed about {per} optimizer steps ({t.optimizer_steps} in all): "
+        per = round(closed / t.steps)
+        out.insert(1, f"Each step barrier closed about {per} optimizer steps ({closed} in all): "
                       f"one graph runs {per} training steps of one optimizer (or one step each of {per} "
                       "optimizers, as a GAN does), and the steps counted here are barriers.")
     if t.steps == 0 and any(f.cause == "no_barrier" for f in analysis.findings):
