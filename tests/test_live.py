@@ -240,6 +240,8 @@ def test_a_short_accumulation_window_is_said_as_such() -> None:
         short, new = i % 3 == 2, i in (0, 2)
         if new:
             recs.append({"type": "compile", "i": i, "t": i + 0.9, "ns": 1e9, "at": "barrier"})
+        # the short window's graph is about half the size: smaller, but a training step's
+        recs.append({"type": "graph_sizes", "samples": [[i + 0.9, 300 if short else 600]]})
         recs.append({"type": "step", "i": i, "t0": i, "tb": i + 0.5, "t1": i + 1.0, "barrier": "mark_step",
                      "o": 1, "sig": 1 if short else 0, **({"bu": 1} if new else {"bc": 1})})
     live.feed(recs)

@@ -526,8 +526,8 @@ class LiveNotices:
             read_sites = {int(s["site"]) for s in self._step_syncs}
             train = self._train_nodes
             dd = [k for k in (self._dd_key(int(s["site"])) for s in self._step_syncs) if k is not None]
-            if nodes is not None and train and nodes < 0.75 * train:
-                pass  # a much smaller graph: an eval pass (the analysis' info finding)
+            if nodes is not None and train and nodes < 0.75 * train and not (rec.get("o") or rec.get("bw")):
+                pass  # a much smaller graph, no optimizer step or backward: an eval pass (info)
             elif dd:
                 # a value-dependent op gave the graph a new shape: the data-dependent finding's
                 self._cost[dd[0]][0] += barrier_s
