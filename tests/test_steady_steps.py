@@ -181,3 +181,33 @@ def test_live_notices_take_the_steady_path_and_say_the_same(tmp_path: Path, monk
     assert fast.summary(10.0, "r.json") == full.summary(10.0, "r.json")
     keep = ("_barriers", "_k", "_work", "_compiles", "_recompiles", "_graphs", "_eager", "_steady_sigs")
     assert {k: getattr(fast, k) for k in keep} == {k: getattr(full, k) for k in keep}
+
+
+def test_a_barriers_graph_counted_during_a_read_is_not_the_reads(tmp_path: Path) -> None:
+    """torch_xla runs a barrier's graph asynchronously and counts it late: a read right after
+    the barrier sees it inside its window. That execution is the barrier's; one the read
+    starts itself, or any after the barrier's was counted, is the read's."""
+    source = Counters({"UncachedCompile": 1, "CachedCompile": 0, "ExecuteComputation": 1})
+    rec = Recorder(RunWriter(str(tmp_path / "r.json"), {"xprof_version": "0.1.0", "meta": {}}), source)
+    rec.start()
+    x = lambda: source.values["ExecuteComputation"]  # noqa: E731
+    for i in range(4):
+        before = (source.values["UncachedCompile"], source.values["CachedCompile"], x())
+        _add(source.values, "CachedCompile")  # the barrier ran a graph; not counted yet ...
+        if i == 3:
+            _add(source.values, "ExecuteComputation")  # ... except here: counted before it returned
+        rec.on_barrier(1.0 + i, before, "mark_step")
+        b = (1, source.values["CachedCompile"], x())
+        if i == 0:  # a ready read: the barrier's execution counted while it waited
+            rec.on_host_read("item", None, 1.1, 1.2, b, (b[0], b[1], b[2] + 1), False)
+        elif i == 1:  # the same, and a graph of the read's own
+            rec.on_host_read("item", None, 2.1, 2.2, b, (b[0], b[1] + 1, b[2] + 2), False)
+        elif i == 2:  # counted before the read began: the read's execution is its own
+            rec.on_host_read("item", None, 3.1, 3.2, (b[0], b[1], b[2] + 1), (b[0], b[1] + 1, b[2] + 2), False)
+            _add(source.values, "ExecuteComputation")
+        else:  # counted by the barrier itself (xm.save right after it, say): the read's own
+            rec.on_host_read("item", None, 4.1, 4.2, b, (b[0], b[1] + 1, b[2] + 1), False)
+        _add(source.values, "ExecuteComputation", 2 if i == 1 else 1)
+    rec.stop("ok", None)
+    syncs = [r for r in _records(tmp_path / "r.json") if r["type"] == "sync"]
+    assert [r.get("x", 0) for r in syncs] == [0, 1, 1, 1]

@@ -157,6 +157,12 @@ class Recorder:
         """Compiles (uncached + cached) counted when the last barrier ended."""
         self._read_compiles = 0
         """Compiles inside host reads and step closures since the last barrier (any thread)."""
+        self._exec_due = False
+        """The last barrier launched a graph whose execution the counter may not have counted
+        yet when it returned (torch_xla runs it asynchronously): a read that begins before it
+        is counted sees it inside its window, and it is the barrier's, not the read's."""
+        self._exec_mark = 0
+        """The execution count when the last barrier returned."""
         # -- SPMD (the hooks' side) --
         self.spmd = False
         """An SPMD run: set once, by ``watch()`` or at the barrier that finds it on."""
@@ -419,7 +425,7 @@ class Recorder:
 
     # -- the hooks' side: barriers ---------------------------------------------------
 
-    def on_barrier(self, tb: float, before: tuple[int, int], kind: str) -> None:
+    def on_barrier(self, tb: float, before: tuple[int, ...], kind: str) -> None:
         """A step barrier just finished: queue the step in progress and start the next.
 
         Training thread only. Reads the clock and the counters; everything else waits.
@@ -449,6 +455,10 @@ class Recorder:
         mid = before[0] + before[1] - self._end_compiles - self._read_compiles
         self._end_compiles = uncached + vals[1]
         self._read_compiles = 0
+        k = len(m.BASE_COUNTERS)  # (an SPMD run counts its executions in ExecuteReplicated too)
+        self._exec_mark = vals[2] + (vals[k] if len(names) > k and names[k] == m.REPLICATED else 0)
+        # Its graph ran (was compiled or looked up) but no execution was counted by now.
+        self._exec_due = ran and len(before) > 2 and self._exec_mark == before[2]
         if mid < 0:
             mid = 0  # a counter reset (torch.compile's bridge clears them)
         if self._spmd_undecided:
@@ -655,6 +665,11 @@ class Recorder:
                      deferred: bool) -> None:
         """Any thread: one host read of an XLA tensor, with the counters around it."""
         thread = None if threading.get_ident() == self.owner else threading.current_thread().name
+        if self._exec_due and after[2] != before[2]:
+            self._exec_due = False
+            if before[2] == self._exec_mark:
+                # The barrier's graph was counted while this read waited: not a graph it ran.
+                after = (after[0], after[1], after[2] - 1)
         if not deferred:  # (a step closure's are counted by the closure: see on_closure_compiles)
             self._read_compiles += after[0] - before[0] + after[1] - before[1]
             if after[2] != before[2] and thread is None and self._inputs and not self._backwards:

@@ -126,7 +126,9 @@ def _barrier_kind_walk(frame: Any) -> str:
 
 def install_barrier(rec: Recorder, patches: Patches, xlac: Any) -> None:
     original = xlac._xla_step_marker
-    counts = rec.counters.compile_counts
+    # (uncached, cached, executions): whether the step's graph was counted as run by the
+    # time the barrier returned tells a read right after it whose execution it waits for
+    counts = rec.counters.sync_counts
 
     def _xla_step_marker(*args: Any, **kwargs: Any) -> Any:
         if not rec.active or threading.get_ident() != rec.owner:
