@@ -16,7 +16,7 @@ Three parts, one process (torch_xla is imported once):
 3. Each hook's own work per call: the real wrapper around a no-op in place of the torch
    function (on a shared machine the torch call's own time swings by more than the hook).
 
-    PJRT_DEVICE=CPU .venv/bin/python benchmarks/overhead.py [--blocks 6] [--steps 400]
+    PJRT_DEVICE=CPU .venv/bin/python benchmarks/overhead.py [--blocks 40] [--steps 100] [--cpu 0]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import TinyLoop, emit_json, median, per_call_us, quiet_deprecations, table
+from _common import TinyLoop, emit_json, median, per_call_us, pin_cpu, quiet_deprecations, table
 
 
 def _watched(tmp: str, tag: str, live: bool = False) -> AbstractContextManager[Any]:
@@ -391,7 +391,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--steps", type=int, default=100, help="steps per block")
     ap.add_argument("--rounds", type=int, default=6, help="alternating rounds per hook measurement")
     ap.add_argument("--json", help="write the figures here (for run_all.py)")
+    ap.add_argument("--cpu", type=int, help="run on this one CPU only (os.sched_setaffinity, set before torch "
+                    "is imported): no cross-CPU wake-ups, and the writer thread's work shows in wall time")
     args = ap.parse_args(argv)
+    pin_cpu(args.cpu)
     quiet_deprecations()
     t_start = time.perf_counter()
     loop = TinyLoop()
@@ -422,7 +425,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if lo["writer_cpu_us_per_step"] is not None:
         print(f"writer thread CPU: {lo['writer_cpu_us_per_step']:.1f} µs a step (median over watched blocks)")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
-          "(wall-time ratios are only meaningful on an idle machine)")
+          "(wall-time ratios are only meaningful on an idle machine)"
+          + (f"; pinned to CPU {args.cpu}" if args.cpu is not None else ""))
     print()
     print("per-call cost of each hook (best of alternating rounds):")
     print(table([[h["hook"], h["plain_us"], h["watched_us"], h["added_us"]] for h in hooks],

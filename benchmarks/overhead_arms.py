@@ -15,7 +15,7 @@ block's first 20 steps left out):
 - ``bare``: ``watch(inputs=False, syncs=False)``: barriers, counters and evidence only.
 
     PJRT_DEVICE=CPU .venv/bin/python benchmarks/overhead_arms.py [--blocks 80]
-        [--arms plain,watched,noinputs,bare,plain2]
+        [--arms plain,watched,noinputs,bare,plain2] [--cpu 0]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import TinyLoop, median
+from _common import TinyLoop, median, pin_cpu
 
 ARMS = ("plain", "watched", "inactive", "held", "noinputs", "bare", "plain2")
 HEAD = 20
@@ -90,7 +90,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--steps", type=int, default=100, help="steps per block")
     ap.add_argument("--arms", default="plain,watched,inactive,noinputs,bare,plain2",
                     help=f"comma-separated, from {', '.join(ARMS)} (plain is the reference)")
+    ap.add_argument("--cpu", type=int, help="run on this one CPU only (os.sched_setaffinity, set before torch "
+                    "is imported): no cross-CPU wake-ups, and the writer thread's work shows in wall time")
     args = ap.parse_args(argv)
+    pin_cpu(args.cpu)
     arms = [a for a in args.arms.split(",") if a]
     unknown = [a for a in arms if a not in ARMS]
     if unknown or "plain" not in arms:
