@@ -40,6 +40,17 @@ def compiled_call(ids, mask, y, step_fn, model):
     return loss, out
 
 
+def fresh(n):
+    x, y = Tensor().to("xla"), make(n).to("xla")
+    a, b = make(n).to("xla"), (
+        Tensor().to("xla"))
+    return x, y
+
+
+def make(n):
+    return Tensor()
+
+
 data, target = Tensor(), Tensor()
 labels, inputs = target.to("xla"), data.to("xla")
 '''
@@ -75,3 +86,16 @@ def test_tensors_moved_inside_a_call_are_named_by_their_variables(tmp_path: Path
     mod.SEEN.clear()
     mod.compiled_call(mod.Tensor(), mod.Tensor(), mod.Tensor(), lambda *a: a, lambda t: t)
     assert [name for name, _ in mod.SEEN] == ["ids", "mask", "y", "mask"]
+
+
+def test_unnamed_tensors_moved_in_a_tuple_assignment_are_named_by_position(tmp_path: Path) -> None:
+    # `x, y = torch.randn(n, 16).to(dev), torch.randn(n, 1).to(dev)`: no variable holds
+    # either tensor; the column of the running call says which target it is. A statement
+    # over several lines (not parsed from one line) is named by the line that moved it.
+    mod = _module(tmp_path)
+    mod.SEEN.clear()
+    mod.fresh(3)
+    assert [name for name, _ in mod.SEEN] == ["x", "y", "loopmod.py:31", "loopmod.py:32"]
+    mod.SEEN.clear()
+    mod.fresh(3)  # cached per line and per call: the same names again
+    assert [name for name, _ in mod.SEEN] == ["x", "y", "loopmod.py:31", "loopmod.py:32"]

@@ -9,6 +9,7 @@ was moved in, or the variable it was assigned to (``x = torch.randn(8, 16).to(de
 from __future__ import annotations
 
 import ast
+import itertools
 import linecache
 import os
 from collections.abc import Mapping
@@ -77,15 +78,25 @@ def _target_name(node: ast.expr) -> str | None:
     return None
 
 
-_LINE_NAMES: dict[tuple[str, int], str | tuple[tuple[str, str], ...]] = {}
-"""A line's name, or, for ``x, y = x.to(dev), y.to(dev)``, each (target, moved variable) pair."""
+Slot = tuple[str, "str | None", int, int]
+"""A tensor moved on a line with several: (name shown, variable it was in or None, first
+and last column of the expression that moved it)."""
+
+_LINE_NAMES: dict[tuple[str, int], str | tuple[Slot, ...]] = {}
+"""A line's name, or, for a line that moves several tensors, each one's slot."""
+
+_CALL_COLUMNS: dict[tuple[Any, int], tuple[int, int] | None] = {}
+"""(code, instruction offset) -> the columns of the call running there, on its line."""
 
 
 def name_from_line(filename: str, lineno: int, frame: FrameType | None = None, tensor: Any = None) -> str:
     """The variable a line assigns to, or ``file.py:LINE`` when there is no one name.
 
-    A tuple assignment of moved tensors (``data, target = data.to(dev), target.to(dev)``)
-    names each by the variable the moved tensor was in: ``frame``'s, holding ``tensor``.
+    A line that moves several tensors names each from ``frame`` (the frame running the
+    move, holding ``tensor``): by the variable the moved tensor was in (``data, target =
+    data.to(dev), target.to(dev)``), else by which of the line's moves is running, from
+    the columns of the frame's current call (``x, y = torch.randn(n, 16).to(dev),
+    torch.randn(n, 1).to(dev)``).
     """
     key = (filename, lineno)
     cached = _LINE_NAMES.get(key)
@@ -95,39 +106,63 @@ def name_from_line(filename: str, lineno: int, frame: FrameType | None = None, t
         return cached
     if frame is not None:
         local, glob = frame.f_locals, frame.f_globals
-        for target, moved in cached:
-            if (local[moved] if moved in local else glob.get(moved)) is tensor:
-                return target
+        for shown, moved, _, _ in cached:
+            if moved is not None and (local[moved] if moved in local else glob.get(moved)) is tensor:
+                return shown
+        cols = _call_columns(frame)
+        if cols is not None:
+            for shown, _, start, end in cached:
+                if start <= cols[0] and cols[1] <= end:
+                    return shown
     return f"{os.path.basename(filename)}:{lineno}"
 
 
-def _parse_line(filename: str, lineno: int) -> str | tuple[tuple[str, str], ...]:
-    text = linecache.getline(filename, lineno).strip()
+def _call_columns(frame: FrameType) -> tuple[int, int] | None:
+    """Columns of the call ``frame`` is in, when it starts and ends on the frame's line."""
+    code, at = frame.f_code, frame.f_lasti
+    key = (code, at)
+    if key in _CALL_COLUMNS:
+        return _CALL_COLUMNS[key]
+    cols = None
+    try:
+        pos = next(itertools.islice(code.co_positions(), at // 2, None), None)
+    except (AttributeError, ValueError):  # no positions (python -X no_debug_ranges)
+        pos = None
+    if pos is not None and pos[0] == pos[1] == frame.f_lineno and pos[2] is not None and pos[3] is not None:
+        cols = (pos[2], pos[3])
+    _CALL_COLUMNS[key] = cols
+    return cols
+
+
+def _parse_line(filename: str, lineno: int) -> str | tuple[Slot, ...]:
+    raw = linecache.getline(filename, lineno)
+    text = raw.strip()
     if text:
         try:
             tree = ast.parse(text)
         except SyntaxError:
             tree = None
         if tree is not None and tree.body:
+            indent = len(raw) - len(raw.lstrip())
             stmt = tree.body[0]
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-                pairs = _moved_pairs(stmt.targets[0], stmt.value)
-                if pairs:
-                    return pairs
+                slots = _moved_slots(stmt.targets[0], stmt.value, indent)
+                if slots:
+                    return slots
                 name = _target_name(stmt.targets[0])
-                if name is not None and (_is_move(stmt.value) or not _moved_inside(stmt.value)):
+                if name is not None and (_is_move(stmt.value) or not _moved_inside(stmt.value, indent)):
                     return name  # x = batch.to(dev), x = torch.randn(8, 16).to(dev)
             elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
                 name = _target_name(stmt.target)
-                if name is not None and (_is_move(stmt.value) or not _moved_inside(stmt.value)):
+                if name is not None and (_is_move(stmt.value) or not _moved_inside(stmt.value, indent)):
                     return name
             # Moved inside a larger expression (loss = step(ids.to(dev), mask.to(dev)),
             # model(x.to(dev))): each by the variable it was in, not by what the line assigns.
-            inside = _moved_inside(stmt)
+            inside = _moved_inside(stmt, indent)
             if len(inside) == 1:
                 return inside[0][0]
             if inside:
-                return tuple((shown, var) for shown, var in inside if var)
+                return tuple(inside)
     return f"{os.path.basename(filename)}:{lineno}"
 
 
@@ -139,34 +174,42 @@ def _is_move(node: ast.AST | None) -> bool:
             and node.func.attr in _MOVES)
 
 
-def _moved_inside(node: ast.AST | None) -> list[tuple[str, str | None]]:
-    """(name shown, variable looked up in the frame) of each named tensor moved by a
-    ``.to(...)`` call in ``node``: ``ids.to(dev)`` -> ``("ids", "ids")``, ``batch.x.to(dev)``
-    -> ``("x", None)``. A moved call result (``torch.randn(4).to(dev)``) has no name."""
+def _span(node: ast.expr, indent: int) -> tuple[int, int]:
+    end = node.end_col_offset if node.end_col_offset is not None else node.col_offset
+    return node.col_offset + indent, end + indent
+
+
+def _moved_inside(node: ast.AST | None, indent: int) -> list[Slot]:
+    """The slot of each named tensor moved by a ``.to(...)`` call in ``node``:
+    ``ids.to(dev)`` -> ``("ids", "ids", ...)``, ``batch.x.to(dev)`` -> ``("x", None, ...)``.
+    A moved call result (``torch.randn(4).to(dev)``) has no name."""
     if node is None:
         return []
-    out: list[tuple[str, str | None]] = []
+    out: list[Slot] = []
     for n in ast.walk(node):
         if _is_move(n):
             receiver = n.func.value  # type: ignore[attr-defined]
             name = _target_name(receiver)
             if name is not None:
-                out.append((name, receiver.id if isinstance(receiver, ast.Name) else None))
+                out.append((name, receiver.id if isinstance(receiver, ast.Name) else None,
+                            *_span(n, indent)))  # type: ignore[arg-type]
     return out
 
 
-def _moved_pairs(target: ast.expr, value: ast.expr | None) -> tuple[tuple[str, str], ...]:
-    """(target, variable) of each ``variable.method(...)`` a tuple assignment assigns by position."""
+def _moved_slots(target: ast.expr, value: ast.expr | None, indent: int) -> tuple[Slot, ...]:
+    """The slot of each named target of a tuple assignment, by position: ``x, y = a.to(d),
+    torch.randn(4).to(d)`` -> x in a (or columns 7-14), y in columns 16-36."""
     if not (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
             and len(target.elts) == len(value.elts)):
         return ()
-    pairs = []
+    slots: list[Slot] = []
     for t, v in zip(target.elts, value.elts):
         name = _target_name(t)
-        if (name is not None and isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)
-                and isinstance(v.func.value, ast.Name)):
-            pairs.append((name, v.func.value.id))
-    return tuple(pairs)
+        if name is not None and isinstance(v, ast.Call):
+            moved = (v.func.value.id if isinstance(v.func, ast.Attribute) and isinstance(v.func.value, ast.Name)
+                     else None)
+            slots.append((name, moved, *_span(v, indent)))
+    return tuple(slots)
 
 
 def name_from_comprehension(frame: FrameType) -> str | None:
