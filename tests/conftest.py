@@ -22,10 +22,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _hook_state() -> dict[str, Any]:
     """Identity of everything watch() patches, where those modules are already loaded."""
+    import logging
     import warnings
 
     state: dict[str, Any] = {"warnings.showwarning": warnings.showwarning,
-                             "warnings._showwarnmsg": getattr(warnings, "_showwarnmsg", None)}
+                             "warnings._showwarnmsg": getattr(warnings, "_showwarnmsg", None),
+                             "dynamo log handlers": tuple(logging.getLogger("torch._dynamo.convert_frame").handlers)}
     torch = sys.modules.get("torch")
     if torch is not None:
         from xprof.recorder.hooks import DATA_DEPENDENT, HOST_READS
@@ -65,7 +67,9 @@ def _no_leaked_watch() -> Iterator[None]:
     assert active() is None, "a test left xprof.watch() running"
     after = _hook_state()
     for key, value in before.items():
-        if key in ("Tensor", "torch"):
+        if key == "dynamo log handlers":
+            assert after[key] == value, "a test left a handler on torch._dynamo's log"
+        elif key in ("Tensor", "torch"):
             changed = {k for k in set(value) | set(after[key])
                        if value.get(k) is not after[key].get(k)}
             assert not changed, f"a test left {key} patched: {sorted(changed)}"

@@ -643,6 +643,28 @@ def test_a_guard_on_a_python_number_gets_the_tensor_advice() -> None:
     assert "specialized on the Python number step" in f.advice and "torch.tensor(value" in f.advice
 
 
+def test_torch_compile_giving_up_in_warm_up_is_a_finding_of_its_own(tmp_path: Path) -> None:
+    # dynamo hit its recompile limit (set to 1) in the second step: its retraces were all
+    # warm-up, so no dynamo finding takes the mark; each new size compiles at the barrier.
+    b = Builder(tmp_path / "r.json")
+    for k in range(8):
+        if k == 1:
+            b.w.write({"type": "debug", "kind": "dynamo_limit", "i": 1, "t": b.t, "limit": "recompile_limit",
+                       "value": 1, "func": "inner", "file": "/x/torch/_dynamo/external_utils.py", "line": 66,
+                       "reason": "0/0: tensor 'args[0]' size mismatch at index 0. expected 4, actual 5"})
+        b.step({"x": [4 + k, 8]}, compile_ms=500, opt=1)
+    a = b.done()
+    dyn = [f for f in a.findings if f.cause == "dynamo"]
+    assert len(dyn) == 1 and dyn[0].kind == "dynamo_limit" and not dyn[0].minor and dyn[0].seconds == 0
+    assert dyn[0].title == ("torch.compile gave up on the compiled module's forward at step 1 "
+                            "(torch._dynamo.config.recompile_limit = 1) and runs it uncompiled from then on")
+    assert "(7 compiles after step 1, counted in the other findings)" in dyn[0].evidence[0]
+    assert any(f.cause == "input_shape" and f.input == "x" and f.compiles == 7 for f in a.findings)
+    from xprof.report.prose import costly
+
+    assert dyn[0] in costly(a)  # wanted, though its time is not measured
+
+
 def test_a_loop_that_raised_before_its_first_step_is_not_called_clean(tmp_path: Path) -> None:
     from xprof.report.prose import next_step
 

@@ -23,7 +23,7 @@ _NOTICES: dict[str, Any] = {}
 """The live notices each scenario's watch() printed (``LiveNotices``)."""
 SCENARIOS = ("accumulate_eval_plateau", "checkpoint", "clean_closure", "closure_argmax", "closure_nan_check",
              "compile_fn_partial", "compile_step_padding", "cpu_fallback", "dynamo_eval",
-             "dynamo_partial_batch", "eager_compiled_step", "eager_loop", "eager_padding", "eval_pass",
+             "dynamo_limit", "dynamo_partial_batch", "eager_compiled_step", "eager_loop", "eager_padding", "eval_pass",
              "every_n_steps", "item_every_step", "length_buckets", "library_checks", "mask_loss",
              "masked_select_loss", "no_barrier", "padding_collate_loader", "slice_bound",
              "padding_dict", "partial_batch", "stray_print", "tensor_condition", "two_causes")
@@ -262,6 +262,8 @@ def test_live_notices_agree_with_the_analysis(scenario: Any, name: str) -> None:
             assert set(what.split(",")) <= set(a.totals.fallback_ops), line
         elif cause in ("eager_mode", "no_barrier"):
             assert any(f.cause == cause for f in problems), line
+        elif cause == "dynamo_limit":
+            assert any(f.cause == "dynamo" and "gave up on" in f.title for f in problems), line
         else:
             assert cause == "graph_change", line
             assert any(f.cause == "graph_change" for f in problems), line
@@ -416,7 +418,7 @@ def test_torch_compile_partial_batch(scenario: Any) -> None:
     # compiled module's first argument (called positionally: dynamo names it args[0]).
     assert (f["input"], f["dim"]) == ("args[0]", 0) and "args[0] dim 0 took 2 sizes: 8, 3" in f["title"]
     assert any("size mismatch at index 0. expected 8, actual 3" in e for e in f["evidence"])
-    assert "drop_last=True" in f["advice"] and "mark_dynamic(args[0], 0)" in f["advice"]
+    assert "drop_last=True" in f["advice"] and "mark_dynamic does not help on XLA" in f["advice"]
     assert not any(f["cause"] == "unknown" for f in s["findings"])
     # torch.compile's own reads while tracing are not the user's host reads.
     assert not any(f["cause"] == "implicit_sync" for f in s["findings"])
@@ -432,6 +434,31 @@ def test_columnar_reader_gives_the_same_analysis(scenario: Any, name: str) -> No
     cols = load_columns(a.run.path, engine="duckdb")
     assert_same_run(cols, load_run(a.run.path))
     assert_same_analysis(analyze(cols), a)
+
+
+def test_dynamo_giving_up_at_its_recompile_limit_is_said(scenario: Any) -> None:
+    """torch.compile stops compiling the module at dynamo's recompile limit: the dynamo
+    finding says where, the sizes after it compile at the barrier as x's own shape finding,
+    and mark_dynamic (which does not spare XLA a compile per size) is not advised."""
+    a, counters = scenario("dynamo_limit")
+    s = a.summary()
+    dyn = [f for f in s["findings"] if f["cause"] == "dynamo"]
+    assert len(dyn) == 1
+    f = dyn[0]
+    assert f["title"].endswith("then it gave up on the compiled module's forward at step 4 and runs it uncompiled")
+    limit = [e for e in f["evidence"] if "hit config.recompile_limit (2)" in e]
+    assert len(limit) == 1 and "runs as plain lazy tensor ops" in limit[0]
+    assert "(4 compiles after step 4, counted in the other findings)" in limit[0]
+    assert "recompile_limit only postpones this" in f["advice"] and "does not help on XLA" in f["advice"]
+    # the sizes after the limit: the inputs of the tuple assignment are x and y by name
+    shape = [f for f in s["findings"] if f["cause"] == "input_shape"]
+    assert len(shape) == 1 and shape[0]["input"] == "x" and shape[0]["compiles"] == 4  # sizes 6-9
+    assert not any(f["cause"] == "unknown" for f in s["findings"])
+    assert a.totals.compiles == counters["UncachedCompile"]
+    said = [line for (cause, _), line in _NOTICES["dynamo_limit"].said if cause == "dynamo_limit"]
+    assert said == ["xprof: step 4: torch.compile gave up on the compiled module's forward at its recompile limit "
+                    "(torch._dynamo.config.recompile_limit = 2): it runs uncompiled from now on, and XLA compiles "
+                    "a graph for each new shape"]
 
 
 def test_dynamo_grad_mode_retrace_is_a_one_off(scenario: Any) -> None:

@@ -96,6 +96,15 @@ def base_input_name(name: str) -> str:
     return head if sep and tail.isdigit() else name
 
 
+def dynamo_func(func: str, file: Any, line: Any) -> str:
+    """A function dynamo compiled, as the user knows it: ``inner`` in torch's own
+    ``external_utils.py`` is the wrapper torch.compile puts around a module's forward."""
+    base = os.path.basename(str(file)) if file else ""
+    if func == "inner" and str(file or "").replace("\\", "/").endswith("_dynamo/external_utils.py"):
+        return "the compiled module's forward"
+    return f"{func}() ({base}:{line})" if base else f"{func}()"
+
+
 def micro_batch_change(sig: Sequence[tuple[str, Sequence[int], str, str]],
                        seen: Iterable[Sequence[tuple[str, Sequence[int], str, str]]]) -> tuple[int, int, str] | None:
     """(micro-batches before, now, the input) when this signature differs from a seen one

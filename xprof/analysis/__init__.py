@@ -16,7 +16,7 @@ from xprof.analysis import causes as _causes
 from xprof.analysis import findings as _findings
 from xprof.analysis import steps as _steps
 from xprof.analysis import tables
-from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals
+from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals, unmeasured
 from xprof.runcolumns import RunColumns, columns_of, load_columns
 from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter
 
@@ -81,16 +81,16 @@ def _analyze(run: Run) -> Analysis:
     else:
         syncs["kind"] = pd.Series(dtype=object)
         syncs["exec_ms"] = pd.Series(dtype=float)
-    findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs)
+    limits = [d.fields for d in run.debug if d.kind == "dynamo_limit"]
+    findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs, limits)
     missing = _findings.no_barrier(run.end, steps, syncs, tail_ms)
     if missing is not None and not any(e.where == "barrier" for e in run.errors):
         # (a barrier hook that failed records no step: its barriers are not missing)
         findings.insert(0, missing)
     totals = _totals(run, steps, compiles, syncs, execute_s, found, float(tail_ms.sum()))
     for f in findings:
-        # (steps that never ran cost no time: they are lost work, never minor)
-        f.minor = (f.seconds < MINOR_SHARE * totals.wall_seconds and f.cause != "eager_mode"
-                   and f.kind != "never_ran")
+        # (a finding whose time lost is not measured is never minor: model.unmeasured)
+        f.minor = f.seconds < MINOR_SHARE * totals.wall_seconds and not unmeasured(f)
     notes = _notes(run, steps, syncs, totals, cols.dropped)
     if dropped:
         notes.append(dropped)

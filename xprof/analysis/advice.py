@@ -177,19 +177,27 @@ ADVICE = {
     "dynamo_recompile": (
         "torch.compile traces a new graph whenever one of its guards fails (often a new input "
         "size: torch.compile(..., dynamic=False) still guards on sizes). Keep input shapes fixed "
-        "(drop_last=True, pad to a fixed length), or mark the varying dim with "
-        "torch._dynamo.mark_dynamic."
+        "(drop_last=True, pad to a fixed length). Marking the dim dynamic "
+        "(torch._dynamo.mark_dynamic) does not help on XLA: dynamo stops retracing, but "
+        "torch_xla's bridge still compiles one XLA graph per concrete size."
     ),
     "dynamo_padding": (
         "torch.compile guards on tensor sizes: each new size of {name} along dim {dim} traces "
         "and compiles new graphs. Pad {name} to a fixed length (tokenize with "
         "padding=\"max_length\", or pad_to_multiple_of=N / a few length buckets in the collate "
-        "function), or mark that dim dynamic: torch._dynamo.mark_dynamic({name}, {dim})."
+        "function). torch._dynamo.mark_dynamic does not help on XLA: torch_xla's bridge "
+        "still compiles one XLA graph per concrete size."
     ),
     "dynamo_batch": (
         "torch.compile guards on tensor sizes: each new batch size of {name} traces and "
         "compiles new graphs. Keep the batch size fixed (drop_last=True, or pad the last "
-        "batch and mask it), or mark dim 0 dynamic: torch._dynamo.mark_dynamic({name}, 0)."
+        "batch and mask it). torch._dynamo.mark_dynamic does not help on XLA: torch_xla's "
+        "bridge still compiles one XLA graph per concrete size."
+    ),
+    "dynamo_limit": (
+        "It already hit dynamo's recompile limit, so that code now runs without torch.compile: "
+        "raising torch._dynamo.config.recompile_limit only postpones this, as every new shape "
+        "still compiles; fixing what makes it retrace ends both."
     ),
     "dynamo_global_state": (
         "torch.compile guards on global state such as grad mode: calling the compiled model "

@@ -27,7 +27,7 @@ from xprof.analysis.model import EAGER_KEY, EVAL_KEY, SETTLED_AFTER, WARMUP_STEP
 from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import barrier_graphs, fallback_rows, live_reads
-from xprof.runfile import Site
+from xprof.runfile import Site, dynamo_func
 
 _CONDITION = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.*\belse\b")
 
@@ -90,7 +90,10 @@ def _pattern(ordinals: list[int], steady_steps: int) -> str | None:
 
 def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], syncs: pd.DataFrame,
           sigs: dict[int, Signature], sites: dict[int, Site] | None = None,
-          dynamo_guards: list[dict[str, Any]] | None = None, specs: Shardings | None = None) -> list[Finding]:
+          dynamo_guards: list[dict[str, Any]] | None = None, specs: Shardings | None = None,
+          dynamo_limits: list[dict[str, Any]] | None = None) -> list[Finding]:
+    """The findings of a run, most time lost first; ``dynamo_limits``: the ``dynamo_limit``
+    marks (torch.compile gave up on a function), with the barrier index they came before."""
     findings: list[Finding] = []
     ordinal_of = _user_steps(steps)
     ords = steps["ordinal"].to_numpy()
@@ -135,6 +138,7 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
                 findings.append(_barrier_mechanism_finding(mech, compiles.iloc[ks], causes[ks[0]]))
 
     # -- compiles without a host read ----------------------------------------------------
+    gave_up = _gave_up(dynamo_limits or [], compiles, causes, ordinal_of)
     for key, ks in groups.items():
         c0 = causes[ks[0]]
         rows = compiles.iloc[ks]
@@ -159,7 +163,8 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
             findings.append(_closure_finding(key, c0, rows, syncs))
             continue
         if c0.cause == "dynamo":
-            findings.append(_dynamo_finding(key, c0, rows, dynamo_reads, dynamo_guards or []))
+            findings.append(_dynamo_finding(key, c0, rows, dynamo_reads, dynamo_guards or [], gave_up))
+            gave_up = []
             continue
         findings.append(Finding(
             id=str(key), cause="unknown", kind="unknown",
@@ -170,6 +175,8 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
             pattern=_pattern([ordinal_of.get(s, 0) for s in comp_steps], steady),
         ))
 
+    if gave_up:  # (its retraces were all warm-up: no dynamo finding took them)
+        findings.append(_gave_up_finding(gave_up))
     findings.extend(_uncompiled_fallbacks(findings, steps, compiles, ordinal_of, steady))
     eager = _eager_finding(steps, compiles, steady)
     if eager is not None:
@@ -947,8 +954,67 @@ def _closure_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, syncs: pd.D
     )
 
 
+@dataclass
+class _GaveUp:
+    """torch.compile stopped compiling a function (its recompile limit): from ``step`` on,
+    the function ran as plain lazy tensor ops, and XLA compiled ``later`` graphs at barriers
+    (other findings' compiles: the shapes or graphs that changed)."""
+
+    func: str
+    limit: str
+    value: int | None
+    step: int
+    later: int
+    reason: str | None
+    barrier: int
+    """The barrier index the mark came before (``step`` is the training step)."""
+
+    def evidence(self) -> str:
+        value = f" ({self.value})" if self.value is not None else ""
+        return (f"torch._dynamo hit config.{self.limit}{value} for {self.func} at step {self.step}: from then "
+                "on it runs as plain lazy tensor ops, traced in Python every step, and XLA compiles a graph "
+                f"at the barrier for each new shape ({self.later} compile{'s' if self.later != 1 else ''} "
+                f"after step {self.step}, counted in the other findings)")
+
+
+def _gave_up_finding(gave_up: list[_GaveUp]) -> Finding:
+    """torch.compile gave up on a function when its retraces all came in warm-up (so no
+    dynamo finding took them): the fact stays a finding of its own, never minor."""
+    u = gave_up[0]
+    value = f" = {u.value}" if u.value is not None else ""
+    evidence = [x.evidence() for x in gave_up]
+    if u.reason:
+        evidence.append(f"the last failed guard: {u.reason[:200]}")
+    return Finding(
+        id="dynamo_limit", cause="dynamo", kind="dynamo_limit",
+        title=(f"torch.compile gave up on {u.func} at step {u.step} (torch._dynamo.config.{u.limit}{value}) "
+               "and runs it uncompiled from then on"),
+        count=len(gave_up), compiles=0, seconds=0.0, compile_seconds=0.0, execute_seconds=0.0,
+        advice="Fix what makes torch.compile retrace (the failed guard above; a new input size is the "
+               "usual one: keep shapes fixed). " + ADVICE["dynamo_limit"],
+        evidence=evidence, steps=[u.barrier], severity="warning",
+    )
+
+
+def _gave_up(marks: list[dict[str, Any]], compiles: pd.DataFrame, causes: list[Cause],
+             ordinal_of: dict[int, int]) -> list[_GaveUp]:
+    out = []
+    steps_of = compiles["step"].to_numpy(dtype=np.int64) if len(compiles) else np.zeros(0, dtype=np.int64)
+    for m in marks:
+        i = m.get("i")
+        if not isinstance(i, int):
+            continue
+        later = sum(1 for k, c in enumerate(causes)
+                    if steps_of[k] >= i and c.cause not in ("dynamo", "warmup"))
+        value = m.get("value")
+        out.append(_GaveUp(dynamo_func(str(m.get("func") or "?"), m.get("file"), m.get("line")),
+                           str(m.get("limit") or "recompile_limit"), value if isinstance(value, int) else None,
+                           ordinal_of.get(i, i), later, str(m["reason"]) if m.get("reason") else None, i))
+    return out
+
+
 def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.DataFrame,
-                    guards: list[dict[str, Any]]) -> Finding:
+                    guards: list[dict[str, Any]], gave_up: list[_GaveUp] | None = None) -> Finding:
     ms = float(rows["ms"].sum())
     n = len(rows)
     comp_steps = sorted({int(s) for s in rows["step"]})
@@ -968,10 +1034,14 @@ def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.Da
             why = f" (guard failed, {share}{example[:120]})"
     title = (f"torch.compile (dynamo) traced and compiled {n} graph{'s' if n != 1 else ''} after warm-up"
              f"{why}: {ms / 1e3:.2f} s")
+    gave_up = gave_up or []
+    if gave_up:
+        title += f"; then it gave up on {gave_up[0].func} at step {gave_up[0].step} and runs it uncompiled"
     evidence = [c0.evidence] if c0.evidence else []
+    evidence += [u.evidence() for u in gave_up]
     for g, r in firsts[:4]:
-        evidence.append(f"dynamo recompiled {g.get('func')}() ({os.path.basename(str(g.get('file')))}:"
-                        f"{g.get('line')}): {r[:200]}")
+        evidence.append(f"dynamo recompiled {dynamo_func(str(g.get('func')), g.get('file'), g.get('line'))}: "
+                        f"{r[:200]}")
     if len(reads):
         evidence.append(f"{len(reads)} host read(s) made by torch.compile itself while tracing (not the user's code)")
     advice, severity = _dynamo_advice(reasons)
@@ -980,6 +1050,9 @@ def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.Da
         advice = ADVICE["dynamo_value"].format(name=value.group("what"))
     if sized is not None:
         advice = ADVICE["dynamo_padding" if sized[1] > 0 else "dynamo_batch"].format(name=sized[0], dim=sized[1])
+    if gave_up:
+        advice += " " + ADVICE["dynamo_limit"]
+        severity = "warning"
     return Finding(
         id=str(key), cause="dynamo", kind="dynamo_recompile", title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,

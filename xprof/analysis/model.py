@@ -35,6 +35,13 @@ FINDING_CAUSES = CAUSES[1:] + ("eager_mode", "no_barrier")
 """What a finding can be about: the causes of compiles (never warm-up), and ``eager_mode``
 (the training step ran op by op), which costs no compile of its own."""
 
+def unmeasured(f: Finding) -> bool:
+    """A finding that wants a change though its time lost is not measured: eager mode (no
+    compiled step to compare with), optimizer steps that never ran (lost work), torch.compile
+    giving up on a function (its uncompiled steps after that). Never minor."""
+    return f.cause == "eager_mode" or f.kind in ("never_ran", "dynamo_limit")
+
+
 WARMUP_STEPS = 2
 """Warm-up: the first two steps that ran a graph. torch_xla compiles a one-off graph at the
 first step (optimizer state is created inside it) and the steady-state graph at the

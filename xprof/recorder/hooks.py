@@ -17,7 +17,9 @@ later patch turns into a plain pass-through once the watch has ended.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -732,10 +734,68 @@ def _install_optimized_module(rec: Recorder, patches: Patches) -> None:
     patches.set(module_type, "__call__", __call__)
 
 
+DYNAMO_LOGGER = "torch._dynamo.convert_frame"
+"""Where torch._dynamo says it hit a recompile limit and gave up compiling a function."""
+
+_DYNAMO_FUNC = re.compile(r"'(?P<func>[^']*)' \((?P<file>.*):(?P<line>\d+)\)")
+
+
+class _DynamoLimitHandler(logging.Handler):
+    """Marks the step where torch.compile gave up on a function (its ``recompile_limit``
+    warning, with the function and the last failed guard): from then on the function runs
+    without torch.compile, as plain lazy tensor ops."""
+
+    def __init__(self, rec: Recorder) -> None:
+        super().__init__(logging.WARNING)
+        self.rec = rec
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.msg
+        if not (isinstance(msg, str) and msg.startswith("torch._dynamo hit config.") and self.rec.active):
+            return
+        try:
+            args = tuple(record.args) if isinstance(record.args, tuple) else ()
+            limit, value, func, reason = (args + (None,) * 4)[:4]
+            m = _DYNAMO_FUNC.search(str(func))
+            self.rec.mark("dynamo_limit", limit=str(limit), value=value if isinstance(value, int) else None,
+                          func=m.group("func") if m else str(func)[:200],
+                          file=m.group("file") if m else None, line=int(m.group("line")) if m else None,
+                          reason=str(reason)[:300] if reason is not None else None)
+        except Exception as exc:
+            self.rec.error("dynamo limit hook", exc)
+
+
+def install_dynamo_limit(rec: Recorder, patches: Patches, torch: Any) -> None:
+    """Listen for torch._dynamo's recompile-limit warning (it still reaches the user)."""
+    logger = logging.getLogger(DYNAMO_LOGGER)
+    handler = _DynamoLimitHandler(rec)
+    logger.addHandler(handler)
+    patches.on_restore(lambda: logger.removeHandler(handler))
+
+
 def dynamo_guard_counts() -> dict[Any, int]:
     """How many failed guards torch._dynamo has kept per function so far (at watch start)."""
     failures = getattr(sys.modules.get("torch._dynamo.utils"), "guard_failures", None)
     return {code: len(reasons) for code, reasons in list(failures.items())} if failures else {}
+
+
+_ENTRY_ID = re.compile(r"^\s*\[?(\d+/\d+)\]?\s*:")
+
+
+def _first_per_entry(reasons: list[Any]) -> list[Any]:
+    """Each recompile re-checks every cached entry and dynamo keeps every failure, so the
+    list grows with the square of the recompiles; an entry's later failures repeat its first
+    (``0/0: ... expected 4, actual 9``). Its first failure is why its successor was traced."""
+    seen: set[str] = set()
+    out = []
+    for r in reasons:
+        m = _ENTRY_ID.match(str(r))
+        if m is not None:
+            if m.group(1) in seen:
+                continue
+            seen.add(m.group(1))
+        out.append(r)
+    return out
 
 
 def dynamo_guard_failures(since: dict[Any, int] | None = None) -> list[dict[str, Any]]:
@@ -747,7 +807,7 @@ def dynamo_guard_failures(since: dict[Any, int] | None = None) -> list[dict[str,
     since = since or {}
     out = []
     for code, reasons in list(failures.items())[:32]:
-        new = list(reasons)[since.get(code, 0):][:16]
+        new = _first_per_entry(list(reasons)[since.get(code, 0):])[:32]
         if new:
             out.append({"func": getattr(code, "co_name", str(code)),
                         "file": getattr(code, "co_filename", "?"),

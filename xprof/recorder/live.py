@@ -40,7 +40,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xprof.runfile import is_fallback_counter, micro_batch_change
+from xprof.runfile import dynamo_func, is_fallback_counter, micro_batch_change
 from xprof.untrusted import visible
 
 WARMUP_STEPS = 2
@@ -259,6 +259,15 @@ class LiveNotices:
                 self._sites[int(rec["id"])] = rec
                 if rec.get("kind") == "barrier":
                     self._loop_lines.add((rec.get("file"), rec.get("line")))
+            elif kind == "debug" and rec.get("kind") == "dynamo_limit":
+                func = dynamo_func(str(rec.get("func") or "?"), rec.get("file"), rec.get("line"))
+                value = rec.get("value")
+                limit = f"torch._dynamo.config.{rec.get('limit') or 'recompile_limit'}"
+                if isinstance(value, int):
+                    limit += f" = {value}"
+                self._say(("dynamo_limit", func), f"step {self._user_step()}: torch.compile gave up on {func} at its "
+                          f"recompile limit ({limit}): it runs uncompiled from now on, and XLA compiles a graph "
+                          "for each new shape")
             elif kind == "debug" and rec.get("kind") == "no_barrier":
                 self._say(("no_barrier", ""), f"{rec.get('opt')} optimizer steps and no step barrier yet: the "
                           "pending graph grows with every step until a value is read; end each step with "
@@ -507,7 +516,7 @@ class LiveNotices:
                     # eval pass is left to the report: a grad-mode retrace is a one-off (info),
                     # which only the guard text, written at the end, can tell.
                     self._add_cost(("dynamo", ""), ns, 1, "torch.compile (dynamo) traced new graphs: keep "
-                                   "input shapes fixed (drop_last=True) or mark the dimension dynamic")
+                                   "input shapes fixed (drop_last=True, pad to a fixed length)")
             self._compile_s += ns
         nodes = self._graph_nodes(float(rec.get("tb") or 0), float(rec.get("t1") or 0)) if n_barrier else None
         if work and ordinal == 0 and not self._first_seen:

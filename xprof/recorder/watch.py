@@ -219,6 +219,7 @@ class watch:
                 self._install_optional("sync_multi hook", hooks.install_sync_multi, rec, torch_xla._XLAC)
             self._install_optional("optimizer hook", hooks.install_optimizer_steps, rec, torch)
             self._install_optional("dynamo hook", hooks.install_dynamo, rec, torch)
+            self._install_optional("dynamo limit", hooks.install_dynamo_limit, rec, torch)
             self._install_optional("train/eval hooks", hooks.install_phase_evidence, rec, torch)
             self._install_optional("warning location", hooks.install_warning_location, rec, torch)
             self._guards_before = hooks.dynamo_guard_counts()

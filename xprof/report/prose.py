@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from xprof.analysis.model import MINOR_SHARE, WARMUP_STEPS, Analysis, Finding
+from xprof.analysis.model import MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, unmeasured
 from xprof.analysis.ranks import GROUP_MIN, RankFinding, RankGroup, RanksView, span
 from xprof.report import fmt
 from xprof.runfile import Run
@@ -191,10 +191,9 @@ def _deferred_executions(analysis: Analysis) -> int:
 
 def costly(analysis: Analysis) -> list[Finding]:
     """The findings that cost time and want a change, costliest first."""
-    # Eager mode's cost is not measured (nothing to compare with) but it wants a change;
-    # steps that never ran cost no time, but their updates are missing from the model.
+    # (eager mode, steps that never ran, torch.compile giving up: not measured, still wanted)
     return [f for f in ranked(analysis.findings)
-            if f.severity != "info" and (f.seconds > 0 or f.cause == "eager_mode" or f.kind == "never_ran")]
+            if f.severity != "info" and (f.seconds > 0 or unmeasured(f))]
 
 
 def next_step(analysis: Analysis) -> tuple[str, str]:
@@ -214,6 +213,8 @@ def next_step(analysis: Analysis) -> tuple[str, str]:
 
 def cost_line(f: Finding) -> str:
     """``3.2 s lost: 7 compiles (2.9 s) and 0.3 s of extra execution``."""
+    if f.kind == "dynamo_limit":
+        return "time lost not measured (the steps after it ran uncompiled, with nothing to compare with)"
     if f.cause == "eager_mode":
         return (f"time lost not measured (the run has no compiled step to compare with), "
                 f"{fmt.plural(f.count, 'step')}")
