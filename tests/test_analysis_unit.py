@@ -399,6 +399,21 @@ def test_each_dynamo_recompile_is_explained_by_its_entrys_first_failure() -> Non
     assert [r for _, r in _first_failures([{"reasons": ["a", "a", "b"]}])] == ["a", "a", "b"]
 
 
+def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
+    from xprof.analysis.findings import _first_failures
+    from xprof.recorder.hooks import _first_per_entry
+
+    # 8 recompiles re-check 1 + 2 + ... + 8 entries: 36 failures, 8 of them firsts
+    raw = [f"0/{k}: tensor 'args[0]' size mismatch at index 0. expected {4 + k}, actual {5 + n}"
+           for n in range(8) for k in reversed(range(n + 1))]
+    kept = _first_per_entry(raw)
+    assert len(raw) == 36 and [r.split(":")[0] for r in kept] == [f"0/{k}" for k in range(8)]
+    # what the analysis reads from them is what it reads from the full list
+    assert ([r for _, r in _first_failures([{"reasons": kept}])]
+            == [r for _, r in _first_failures([{"reasons": raw}])])
+    assert _first_per_entry(["a", "a"]) == ["a", "a"]  # (no compile id: each kept)
+
+
 def test_a_size_guard_names_the_input_its_dim_and_the_sizes_it_took() -> None:
     from xprof.analysis.findings import _commonest_guard, _first_failures, _size_guard
 
