@@ -686,8 +686,17 @@ def test_a_loop_that_raised_before_its_first_step_is_not_called_clean(tmp_path: 
     w = RunWriter(tmp_path / "r.json", {"name": "unit", "started_unix": T0, "meta": {}})
     w.write({"type": "end", "t": T0 + 0.01, "status": "error", "exception": "RuntimeError: fused=True", "steps": 0})
     w.close()
-    first, how = next_step(analyze(load_run(tmp_path / "r.json")))
+    a = analyze(load_run(tmp_path / "r.json"))
+    first, how = next_step(a)
     assert first == "Nothing to judge yet." and "raised before its first step" in how
+    # xprof run's exit lines and watch()'s live exit summary say the same
+    from xprof.recorder.live import NOTHING_TO_JUDGE, LiveNotices
+    from xprof.report.prose import exit_lines
+
+    assert exit_lines(a, "r.json")[2] == NOTHING_TO_JUDGE
+    live = LiveNotices(started=T0)
+    assert live.summary(T0 + 0.01, "r.json", raised=True)[2] == NOTHING_TO_JUDGE
+    assert "nothing stands out" in live.summary(T0 + 0.01, "r.json")[2]  # (a loop that ended cleanly)
 
 
 def test_a_read_compiling_for_an_eval_batch_is_the_eval_passs(tmp_path: Path) -> None:

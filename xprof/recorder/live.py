@@ -833,10 +833,11 @@ class LiveNotices:
                   "dispatched one at a time; compile the step with torch_xla.compile")
 
     def summary(self, ended: float, run_path: str, tail_step: bool = False, tail_opt: int = 0,
-                tail_compile_s: Sequence[float] = ()) -> list[str]:
+                tail_compile_s: Sequence[float] = (), raised: bool = False) -> list[str]:
         """Three lines (steps, compile share, the first thing to change) and the command
-        that opens the report. ``tail_step``: the run's last training step ran after its last
-        barrier (eager mode), so no step record has it; it counts as the analysis counts it.
+        that opens the report; ``raised``: the loop ended with an exception. ``tail_step``:
+        the run's last training step ran after its last barrier (eager mode), so no step
+        record has it; it counts as the analysis counts it.
         ``tail_opt``, ``tail_compile_s``: optimizer steps and compiles after the last barrier
         (the analysis' ``no_barrier`` finding when the steps never reached one)."""
         wall = max(ended - self.started, 0.0)
@@ -910,11 +911,19 @@ class LiveNotices:
             self.first = ("eager_mode", "")
             lines.append(f"xprof: first thing to change: the step runs op by op (eager mode, {self._eager[1]} "
                          "graphs a step): compile it with torch_xla.compile")
+        elif raised and steps == 0:
+            lines.append(NOTHING_TO_JUDGE)
         else:
             lines.append("xprof: first thing to change: nothing stands out (no recompile or host sync "
                          "with a known cause after warm-up)")
         lines.append(f"xprof: open the report: xprof report {_quote(run_path)} --open")
         return lines
+
+
+NOTHING_TO_JUDGE = ("xprof: nothing to judge yet: the loop raised before its first step; fix that error, "
+                    "then record it again")
+"""The exit summary's last line for a loop that raised before its first step (the report's
+'Nothing to judge yet')."""
 
 
 def _quote(path: str) -> str:

@@ -321,6 +321,9 @@ def exit_lines(analysis: Analysis, run_path: str) -> list[str]:
     first = costly(analysis)
     if first:
         lines.append(f"xprof: first thing to change: {first[0].title.rstrip('.')}")
+    elif t.steps == 0 and t.status == "error":
+        lines.append("xprof: nothing to judge yet: the loop raised before its first step; fix that error, "
+                     "then record it again")
     else:
         lines.append("xprof: first thing to change: nothing stands out (no recompile or host sync "
                      "with a known cause after warm-up)")
