@@ -219,10 +219,16 @@ def test_two_causes_are_two_findings(scenario: Any) -> None:
 
 def test_cpu_fallback_op(scenario: Any) -> None:
     a, _ = scenario("cpu_fallback")
-    assert [(f.cause, f.kind) for f in a.findings] == [("cpu_fallback", "cpu_fallback")]
+    # Nothing compiles after warm-up, but every step's graph is cut at the op (the graph
+    # before it runs early so its input can go to the host): wanted, though not timed.
+    assert [(f.cause, f.kind) for f in a.findings] == [("cpu_fallback", "graph_cut")]
     f = a.findings[0]
     assert "aten::histc" in f.title and f.count == 8 and f.pattern == "every step"
+    assert f.title.endswith("each step cut at it (1 graph run early a step)") and not f.minor
+    assert any(e.startswith("6 graphs ran before the barrier, outside any host read, in the 6 steps after warm-up")
+               for e in f.evidence)
     assert a.totals.fallback_ops == {"aten::histc": 8}
+    assert _NOTICES["cpu_fallback"].first == ("cpu_fallback", "aten::histc")  # the exit summary's too
 
 
 def test_infrequent_checkpoint_is_info(scenario: Any) -> None:

@@ -38,8 +38,9 @@ FINDING_CAUSES = CAUSES[1:] + ("eager_mode", "no_barrier")
 def unmeasured(f: Finding) -> bool:
     """A finding that wants a change though its time lost is not measured: eager mode (no
     compiled step to compare with), optimizer steps that never ran (lost work), torch.compile
-    giving up on a function (its uncompiled steps after that). Never minor."""
-    return f.cause == "eager_mode" or f.kind in ("never_ran", "dynamo_limit")
+    giving up on a function (its uncompiled steps after that), an op on the CPU that cuts
+    most steps' graph (its copies are not timed). Never minor."""
+    return f.cause == "eager_mode" or f.kind in ("never_ran", "dynamo_limit", "graph_cut")
 
 
 WARMUP_STEPS = 2

@@ -160,6 +160,8 @@ class LiveNotices:
         self._recompile_s = 0.0
         self._pending_compiles: list[dict[str, Any]] = []
         self._last_c: dict[str, Any] | None = None
+        self._cut: dict[str, list[int]] = {}
+        """CPU-fallback ops -> [steady steps that ran them and graphs early, those graphs]."""
         self._last_fallback: list[str] = []
         """The fallback counters of the last step's counters (steady steps share that dict)."""
         self._step_syncs: list[dict[str, Any]] = []
@@ -493,7 +495,7 @@ class LiveNotices:
                         if not warm:
                             self._cost[call][0] += ns
                             self._cost[call][1] += 1
-                    elif new_ops:  # compiled mid-step around ops that ran on the CPU
+                    elif new_ops and not warm:  # compiled mid-step around ops that ran on the CPU
                         self._fallback_cost(new_ops, ns, 1)
                 elif new_shape or warm:
                     # The read waited for a compile another cause owns (a new input shape's,
@@ -621,6 +623,10 @@ class LiveNotices:
                 self._steady_sigs.add(sig)
         if fallback:
             self._seen_fallback.update(fallback)
+            if self._last_steady and rec.get("mg"):  # the analysis' graph_cut: graphs run at the ops
+                cut = self._cut.setdefault(",".join(sorted(fallback)), [0, 0])
+                cut[0] += 1
+                cut[1] += int(rec.get("mg") or 0)
         if self._step_syncs:
             self._sites_read.update(int(s["site"]) for s in self._step_syncs)
             self._step_syncs = []
@@ -911,6 +917,12 @@ class LiveNotices:
             self.first = ("eager_mode", "")
             lines.append(f"xprof: first thing to change: the step runs op by op (eager mode, {self._eager[1]} "
                          "graphs a step): compile it with torch_xla.compile")
+        elif self._cut and max(n for n, _ in self._cut.values()) * 2 >= max(steps - WARMUP_STEPS, 1):
+            ops, (n, graphs) = max(self._cut.items(), key=lambda kv: (kv[1][0], kv[0]))
+            self.first = ("cpu_fallback", ops)
+            names = ", ".join(clean(op, 60) for op in ops.split(","))
+            lines.append(f"xprof: first thing to change: {names} ran on the CPU in {n} steps, each cut there "
+                         f"({graphs / n:.3g} graphs run early a step): use an op XLA lowers")
         elif raised and steps == 0:
             lines.append(NOTHING_TO_JUDGE)
         else:

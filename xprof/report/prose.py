@@ -168,6 +168,8 @@ def headline(analysis: Analysis) -> list[str]:
     elif t.extra_executions > _deferred_executions(analysis):
         compiles = analysis.compiles
         how = ("op by op (eager mode)" if any(f.cause == "eager_mode" for f in analysis.findings)
+               else "at the ops that ran on the CPU (the graph before each runs early)"
+               if any(f.kind == "graph_cut" for f in analysis.findings)
                else "outside host reads, ops run eagerly (eager mode) around the compiled step"
                if len(compiles) and bool((compiles["at"] == "op").any())
                else "outside any host read xprof saw")
@@ -215,6 +217,8 @@ def cost_line(f: Finding) -> str:
     """``3.2 s lost: 7 compiles (2.9 s) and 0.3 s of extra execution``."""
     if f.kind == "dynamo_limit":
         return "time lost not measured (the steps after it ran uncompiled, with nothing to compare with)"
+    if f.kind == "graph_cut":
+        return "time lost not measured (the host copies and the op on the CPU are inside the step's time)"
     if f.cause == "eager_mode":
         return (f"time lost not measured (the run has no compiled step to compare with), "
                 f"{fmt.plural(f.count, 'step')}")
