@@ -399,6 +399,29 @@ def test_each_dynamo_recompile_is_explained_by_its_entrys_first_failure() -> Non
     assert [r for _, r in _first_failures([{"reasons": ["a", "a", "b"]}])] == ["a", "a", "b"]
 
 
+def test_a_size_no_other_input_shares_is_no_batch_size_and_no_tokenizer_padding(tmp_path: Path) -> None:
+    # A graph per step: node features x [N, 8], an edge list [2, E], one target. No other
+    # input has x's dim 0, so its changes are no batch size (no drop_last advice), and the
+    # edge count is no tokenizer's padding (no max_length in the table).
+    b = Builder(tmp_path / "r.json")
+    sizes = [(20, 56), (28, 71), (20, 59), (28, 62), (20, 53), (24, 48), (20, 79), (24, 74)]
+    for n, e in sizes:
+        b.step({"x": [n, 8], "edges": [2, e], "y": [1]}, compile_ms=500, opt=1)
+    a = b.done()
+    kinds = {f.input: f for f in a.findings if f.cause == "input_shape"}
+    assert {k: (f.kind, f.dim) for k, f in kinds.items()} == {"x": ("dynamic_size", 0), "edges": ("dynamic_size", 1)}
+    assert kinds["edges"].title.startswith("edges' size changes (") and "values of dim 1: " in kinds["edges"].title
+    assert "drop_last" not in kinds["x"].advice and "tokenize" not in kinds["x"].advice
+    strategies = [r["strategy"] for r in kinds["edges"].what_if or []]
+    assert strategies[1] == "a multiple of 8" and strategies[-1] == "the largest size (79)"
+    # rows shared with another input: a batch size, as before
+    b = Builder(tmp_path / "b.json")
+    for n in (8, 8, 8, 5, 8, 6, 8, 7):
+        b.step({"x": [n, 8], "y": [n]}, compile_ms=500, opt=1)
+    shape = [(f.kind, f.input) for f in b.done().findings if f.cause == "input_shape"]
+    assert shape == [("batch_size_change", "x")]
+
+
 def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
     from xprof.analysis.findings import _first_failures
     from xprof.recorder.hooks import _first_per_entry

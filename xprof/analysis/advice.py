@@ -8,6 +8,12 @@ ADVICE = {
         "pad_to_multiple_of=N / a few length buckets in your collate function, so only a few "
         "graphs are ever compiled. The what-if table shows what each choice would leave."
     ),
+    "dynamic_size": (
+        "Pad it to a few fixed sizes along that dim (the largest it takes, or a multiple of N) "
+        "and mask what was padded (for a graph: pad the node and edge counts, with padding "
+        "edges pointing at a padding node): each fixed size compiles once. The what-if table "
+        "shows what each choice would leave."
+    ),
     "padding_and_batch": (
         "Both the length and the number of rows change from batch to batch (batches filled up "
         "to a token budget): each (rows, length) pair is a graph, so padding the length alone "

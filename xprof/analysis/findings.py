@@ -548,6 +548,19 @@ class _Series:
         has = np.asarray([len(g) > 0 for g in groups], dtype=bool)[codes] if len(groups) else np.zeros(0, bool)
         return cls(ords[has], codes[has], groups, rests)
 
+    def rows_shared(self) -> bool | None:
+        """Whether the input's dim 0 is a batch's rows: another input had the same size there
+        in every signature (``input_ids`` and ``labels``); False for a graph's node features
+        beside its edge list, whose dim 0 no other input shares; None with no other input."""
+        common: set[str] | None = None
+        for shapes, rest in zip(self.groups, self.rests):
+            others = [(n, s) for n, s in rest if s]
+            if not shapes or not shapes[0] or not others:
+                continue
+            same = {n for n, s in others if s[0] == shapes[0][0]}
+            common = same if common is None else common & same
+        return None if common is None else bool(common)
+
     def with_rest(self, dim: int) -> set[tuple[int, tuple[tuple[str, tuple[int, ...]], ...]]]:
         """Each distinct (size along ``dim``, everything else a graph depends on) that a
         step had: the graphs that padding this input's ``dim`` would still tell apart.
@@ -649,16 +662,23 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         # random resized crops) is a size, not padding: one varying dim is a padded length.
         resized = len([d for d in others if d != 0]) >= 2
         kind = "dynamic_padding" if distinct >= 3 and not resized else "shape_change"
+    if kind in ("batch_size_change", "dynamic_padding", "partial_batch") and series.rows_shared() is False:
+        # No other input shares its dim 0: not a batch of rows, so neither a batch size nor
+        # a tokenizer's padding (a graph's nodes and edges, a sample of its own size).
+        dim = dim or 0
+        distinct = len({s[dim] for s in shapes if len(s) > dim})
+        kind, pattern = ("dynamic_size" if distinct >= 3 else "shape_change"), None
     what_if = None
     co_varying: list[str] = []
-    if kind == "dynamic_padding" and dim is not None and len(rows):
+    if kind in ("dynamic_padding", "dynamic_size") and dim is not None and len(rows):
         lengths = series.values(dim)
         # What one more length cost in this run: every graph it compiled (the step's, its
         # reads', a micro-batch's), not one compile: the first length was warm-up's.
         per_length = ms / 1e3 / max(len(set(lengths)) - 1, 1)
         joint = series.with_rest(dim)
         co_varying = _still_varying(joint)
-        what_if = bucketing_what_if(lengths, per_length, ms / 1e3, joint if co_varying else None)
+        what_if = bucketing_what_if(lengths, per_length, ms / 1e3, joint if co_varying else None,
+                                    tokens=kind == "dynamic_padding")
     n = len(ks)
     values_txt = ""
     vals = sorted({s[dim] for s in shapes if len(s) > dim}) if dim is not None else []
@@ -670,6 +690,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         values_txt = f" ({len(vals)} distinct values of dim {dim}: {_first_few(vals)})"
     headline = {
         "dynamic_padding": f"{name} is padded per batch",
+        "dynamic_size": f"{name}{_POSS[name.endswith('s')]} size changes",
         "partial_batch": f"The last partial batch changes {name}'s batch size",
         "batch_size_change": f"{name}'s batch size changes",
         "shape_change": f"{name} changes {'size' if resized else 'shape'}",
@@ -681,12 +702,13 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     settled = bool(comp_steps) and after >= SETTLED_AFTER and after >= 3 * max(last, 1)
     advice = ADVICE["resize"] if resized else ADVICE[kind]
     row_counts = sorted({sh[0] for sh in shapes if sh}) if kind == "dynamic_padding" and 0 in varying else []
+    # (a dynamic_size's dim 0 is no batch: its other dims changing with it are in the table)
     if row_counts:
         # Token-budget batching (fairseq's max_tokens, a sampler filling batches up to N
         # tokens): fewer rows when they are longer, so both dims change every batch.
         values_txt += f" and its batch size changes with it ({len(row_counts)} sizes: {_first_few(row_counts)})"
         advice = ADVICE["padding_and_batch"]
-    if settled and kind in ("dynamic_padding", "shape_change") and dim and not resized:
+    if settled and kind in ("dynamic_padding", "dynamic_size", "shape_change") and dim is not None and not resized:
         headline = f"{name} took {len(vals)} lengths of dim {dim}"
         values_txt = f" ({_first_few(vals)}), all by step {last}"
         advice = ADVICE["settled_padding"] + (" The what-if table shows what fewer would leave." if what_if else "")
@@ -729,6 +751,10 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         evidence=evidence, steps=comp_steps, input=name, dim=dim,
         shapes=[list(s) for s in shapes], pattern=pattern, what_if=what_if,
     )
+
+
+_POSS = ("'s", "'")
+"""The possessive's ending, by whether the name ends in s (``x's``, ``edges'``)."""
 
 
 def _and_list(names: list[str]) -> str:

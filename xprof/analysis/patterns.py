@@ -50,7 +50,8 @@ def bucket(value: int, multiple: int) -> int:
 
 
 def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_seconds: float,
-                      with_rest: Collection[tuple[int, Hashable]] | None = None) -> list[dict[str, object]]:
+                      with_rest: Collection[tuple[int, Hashable]] | None = None,
+                      tokens: bool = True) -> list[dict[str, object]]:
     """Graphs and recompile seconds left by padding the varying dim to multiples or to the max.
 
     ``lengths`` are the per-step values of the dimension. ``graphs`` is the number of
@@ -63,7 +64,8 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_sec
     more than the length changes (a token budget's batch size, a seq2seq batch's labels
     padded on their own): ``graphs`` then counts what padding the length alone leaves,
     the rest as recorded, and one more graph costs ``current_seconds`` over the recorded
-    graphs after the first.
+    graphs after the first. ``tokens``: the strategies in a tokenizer's words
+    (``pad_to_multiple_of=8``); else plain ones (``a multiple of 8``).
     """
     if not lengths:
         return []
@@ -90,10 +92,12 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_sec
     for m in (8, 16, 32, 64):
         padded = {v: bucket(v, m) for v in counts}
         padded_sum = sum(padded[v] * n for v, n in counts.items())
-        out.append(_row(f"pad_to_multiple_of={m}", graphs_of(padded), compile_s_each, current_seconds,
+        label = f"pad_to_multiple_of={m}" if tokens else f"a multiple of {m}"
+        out.append(_row(label, graphs_of(padded), compile_s_each, current_seconds,
                         padded_sum / used - 1.0))
     top = max(lengths)
-    out.append(_row(f"padding='max_length' (max_length={top})", graphs_of({v: top for v in counts}),
+    label = f"padding='max_length' (max_length={top})" if tokens else f"the largest size ({top})"
+    out.append(_row(label, graphs_of({v: top for v in counts}),
                     compile_s_each, current_seconds, top * len(lengths) / used - 1.0))
     return out
 
