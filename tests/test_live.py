@@ -550,3 +550,21 @@ def test_a_read_every_step_is_counted_not_stored() -> None:
     live.feed(_one_read_a_step(300, "losses.append(loss.item())", lambda i: True))
     assert live._site_steps == {0: (299, 300)}
     assert said == ["xprof: step 2: loss.item() at train.py:88 forces a host sync (every step so far)"]
+
+
+def test_a_mask_read_seen_since_its_hook_was_armed_is_every_step_so_far() -> None:
+    # The mask hooks arm once aten::nonzero first runs (step 0 here): step 0's mask read went
+    # unseen, steps 1 and 2 were seen; "every step so far" counts from the hook.
+    said: list[str] = []
+    live = LiveNotices(0.0, said.append)
+    recs: list[dict[str, Any]] = [
+        {"type": "debug", "kind": "hook", "i": 0, "t": 0.5, "hook": "mask_index", "counter": "aten::nonzero"},
+        *_steps(1),
+        {"type": "site", "id": 3, "kind": "mask_index", "file": "/x/det.py", "line": 12, "func": "main",
+         "via": None, "code": "loss = ce(out[pos], y[pos])"}]
+    for i in (1, 2):
+        recs.append({"type": "sync", "i": i, "site": 3, "t0": i + 0.1, "t1": i + 0.2, "x": 1})
+        recs.extend(_steps(1, i))
+    live.feed(recs)
+    assert said == ["xprof: step 2: boolean-mask indexing at det.py:12 has a value-dependent shape; it runs on "
+                    "the CPU and runs the graph early (every step so far)"]

@@ -166,6 +166,8 @@ class LiveNotices:
         """The fallback counters of the last step's counters (steady steps share that dict)."""
         self._step_syncs: list[dict[str, Any]] = []
         self._site_steps: dict[int, tuple[int, int]] = {}
+        self._armed: dict[str, int] = {}
+        """A hook armed mid-run (``mask_index``) -> the first step it saw whole."""
         """Read site -> (the last step it read in, how many steps it read in)."""
         self._words: dict[int, tuple[str, str, str]] = {}
         """Read site -> how the notices say it (see :meth:`_site_words`)."""
@@ -261,6 +263,11 @@ class LiveNotices:
                 self._sites[int(rec["id"])] = rec
                 if rec.get("kind") == "barrier":
                     self._loop_lines.add((rec.get("file"), rec.get("line")))
+            elif kind == "debug" and rec.get("kind") == "hook":
+                # A hook armed mid-run (the mask hooks, once aten::nonzero first ran): its
+                # reads are seen from the next step on (the step it was armed in may have read
+                # before), so "every step so far" counts from there.
+                self._armed.setdefault(str(rec.get("hook")), self._user_step() + 1)
             elif kind == "debug" and rec.get("kind") == "dynamo_limit":
                 func = dynamo_func(str(rec.get("func") or "?"), rec.get("file"), rec.get("line"))
                 value = rec.get("value")
@@ -383,7 +390,8 @@ class LiveNotices:
         if i < WARMUP_STEPS or key in self._said:
             return
         label, where, _ = self._site_words(sid)
-        total = i + 1
+        since = self._armed.get("mask_index", 0) if site.get("kind") in ("mask_index", "mask_assign") else 0
+        total = i + 1 - min(since, i)
         seen = self._site_steps[sid][1]
         how = "every step so far" if seen >= total else f"{seen} of {total} steps so far"
         self._say(key, f"step {i}: {label} at {where} has a value-dependent shape; it runs on the CPU "
