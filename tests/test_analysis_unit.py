@@ -422,6 +422,47 @@ def test_a_size_no_other_input_shares_is_no_batch_size_and_no_tokenizer_padding(
     assert shape == [("batch_size_change", "x")]
 
 
+def test_a_read_compiling_again_within_a_warm_up_step_is_its_own_cost(tmp_path: Path) -> None:
+    # An RL episode a step: .item() on each action, with no barrier between env steps, runs
+    # a longer graph each time, and each compiles. Only the first compile in a warm-up step
+    # is warm-up; the read owns the rest, with the advice to sync after it.
+    w = RunWriter(tmp_path / "r.json", {"name": "unit", "started_unix": T0, "meta": {}})
+    w.write({"type": "site", "id": 5, "kind": "item", "file": "/u/rl.py", "line": 20, "func": "main",
+             "via": None, "code": "state, r, done = env_step(state, action.item())"})
+    t = T0
+    for i, reads in enumerate((6, 4, 3, 3)):
+        t0 = t
+        for _ in range(reads):
+            new = i == 0  # graphs 1-6 in step 0; the shorter episodes after reuse them
+            w.write({"type": "sync", "i": i, "site": 5, "t0": t + 0.001, "t1": t + 0.2, "x": 1,
+                     **({"u": 1} if new else {})})
+            if new:
+                w.write({"type": "compile", "i": i, "t": t + 0.15, "ns": 1.5e8, "at": "step"})
+            t += 0.25
+        uncached = 6 if i == 0 else 0
+        w.write({"type": "step", "i": i, "t0": t0, "tb": t, "t1": t + 0.01, "barrier": "mark_step", "o": 1, "bc": 1,
+                 "c": {"MarkStep": 1, "ExecuteComputation": reads + 1, "CachedCompile": reads + 1 - uncached,
+                       **({"UncachedCompile": uncached} if uncached else {})}})
+        t += 0.02
+    w.write({"type": "end", "t": t, "status": "ok", "steps": 4})
+    w.close()
+    a = analyze(load_run(tmp_path / "r.json"))
+    assert a.totals.compiles == 6 and a.totals.recompiles == 5  # all but step 0's first
+    f = [f for f in a.findings if f.cause == "implicit_sync"]
+    assert len(f) == 1 and f[0].compiles == 5
+    assert any(e.startswith("it compiled 5 graphs within step 0 alone: each read in a step ran a longer graph")
+               for e in f[0].evidence)
+    assert "Put torch_xla.sync() right after the read" in f[0].advice
+    # watch()'s exit summary counts them the same way
+    import json
+
+    from xprof.recorder.live import LiveNotices
+
+    live = LiveNotices(T0)
+    live.feed([json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:]])
+    assert live.summary(t, "r.json")[0].endswith("6 compiles, 5 after warm-up")
+
+
 def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
     from xprof.analysis.findings import _first_failures
     from xprof.recorder.hooks import _first_per_entry

@@ -37,7 +37,8 @@ def step(data, target, batch):
 def compiled_call(ids, mask, y, step_fn, model):
     loss = step_fn(ids.to("xla"), mask.to("xla"), y.to("xla"))
     out = model(mask.to("xla"))
-    return loss, out
+    logits = model(make(ids).to("xla"))
+    return loss, out, logits
 
 
 def fresh(n):
@@ -85,7 +86,8 @@ def test_tensors_moved_inside_a_call_are_named_by_their_variables(tmp_path: Path
     mod = _module(tmp_path)
     mod.SEEN.clear()
     mod.compiled_call(mod.Tensor(), mod.Tensor(), mod.Tensor(), lambda *a: a, lambda t: t)
-    assert [name for name, _ in mod.SEEN] == ["ids", "mask", "y", "mask"]
+    # `logits = policy(torch.tensor(state).to(dev))`: the data's variable, not what the line assigns
+    assert [name for name, _ in mod.SEEN] == ["ids", "mask", "y", "mask", "ids"]
 
 
 def test_unnamed_tensors_moved_in_a_tuple_assignment_are_named_by_position(tmp_path: Path) -> None:
@@ -95,7 +97,7 @@ def test_unnamed_tensors_moved_in_a_tuple_assignment_are_named_by_position(tmp_p
     mod = _module(tmp_path)
     mod.SEEN.clear()
     mod.fresh(3)
-    assert [name for name, _ in mod.SEEN] == ["x", "y", "loopmod.py:31", "loopmod.py:32"]
+    assert [name for name, _ in mod.SEEN] == ["x", "y", "loopmod.py:32", "loopmod.py:33"]
     mod.SEEN.clear()
     mod.fresh(3)  # cached per line and per call: the same names again
-    assert [name for name, _ in mod.SEEN] == ["x", "y", "loopmod.py:31", "loopmod.py:32"]
+    assert [name for name, _ in mod.SEEN] == ["x", "y", "loopmod.py:32", "loopmod.py:33"]

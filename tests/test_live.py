@@ -179,7 +179,8 @@ def test_step_constants_are_the_analysis_ones() -> None:
     from xprof.analysis import model
     from xprof.recorder import live
 
-    assert (live.WARMUP_STEPS, live.SETTLED_AFTER) == (model.WARMUP_STEPS, model.SETTLED_AFTER)
+    assert ((live.WARMUP_STEPS, live.SETTLED_AFTER, live.GROWING_READS)
+            == (model.WARMUP_STEPS, model.SETTLED_AFTER, model.GROWING_READS))
 
 
 def test_read_label() -> None:

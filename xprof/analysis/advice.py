@@ -176,6 +176,13 @@ ADVICE = {
         "trimming to a length read from the device, or round that length up to a few sizes "
         "(a multiple of 8 or 16) so only a few graphs are ever compiled."
     ),
+    "growing_read": (
+        "Each read of it in a step runs a longer graph: everything since the last barrier that "
+        "is still pending (earlier reads' forward passes, random numbers, kept log-probs) "
+        "piles up, and each new length compiles. Put torch_xla.sync() right after the read, "
+        "so each read runs the same small graph, cached after the first; or run that part "
+        "(acting in an environment, a sampling loop) on the CPU."
+    ),
     "deferred_read": (
         "Nothing to fix: a read inside xm.add_step_closure runs after the barrier. Its first "
         "call compiles the small graph it reads (e.g. torch.isnan(loss)); later calls reuse it."

@@ -6,7 +6,9 @@ The rules, in order, for a compile at a barrier (a compile inside a host read is
 1. ``warmup``: the barrier of one of the first :data:`WARMUP_STEPS` steps that ran a graph,
    except a second step with other input shapes than the first when the first graph was
    not a one-off (its shapes came back later without compiling, or the second graph has
-   the same size): then the shape change is to blame.
+   the same size): then the shape change is to blame; and except a host read's second and
+   later compiles in a step where it compiled :data:`GROWING_READS` times or more (a longer
+   graph each read).
 2. ``cpu_fallback``: ops without an XLA lowering ran for the first time in this step.
 3. ``input_shape``: this step's input signature was never seen in an earlier steady-state
    step (step 0's graph is a one-off, so a shape seen only there still recompiles).
@@ -28,6 +30,7 @@ training graph stands in for that evidence.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from operator import ne
 from typing import Any, NamedTuple
@@ -36,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, loop_lines, mechanism
-from xprof.analysis.model import EVAL_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
+from xprof.analysis.model import EVAL_KEY, GROWING_READS, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import fallback_rows, live_reads
@@ -263,6 +266,9 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                               dd_sites=dd_by_step.get(step_i, []), index_sites=index_by_step.get(step_i, []),
                               dynamo=kind == "dynamo" or prev_kind == "dynamo" or dz > 0 or step_i in dynamo_steps,
                               barrier_site=bsite)
+            read_compiled: set[int] = set()
+            read_counts = Counter(site for site in (_read_site(rows[k], ctx) for k in ks
+                                                    if rows[k]["at"] == "step") if site is not None)
             for k in ks:
                 c = rows[k]
                 if (ordinal == 1 and phase == "train" and c["at"] != "step" and sig_id is not None
@@ -277,6 +283,15 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                 # those counted at an empty barrier of theirs (a logging sync after step 1).
                 warm = ((phase in ("train", "empty") and 0 <= user_step < WARMUP_STEPS)
                         or (phase == "dynamo" and 0 <= ahead < WARMUP_STEPS))
+                if warm and c["at"] == "step":
+                    # Except a read that compiled GROWING_READS times or more in this step:
+                    # each read of it ran a longer graph (the ops since the barrier pile up
+                    # between reads: an RL episode acting step by step), which every longer
+                    # step pays again. Its first compile there is warm-up's.
+                    site = _read_site(c, ctx)
+                    if site is not None and read_counts[site] >= GROWING_READS:
+                        warm = site not in read_compiled
+                        read_compiled.add(site)
                 result[k] = _one(c, step, warm, seen_sigs, seen_sig_list, fallback - seen_fallback, ctx)
         if phase == "train":
             ctx.seen_sites.update(sites)
@@ -660,6 +675,15 @@ def _step_mechanism(step: _StepFacts, ctx: _Context, new_reads_only: bool = Fals
             return Cause("library", FindingKey.parse(mech.key), site=site, evidence=(
                 f"{mech.what} {where} and ran a small graph of its own"))
     return None
+
+
+def _read_site(c: Any, ctx: _Context) -> int | None:
+    """The site of the live (not deferred) host read a compile happened inside, if any."""
+    row = int(c["sync_row"])
+    if row < 0 or row not in ctx.syncs.index:
+        return None
+    read = ctx.syncs.loc[row]
+    return None if bool(read["deferred"]) else int(read["site"])
 
 
 def _mid_step(c: Any, step: _StepFacts, new_fallback: set[str], ctx: _Context, seen_sigs: set[int],

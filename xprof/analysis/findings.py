@@ -23,7 +23,7 @@ from xprof.analysis.causes import (
     base_input_name,
     no_sharding,
 )
-from xprof.analysis.model import EAGER_KEY, EVAL_KEY, SETTLED_AFTER, WARMUP_STEPS, Finding, FindingKey
+from xprof.analysis.model import EAGER_KEY, EVAL_KEY, GROWING_READS, SETTLED_AFTER, WARMUP_STEPS, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import barrier_graphs, fallback_rows, live_reads
@@ -419,6 +419,17 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         evidence.append(f"{executions} execution(s) ran inside these reads ({_dur(exec_ms)})")
     if len(rows):
         evidence.append(f"{len(rows)} compile(s) forced ({_dur(compile_ms)})")
+        inside = rows[rows["at"] == "step"]
+        most = inside["step"].value_counts() if len(inside) else None
+        if most is not None and int(most.iat[0]) >= GROWING_READS and kind not in ("data_dependent", "checkpoint"):
+            # One read, many new graphs in one step: the ops since the barrier pile up
+            # between its reads (an RL episode, acting step by step), so each runs a longer one.
+            top = int(most.index[0])
+            evidence.insert(1, f"it compiled {int(most.iat[0])} graphs within step {ordinal_of.get(top, top)} "
+                               "alone: each read in a step ran a longer graph, the ops since the last barrier "
+                               "piling up between reads")
+            if mech is None and kind != "library_sync":
+                advice = ADVICE["growing_read"]
         at_barrier = [k for k in ks if compiles["at"].iat[k] == "barrier"]
         if at_barrier and causes is not None and mech is None:
             k = at_barrier[0]

@@ -43,6 +43,11 @@ def unmeasured(f: Finding) -> bool:
     return f.cause == "eager_mode" or f.kind in ("never_ran", "dynamo_limit", "graph_cut")
 
 
+GROWING_READS = 3
+"""A read site that compiled this many graphs or more within one step ran a longer graph at
+each read (the ops since the barrier piling up between its reads); two may be two values
+one library call reads. Its compiles after the first in a warm-up step are not warm-up."""
+
 WARMUP_STEPS = 2
 """Warm-up: the first two steps that ran a graph. torch_xla compiles a one-off graph at the
 first step (optimizer state is created inside it) and the steady-state graph at the

@@ -182,7 +182,8 @@ def _span(node: ast.expr, indent: int) -> tuple[int, int]:
 def _moved_inside(node: ast.AST | None, indent: int) -> list[Slot]:
     """The slot of each named tensor moved by a ``.to(...)`` call in ``node``:
     ``ids.to(dev)`` -> ``("ids", "ids", ...)``, ``batch.x.to(dev)`` -> ``("x", None, ...)``.
-    A moved call result (``torch.randn(4).to(dev)``) has no name."""
+    A moved call result is named by its first argument when that is a variable
+    (``torch.tensor(state).to(dev)`` -> ``state``), else it has none (``torch.randn(4)``)."""
     if node is None:
         return []
     out: list[Slot] = []
@@ -190,6 +191,10 @@ def _moved_inside(node: ast.AST | None, indent: int) -> list[Slot]:
         if _is_move(n):
             receiver = n.func.value  # type: ignore[attr-defined]
             name = _target_name(receiver)
+            if name is None and isinstance(receiver, ast.Call) and receiver.args and isinstance(
+                    receiver.args[0], ast.Name):
+                # torch.tensor(state).to(dev), torch.from_numpy(obs).to(dev): the data's name
+                name = receiver.args[0].id  # (that variable holds no tensor: looked up by column)
             if name is not None:
                 out.append((name, receiver.id if isinstance(receiver, ast.Name) else None,
                             *_span(n, indent)))  # type: ignore[arg-type]

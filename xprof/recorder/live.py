@@ -18,7 +18,9 @@ each cause appears at each place after warm-up:
 
 Steps are numbered as the report numbers them (issue 11): training steps from the
 optimizer-step evidence (``o``) when the run has any, else barriers that ran a graph, and
-warm-up is every compile of the first two, host reads included. torch.compile's own
+warm-up is every compile of the first two, host reads included (but not a read site's
+second and later compiles in a step where it compiled again and again: a longer graph each
+read). torch.compile's own
 barriers and the graphs it retraced for (``dynamo``), eval passes (``ng``), step-closure
 graphs and reads made inside an installed library (a mechanism the report groups) are
 never notices.
@@ -37,6 +39,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,6 +52,9 @@ WARMUP_STEPS = 2
 SETTLED_AFTER = 20
 """Steps with no new input shape after its last compile for it to read as settled (the
 analysis' ``SETTLED_AFTER``)."""
+GROWING_READS = 3
+"""A read site compiling this often in one step runs a longer graph each read (the
+analysis' ``GROWING_READS``)."""
 
 DATA_DEPENDENT_ACCESSES = frozenset({"nonzero", "masked_select", "unique", "argwhere",
                                      "repeat_interleave", "mask_index", "mask_assign"})
@@ -492,11 +498,20 @@ class LiveNotices:
         new_shape = (steady and own and not new_ops and sig is not None
                      and sig not in self._steady_sigs)
         read_n, read_s = 0, 0.0
+        step_warm = warm
+        read_compiled: set[int] = set()
+        read_counts = Counter(self._read_of(x) for x in compiles if x.get("at") == "step") if warm else Counter()
         for comp in compiles:
             self._compiles += 1
             ns = float(comp.get("ns") or 0) / 1e9
+            warm = step_warm
             if comp.get("at") == "step":
                 site = self._read_of(comp)
+                if warm and site is not None and read_counts[site] >= GROWING_READS:
+                    # (the analysis' rule: a read that compiles again and again in a warm-up
+                    # step runs a longer graph each time, not warm-up's first graphs)
+                    warm = site not in read_compiled
+                    read_compiled.add(site)
                 if site is None:
                     call = self._library_call_around(comp)
                     if call is not None:  # inside a library call, between two of its reads

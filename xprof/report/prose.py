@@ -142,8 +142,9 @@ def headline(analysis: Analysis) -> list[str]:
                   "ran, but none ended in one.")
     elif t.recompiles:
         out.append(
-            f"{'One' if t.recompiles == 1 else t.recompiles} of them came after warm-up (the first "
-            f"{WARMUP_STEPS} steps): {'a recompile' if t.recompiles == 1 else 'recompiles'}"
+            f"{'One' if t.recompiles == 1 else t.recompiles} of them {'was' if t.recompiles == 1 else 'were'} "
+            f"not warm-up (the first graphs of the first {WARMUP_STEPS} steps): "
+            f"{'a recompile' if t.recompiles == 1 else 'recompiles'}"
             f" that a loop with fixed shapes and graphs would not pay."
         )
     elif t.steps <= WARMUP_STEPS:
