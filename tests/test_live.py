@@ -569,3 +569,13 @@ def test_a_mask_read_seen_since_its_hook_was_armed_is_every_step_so_far() -> Non
     live.feed(recs)
     assert said == ["xprof: step 2: boolean-mask indexing at det.py:12 has a value-dependent shape; it runs on "
                     "the CPU and runs the graph early (every step so far)"]
+
+
+def test_a_read_after_the_barrier_is_every_step_since_its_first() -> None:
+    # `if loss < eps: break` after torch_xla.sync(): the read lands in the next step, so step 0
+    # has none; it is every step since step 1, not "2 of 3 steps so far".
+    said: list[str] = []
+    live = LiveNotices(0.0, said.append)
+    recs = _one_read_a_step(4, "print(loss.item())", lambda i: True)
+    live.feed([r for r in recs if not (r["type"] == "sync" and r["i"] == 0)])
+    assert said == ["xprof: step 2: .item() at train.py:88 forces a host sync (every step since step 1)"]

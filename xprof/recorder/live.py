@@ -172,6 +172,8 @@ class LiveNotices:
         """The fallback counters of the last step's counters (steady steps share that dict)."""
         self._step_syncs: list[dict[str, Any]] = []
         self._site_steps: dict[int, tuple[int, int]] = {}
+        self._site_first: dict[int, int] = {}
+        """Read site -> the first step that read it."""
         self._armed: dict[str, int] = {}
         """A hook armed mid-run (``mask_index``) -> the first step it saw whole."""
         """Read site -> (the last step it read in, how many steps it read in)."""
@@ -317,6 +319,8 @@ class LiveNotices:
         # Steps that read at the site so far: reads come in step order, so a count will do
         # (a set of steps, counted at every read, made a read every step quadratic).
         last, seen = self._site_steps.get(sid, (-1, 0))
+        if not seen:
+            self._site_first[sid] = i
         if i != last:
             self._site_steps[sid] = (i, seen + 1)
         site = self._sites.get(sid, {})
@@ -360,14 +364,25 @@ class LiveNotices:
         self._forced.add(sid)
         if i < WARMUP_STEPS or key in self._said:
             return  # warm-up: not a notice yet (it is one if the site reads again later)
-        total = i + 1
-        seen = self._site_steps[sid][1]
-        how = "every step so far" if seen >= total else f"{seen} of {total} steps so far"
+        how = self._how_often(sid, i)
         label, where, via = self._site_words(sid)
         also = " and a compile" if rec.get("u") else ""
         # Said when the step's barrier comes: a read after the last one (a final print of a
         # metric) is in no step, and the analysis counts it in no finding either.
         self._held.append((("sync", str(sid)), f"step {i}: {label} at {where}{via} forces a host sync{also} ({how})"))
+
+    def _how_often(self, sid: int, i: int, since: int = 0) -> str:
+        """How often site ``sid`` was read up to step ``i``: every step so far, every step since
+        its first (a read after the barrier lands in the next step: step 0 has none), or
+        ``N of M``. ``since``: the first step its hook could see."""
+        seen = self._site_steps[sid][1]
+        total = i + 1 - min(since, i)
+        if seen >= total:
+            return "every step so far"
+        first = self._site_first.get(sid, 0)
+        if first > 0 and seen >= 2 and seen >= i + 1 - first:
+            return "every step since step " + str(first)
+        return f"{seen} of {total} steps so far"
 
     def _site_words(self, sid: int) -> tuple[str, str, str]:
         """(what was read, where, `` (via ...)``) of a read site, as the notices say them."""
@@ -397,9 +412,7 @@ class LiveNotices:
             return
         label, where, _ = self._site_words(sid)
         since = self._armed.get("mask_index", 0) if site.get("kind") in ("mask_index", "mask_assign") else 0
-        total = i + 1 - min(since, i)
-        seen = self._site_steps[sid][1]
-        how = "every step so far" if seen >= total else f"{seen} of {total} steps so far"
+        how = self._how_often(sid, i, since)
         self._say(key, f"step {i}: {label} at {where} has a value-dependent shape; it runs on the CPU "
                   f"and runs the graph early ({how})")
 
