@@ -578,4 +578,4 @@ def test_a_read_after_the_barrier_is_every_step_since_its_first() -> None:
     live = LiveNotices(0.0, said.append)
     recs = _one_read_a_step(4, "print(loss.item())", lambda i: True)
     live.feed([r for r in recs if not (r["type"] == "sync" and r["i"] == 0)])
-    assert said == ["xprof: step 2: .item() at train.py:88 forces a host sync (every step since step 1)"]
+    assert said == ["xprof: step 2: loss.item() at train.py:88 forces a host sync (every step since step 1)"]
