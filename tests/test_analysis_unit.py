@@ -432,12 +432,13 @@ def test_a_read_compiling_again_within_a_warm_up_step_is_its_own_cost(tmp_path: 
     t = T0
     for i, reads in enumerate((6, 4, 3, 3)):
         t0 = t
-        for _ in range(reads):
+        for r in range(reads):
             new = i == 0  # graphs 1-6 in step 0; the shorter episodes after reuse them
             w.write({"type": "sync", "i": i, "site": 5, "t0": t + 0.001, "t1": t + 0.2, "x": 1,
                      **({"u": 1} if new else {})})
-            if new:
+            if new:  # each a longer graph: 25, 31, 37 ... nodes
                 w.write({"type": "compile", "i": i, "t": t + 0.15, "ns": 1.5e8, "at": "step"})
+                w.write({"type": "graph_sizes", "samples": [[t + 0.151, 25 + 6 * r]]})
             t += 0.25
         uncached = 6 if i == 0 else 0
         w.write({"type": "step", "i": i, "t0": t0, "tb": t, "t1": t + 0.01, "barrier": "mark_step", "o": 1, "bc": 1,
@@ -453,6 +454,12 @@ def test_a_read_compiling_again_within_a_warm_up_step_is_its_own_cost(tmp_path: 
     assert any(e.startswith("it compiled 5 graphs within step 0 alone: each read in a step ran a longer graph")
                for e in f[0].evidence)
     assert "Put torch_xla.sync() right after the read" in f[0].advice
+    # several values read at one line (a check over each parameter) do not grow: warm-up
+    from xprof.analysis.causes import growing_reads
+
+    assert growing_reads([(5, n) for n in (40, 39, 37, 36)]) == set()
+    assert growing_reads([(5, n) for n in (25, 31, 31, 37)]) == {5}
+    assert growing_reads([(5, 25), (5, None), (5, 37)]) == set()  # (a size not known)
     # watch()'s exit summary counts them the same way
     import json
 

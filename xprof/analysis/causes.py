@@ -7,8 +7,7 @@ The rules, in order, for a compile at a barrier (a compile inside a host read is
    except a second step with other input shapes than the first when the first graph was
    not a one-off (its shapes came back later without compiling, or the second graph has
    the same size): then the shape change is to blame; and except a host read's second and
-   later compiles in a step where it compiled :data:`GROWING_READS` times or more (a longer
-   graph each read).
+   later compiles in a step where its graph grew from read to read (:func:`growing_reads`).
 2. ``cpu_fallback``: ops without an XLA lowering ran for the first time in this step.
 3. ``input_shape``: this step's input signature was never seen in an earlier steady-state
    step (step 0's graph is a one-off, so a shape seen only there still recompiles).
@@ -30,7 +29,6 @@ training graph stands in for that evidence.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from dataclasses import dataclass, field
 from operator import ne
 from typing import Any, NamedTuple
@@ -267,8 +265,8 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                               dynamo=kind == "dynamo" or prev_kind == "dynamo" or dz > 0 or step_i in dynamo_steps,
                               barrier_site=bsite)
             read_compiled: set[int] = set()
-            read_counts = Counter(site for site in (_read_site(rows[k], ctx) for k in ks
-                                                    if rows[k]["at"] == "step") if site is not None)
+            growing = growing_reads([(_read_site(rows[k], ctx), rows[k]["graph_nodes"]) for k in ks
+                                      if rows[k]["at"] == "step"])
             for k in ks:
                 c = rows[k]
                 if (ordinal == 1 and phase == "train" and c["at"] != "step" and sig_id is not None
@@ -284,12 +282,12 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                 warm = ((phase in ("train", "empty") and 0 <= user_step < WARMUP_STEPS)
                         or (phase == "dynamo" and 0 <= ahead < WARMUP_STEPS))
                 if warm and c["at"] == "step":
-                    # Except a read that compiled GROWING_READS times or more in this step:
-                    # each read of it ran a longer graph (the ops since the barrier pile up
-                    # between reads: an RL episode acting step by step), which every longer
-                    # step pays again. Its first compile there is warm-up's.
+                    # Except a read whose graph grew from read to read in this step: the ops
+                    # since the barrier pile up between its reads (an RL episode acting step
+                    # by step), which every longer step pays again. Its first compile there
+                    # is warm-up's.
                     site = _read_site(c, ctx)
-                    if site is not None and read_counts[site] >= GROWING_READS:
+                    if site is not None and site in growing:
                         warm = site not in read_compiled
                         read_compiled.add(site)
                 result[k] = _one(c, step, warm, seen_sigs, seen_sig_list, fallback - seen_fallback, ctx)
@@ -675,6 +673,25 @@ def _step_mechanism(step: _StepFacts, ctx: _Context, new_reads_only: bool = Fals
             return Cause("library", FindingKey.parse(mech.key), site=site, evidence=(
                 f"{mech.what} {where} and ran a small graph of its own"))
     return None
+
+
+def growing_reads(compiled: list[tuple[int | None, Any]]) -> set[int]:
+    """Read sites whose graphs grew in one step: :data:`GROWING_READS` compiles or more, in
+    order, none smaller than the one before and the last larger than the first (an RL
+    episode's reads: 25, 31, 35 ... nodes). Several values read at one line (a gradient
+    check over each parameter: 40, 39, 37, 36) do not grow."""
+    nodes: dict[int, list[int]] = {}
+    unknown: set[int] = set()
+    for site, n in compiled:
+        if site is None:
+            continue
+        if n is None or pd.isna(n):
+            unknown.add(site)
+        else:
+            nodes.setdefault(site, []).append(int(n))
+    return {site for site, ns in nodes.items()
+            if site not in unknown and len(ns) >= GROWING_READS and ns[-1] > ns[0]
+            and all(b >= a for a, b in zip(ns, ns[1:]))}
 
 
 def _read_site(c: Any, ctx: _Context) -> int | None:

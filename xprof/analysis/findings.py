@@ -21,9 +21,10 @@ from xprof.analysis.causes import (
     Shardings,
     Signature,
     base_input_name,
+    growing_reads,
     no_sharding,
 )
-from xprof.analysis.model import EAGER_KEY, EVAL_KEY, GROWING_READS, SETTLED_AFTER, WARMUP_STEPS, Finding, FindingKey
+from xprof.analysis.model import EAGER_KEY, EVAL_KEY, SETTLED_AFTER, WARMUP_STEPS, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import barrier_graphs, fallback_rows, live_reads
@@ -421,10 +422,11 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         evidence.append(f"{len(rows)} compile(s) forced ({_dur(compile_ms)})")
         inside = rows[rows["at"] == "step"]
         most = inside["step"].value_counts() if len(inside) else None
-        if most is not None and int(most.iat[0]) >= GROWING_READS and kind not in ("data_dependent", "checkpoint"):
-            # One read, many new graphs in one step: the ops since the barrier pile up
+        top = int(most.index[0]) if most is not None else -1
+        if (most is not None and kind not in ("data_dependent", "checkpoint")
+                and growing_reads([(0, v) for v in inside.loc[inside["step"] == top, "graph_nodes"]])):
+            # One read, ever larger graphs in one step: the ops since the barrier pile up
             # between its reads (an RL episode, acting step by step), so each runs a longer one.
-            top = int(most.index[0])
             evidence.insert(1, f"it compiled {int(most.iat[0])} graphs within step {ordinal_of.get(top, top)} "
                                "alone: each read in a step ran a longer graph, the ops since the last barrier "
                                "piling up between reads")

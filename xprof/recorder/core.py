@@ -815,7 +815,8 @@ class Recorder:
         transfers = d.get(m.TO_CPU, 0) + d.get(m.LOCAL_SCALAR, 0)
         self._exec_pending += executions
         self._xfer_pending += transfers
-        if bu or self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
+        if bu or d.get(m.UNCACHED) or self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
+            # (a step that compiled: its graphs' sizes come before it, for the live notices)
             self._flush_samples(out)
         out.append(rec)
         self._learn_steady(ev, rec, executions, transfers)

@@ -19,8 +19,7 @@ each cause appears at each place after warm-up:
 Steps are numbered as the report numbers them (issue 11): training steps from the
 optimizer-step evidence (``o``) when the run has any, else barriers that ran a graph, and
 warm-up is every compile of the first two, host reads included (but not a read site's
-second and later compiles in a step where it compiled again and again: a longer graph each
-read). torch.compile's own
+second and later compiles in a step where its graph grew from read to read). torch.compile's own
 barriers and the graphs it retraced for (``dynamo``), eval passes (``ng``), step-closure
 graphs and reads made inside an installed library (a mechanism the report groups) are
 never notices.
@@ -39,7 +38,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -53,7 +51,7 @@ SETTLED_AFTER = 20
 """Steps with no new input shape after its last compile for it to read as settled (the
 analysis' ``SETTLED_AFTER``)."""
 GROWING_READS = 3
-"""A read site compiling this often in one step runs a longer graph each read (the
+"""Growing graphs at a read site in one step from which each read runs a longer graph (the
 analysis' ``GROWING_READS``)."""
 
 DATA_DEPENDENT_ACCESSES = frozenset({"nonzero", "masked_select", "unique", "argwhere",
@@ -259,7 +257,7 @@ class LiveNotices:
                     self._op_compiled = True
             elif kind == "graph_sizes":
                 samples = rec.get("samples") or []
-                self._sizes = (self._sizes + [(float(t), int(n)) for t, n in samples])[-64:]
+                self._sizes = (self._sizes + [(float(t), int(n)) for t, n in samples])[-256:]
             elif kind == "sig":
                 sid = int(rec["id"])
                 self._sigs[sid] = [(str(x["name"]), tuple(x["shape"]), str(x["dtype"]), str(x["src"]))
@@ -370,6 +368,25 @@ class LiveNotices:
         # Said when the step's barrier comes: a read after the last one (a final print of a
         # metric) is in no step, and the analysis counts it in no finding either.
         self._held.append((("sync", str(sid)), f"step {i}: {label} at {where}{via} forces a host sync{also} ({how})"))
+
+    def _growing_reads(self, compiles: list[dict[str, Any]]) -> set[int]:
+        """The analysis' ``growing_reads``: read sites whose graphs grew in this step, from the
+        first graph-size sample at or after each compile (none known: not growing)."""
+        nodes: dict[int, list[int | None]] = {}
+        for comp in compiles:
+            if comp.get("at") != "step":
+                continue
+            site = self._read_of(comp)
+            if site is not None:
+                t = float(comp.get("t") or 0)
+                nodes.setdefault(site, []).append(next((n for ts, n in self._sizes if 0 <= ts - t < 1.0), None))
+        out = set()
+        for site, ns in nodes.items():
+            known = [n for n in ns if n is not None]
+            if (len(known) == len(ns) >= GROWING_READS and known[-1] > known[0]
+                    and all(b >= a for a, b in zip(known, known[1:]))):
+                out.add(site)
+        return out
 
     def _how_often(self, sid: int, i: int, since: int = 0) -> str:
         """How often site ``sid`` was read up to step ``i``: every step so far, every step since
@@ -513,16 +530,16 @@ class LiveNotices:
         read_n, read_s = 0, 0.0
         step_warm = warm
         read_compiled: set[int] = set()
-        read_counts = Counter(self._read_of(x) for x in compiles if x.get("at") == "step") if warm else Counter()
+        growing = self._growing_reads(compiles) if warm else set()
         for comp in compiles:
             self._compiles += 1
             ns = float(comp.get("ns") or 0) / 1e9
             warm = step_warm
             if comp.get("at") == "step":
                 site = self._read_of(comp)
-                if warm and site is not None and read_counts[site] >= GROWING_READS:
-                    # (the analysis' rule: a read that compiles again and again in a warm-up
-                    # step runs a longer graph each time, not warm-up's first graphs)
+                if warm and site is not None and site in growing:
+                    # (the analysis' rule: a read whose graph grows from read to read in a
+                    # warm-up step runs a longer graph each time, not warm-up's first graphs)
                     warm = site not in read_compiled
                     read_compiled.add(site)
                 if site is None:
