@@ -470,6 +470,27 @@ def test_a_read_compiling_again_within_a_warm_up_step_is_its_own_cost(tmp_path: 
     assert live.summary(t, "r.json")[0].endswith("6 compiles, 5 after warm-up")
 
 
+def test_a_checkpoint_saved_before_the_barrier_is_no_expected_cost(tmp_path: Path) -> None:
+    # torch.save every 5 steps, before mark_step: reading the pending tensors compiled parts
+    # of the step's graph. Not "expected": the first thing to change, with the fix to save
+    # after the barrier. The same save after it (nothing compiled) stays info.
+    def run(name: str, compile_ms: float) -> Any:
+        b = Builder(tmp_path / name)
+        for i in range(20):
+            saves = i % 5 == 4
+            b.step({"x": [8, 4]}, compile_ms=500 if i < 2 else 0, opt=1,
+                   read=("cpu", 16, "torch.save(model.state_dict(), path)") if saves else None,
+                   read_compile_ms=compile_ms if saves else 0.0,
+                   site={"via": "torch.serialization.save"} if saves else None)
+        return b.done()
+
+    f = [f for f in run("mid.json", 300).findings if f.kind == "checkpoint"]
+    assert len(f) == 1 and f[0].severity == "warning" and "(expected)" not in f[0].title
+    assert "Save right after torch_xla.sync()" in f[0].advice
+    after = [f for f in run("after.json", 0).findings if f.kind == "checkpoint"]
+    assert len(after) == 1 and after[0].severity == "info" and "(expected)" in after[0].title
+
+
 def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
     from xprof.analysis.findings import _first_failures
     from xprof.recorder.hooks import _first_per_entry

@@ -278,7 +278,8 @@ def test_live_notices_agree_with_the_analysis(scenario: Any, name: str) -> None:
         if notices.first[0] == "lib":  # a library's read: implicit_sync, or a known mechanism's
             assert top.cause in ("implicit_sync", "library") and top.via is not None, (notices.first, top.title)
         else:
-            cause = {"sync": "implicit_sync", "fallback": "cpu_fallback"}.get(notices.first[0], notices.first[0])
+            cause = {"sync": "implicit_sync", "fallback": "cpu_fallback", "ckpt": "implicit_sync"}.get(
+                notices.first[0], notices.first[0])
             assert cause == top.cause, (notices.first, top.title)
     else:
         assert not [f for f in problems if f.compiles], "the summary missed a finding that compiled"

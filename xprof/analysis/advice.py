@@ -118,6 +118,12 @@ ADVICE = {
         "Saving a checkpoint copies tensors to the host; that is expected when it happens "
         "every few hundred steps. Use xm.save() and save less often if it shows up in step time."
     ),
+    "checkpoint_mid_step": (
+        "The save ran before the step's barrier, so the tensors it copies were still pending: "
+        "reading them ran parts of the step's graph early, each compiled on its own. Save right "
+        "after torch_xla.sync() (xm.mark_step()), when they are computed and only the copy is "
+        "left; xm.save() there as well."
+    ),
     "periodic_graph": (
         "Step-dependent Python control flow switches between graphs. Each variant compiles "
         "once and is cached afterwards; if the number of variants is fixed this is a one-off "

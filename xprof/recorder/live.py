@@ -323,7 +323,16 @@ class LiveNotices:
             self._site_steps[sid] = (i, seen + 1)
         site = self._sites.get(sid, {})
         if _is_checkpoint(site.get("via")):
-            return  # a checkpoint save reads every tensor; the report says whether it is often
+            # A checkpoint save reads every tensor; the report says whether it is often. One
+            # that compiled to read them ran before the barrier: a cost (the analysis'
+            # checkpoint_mid_step), its waits from then on included.
+            key = ("ckpt", str(sid))
+            if key in self._cost or (rec.get("u") and i >= WARMUP_STEPS):
+                where = self._site_words(sid)[1]
+                self._add_cost(key, max(float(rec["t1"]) - float(rec["t0"]), 0.0), 1 if rec.get("u") else 0,
+                               f"the checkpoint save at {where} runs before the step's barrier and compiles "
+                               "parts of the step to read them: save right after torch_xla.sync()")
+            return
         if site.get("via") or site.get("chain"):
             # A library's read: no notice (the report groups them by mechanism), but its cost
             # counts for the exit summary; torch.compile's own reads are dynamo's.
