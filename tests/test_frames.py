@@ -114,3 +114,20 @@ def test_a_read_inside_torch_itself_names_the_line_that_read(tmp_path: Path) -> 
     assert site is not None and site.file == __file__ and site.via == "clipmod.clip" and site.inner is None
     assert site.inner_file is not None and Path(site.inner_file).name == "clipmod.py"
     assert site.inner_code() == "if error_if_nonfinite and helpermod.truth(norm):"  # not the helper's line
+
+
+def test_a_package_installed_outside_site_packages_is_a_library(tmp_path: Any, monkeypatch: Any) -> None:
+    # `pip install --target DIR pkg` with DIR on sys.path: pkg's RECORD says it is installed;
+    # the user's own package beside it has no record and stays the user's code.
+    from xprof.recorder import frames
+
+    (tmp_path / "tbx").mkdir()
+    (tmp_path / "tbx" / "x2num.py").write_text("")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "loop.py").write_text("")
+    (tmp_path / "tbx-2.6.dist-info").mkdir()
+    (tmp_path / "tbx-2.6.dist-info" / "RECORD").write_text("tbx/x2num.py,sha256=x,1\ntbx-2.6.dist-info/RECORD,,\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(frames, "_INSTALLED", {})
+    assert frames.classify_path(str(tmp_path / "tbx" / "x2num.py")) is frames.FrameKind.LIBRARY
+    assert frames.classify_path(str(tmp_path / "mine" / "loop.py")) is frames.FrameKind.USER

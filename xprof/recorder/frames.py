@@ -58,7 +58,55 @@ def classify_path(path: str, internal: tuple[str, ...] = (), libraries: tuple[st
         return FrameKind.LIBRARY
     if real.startswith(_LIBRARY_ROOTS if libraries is None else libraries):
         return FrameKind.LIBRARY
+    if _installed_elsewhere(real):
+        return FrameKind.LIBRARY
     return FrameKind.USER
+
+
+_INSTALLED: dict[str, frozenset[str]] = {}
+"""A folder on sys.path -> the top-level names the distributions installed there own."""
+
+
+def _installed_elsewhere(real: str) -> bool:
+    """A file of a distribution installed outside site-packages (``pip install --target
+    DIR`` with DIR on sys.path): its top-level folder is listed by a ``*.dist-info/RECORD``
+    (or an ``*.egg-info/top_level.txt``) in the same sys.path folder. A user's own
+    package beside their script has no such record."""
+    for entry in sys.path:
+        root = os.path.realpath(entry or ".")
+        if not real.startswith(root + os.sep):
+            continue
+        top = real[len(root) + 1:].split(os.sep, 1)[0]
+        if top.endswith(".py"):
+            top = top[:-3]
+        owned = _INSTALLED.get(root)
+        if owned is None:
+            owned = _INSTALLED[root] = _installed_tops(root)
+        if top in owned:
+            return True
+    return False
+
+
+def _installed_tops(root: str) -> frozenset[str]:
+    tops: set[str] = set()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return frozenset()
+    for name in names:
+        try:
+            if name.endswith(".dist-info"):
+                with open(os.path.join(root, name, "RECORD"), encoding="utf-8") as f:
+                    for line in f:
+                        first = line.split(",", 1)[0].split("/", 1)[0]
+                        if first and not first.endswith((".dist-info", ".data")) and first != "..":
+                            tops.add(first[:-3] if first.endswith(".py") else first)
+            elif name.endswith(".egg-info"):
+                with open(os.path.join(root, name, "top_level.txt"), encoding="utf-8") as f:
+                    tops.update(line.strip() for line in f if line.strip())
+        except OSError:
+            continue
+    return frozenset(tops)
 
 
 def _library_roots() -> tuple[str, ...]:
