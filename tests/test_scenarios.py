@@ -23,7 +23,7 @@ _NOTICES: dict[str, Any] = {}
 """The live notices each scenario's watch() printed (``LiveNotices``)."""
 SCENARIOS = ("accumulate_eval_plateau", "checkpoint", "clean_closure", "closure_argmax", "closure_nan_check",
              "compile_fn_partial", "compile_step_padding", "cpu_fallback", "dynamo_eval",
-             "dynamo_limit", "dynamo_partial_batch", "eager_compiled_step", "eager_loop", "eager_padding", "eval_pass",
+             "dynamo_limit", "dynamo_partial_batch", "eager_compiled_step", "eager_loop", "eager_padding", "eval_mode_left_on", "eval_pass",
              "every_n_steps", "item_every_step", "length_buckets", "library_checks", "mask_loss",
              "masked_select_loss", "no_barrier", "padding_collate_loader", "slice_bound",
              "padding_dict", "partial_batch", "stray_print", "tensor_condition", "two_causes")
@@ -266,6 +266,8 @@ def test_live_notices_agree_with_the_analysis(scenario: Any, name: str) -> None:
         elif cause in ("cpu_fallback", "fallback"):
             assert any(f.cause == "cpu_fallback" for f in problems), line
             assert set(what.split(",")) <= set(a.totals.fallback_ops), line
+        elif cause == "eval_mode":
+            assert any(f.kind == "eval_mode_training" for f in problems), line
         elif cause in ("eager_mode", "no_barrier"):
             assert any(f.cause == cause for f in problems), line
         elif cause == "dynamo_limit":
@@ -278,7 +280,8 @@ def test_live_notices_agree_with_the_analysis(scenario: Any, name: str) -> None:
         if notices.first[0] == "lib":  # a library's read: implicit_sync, or a known mechanism's
             assert top.cause in ("implicit_sync", "library") and top.via is not None, (notices.first, top.title)
         else:
-            cause = {"sync": "implicit_sync", "fallback": "cpu_fallback", "ckpt": "implicit_sync"}.get(
+            cause = {"sync": "implicit_sync", "fallback": "cpu_fallback", "ckpt": "implicit_sync",
+                     "eval_mode": "graph_change"}.get(
                 notices.first[0], notices.first[0])
             assert cause == top.cause, (notices.first, top.title)
     else:
@@ -466,6 +469,17 @@ def test_dynamo_giving_up_at_its_recompile_limit_is_said(scenario: Any) -> None:
     assert said == ["xprof: step 4: torch.compile gave up on the compiled module's forward at its recompile limit "
                     "(torch._dynamo.config.recompile_limit = 2): it runs uncompiled from now on, and XLA compiles "
                     "a graph for each new shape"]
+
+
+def test_training_left_in_eval_mode_is_named(scenario: Any) -> None:
+    a, counters = scenario("eval_mode_left_on")
+    train = [f for f in a.findings if f.cause == "graph_change" and f.kind != "eval_pass"]
+    assert [(f.kind, f.compiles) for f in train] == [("eval_mode_training", 1)]
+    assert train[0].title.startswith("5 training steps from step 5 ran with the model in eval mode")  # 5-9
+    assert "model.train()" in train[0].advice
+    assert a.totals.compiles == counters["UncachedCompile"]
+    said = [line for (cause, _), line in _NOTICES["eval_mode_left_on"].said if cause == "eval_mode"]
+    assert len(said) == 1 and "it trains with the model in eval mode" in said[0]
 
 
 def test_dynamo_grad_mode_retrace_is_a_one_off(scenario: Any) -> None:

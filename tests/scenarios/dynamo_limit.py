@@ -23,7 +23,7 @@ def _reset_after() -> Iterator[None]:
 
 
 def train(device: Any, steps: int = 8) -> None:
-    model, opt = mlp_setup(device, width=29)
+    model, opt = mlp_setup(device, width=37)
     compiled = torch.compile(model, backend="openxla")
     g = torch.Generator().manual_seed(8)
     # (dynamo then skips the code it gave up on, torch.compile's wrapper of every module's

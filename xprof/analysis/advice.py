@@ -145,10 +145,19 @@ ADVICE = {
         "as constants), or a different set of live tensors at the barrier."
     ),
     "baked_scalar": (
-        "A number passed to the graph became 0 or 1, which torch_xla bakes in as a constant, so "
-        "the graph is another one from then on. At the end of a learning-rate schedule: keep the "
-        "learning rate above 0 (a minimum lr: cosine_with_min_lr, eta_min), or accept one "
-        "recompile (it is cached after). XLA_NO_SPECIAL_SCALARS=1 did not prevent it where tried."
+        "A Python number passed to the graph became 0 or 1, which torch_xla bakes in as a "
+        "constant, or took the same value as another one in the step, which it then passes as "
+        "one input (a momentum of 0.9 from a schedule meeting a dropout keep probability of "
+        "0.9): the graph is another one while that lasts. At the end of a learning-rate "
+        "schedule, keep the learning rate above 0 (a minimum lr: cosine_with_min_lr, eta_min); "
+        "otherwise accept the recompile (it is cached after). XLA_NO_SPECIAL_SCALARS=1 did not "
+        "prevent it where tried."
+    ),
+    "eval_mode_training": (
+        "model.eval() (an evaluation, a checkpoint's validation) was not undone: call "
+        "model.train() before training again. In eval mode dropout is off and batch-norm "
+        "statistics stop updating, so the model trains differently, and the step compiles a "
+        "graph of its own."
     ),
     "graph_every_step": (
         "Every step built a graph never seen before from inputs of the same shapes, so "

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, loop_lines, mechanism
-from xprof.analysis.model import EVAL_KEY, GROWING_READS, WARMUP_KEY, WARMUP_STEPS, FindingKey
+from xprof.analysis.model import EVAL_KEY, EVAL_MODE_KEY, GROWING_READS, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import fallback_rows, live_reads
@@ -243,17 +243,22 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     # graph-size guess below is only for files without that evidence.
     ctx.size_guess = not ("backward" in steps and bool(steps["backward"].to_numpy().any()))
 
+    in_train_mode = ((steps["phase"] == "train").to_numpy() & steps["work"].to_numpy(dtype=bool)
+                     & (steps["ordinal"].to_numpy() >= 1) & ~steps["eval_mode"].to_numpy(dtype=bool))
+    if in_train_mode.any():
+        ctx.first_in_train_mode = int(steps["i"].to_numpy()[in_train_mode][0])
     matter, prev_barrier = _rows_that_matter(steps, set(by_step), set(sites_by_step), dynamo_steps)
     # The training step each barrier leads to: torch.compile's own syncs belong to the step
     # whose forward it is tracing (the first steps' tracing is warm-up).
     next_train = steps["ordinal"].where(steps["phase"] == "train").bfill().fillna(-1).to_numpy()[matter].tolist()
     rows_in = steps.loc[matter, _ROW_COLUMNS]
-    for step_i, sig_id, ordinal, user_step, dz, phase, kind, bsite, work, fallback_d, nodes, prev_kind, ahead in zip(
+    for (step_i, sig_id, ordinal, user_step, dz, phase, kind, bsite, work, fallback_d, nodes, in_eval,
+         prev_kind, ahead) in zip(
             rows_in["i"].tolist(), _optional_ints(rows_in["sig"]), rows_in["ordinal"].tolist(),
             rows_in["user_step"].tolist(), rows_in["dynamo_graphs"].tolist(),
             rows_in["phase"].tolist(), rows_in["barrier"].tolist(), _optional_ints(rows_in["site"]),
             rows_in["work"].tolist(), rows_in["fallback"].tolist(), _optional_ints(rows_in["graph_nodes"]),
-            prev_barrier[matter].tolist(), next_train):
+            rows_in["eval_mode"].tolist(), prev_barrier[matter].tolist(), next_train):
         sites = sites_by_step.get(step_i, empty)
         ks = by_step.get(step_i)
         if ks is not None:
@@ -263,7 +268,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
             step = _StepFacts(ordinal=ordinal, phase=phase, sig_id=sig_id, sites=sites, i=step_i,
                               dd_sites=dd_by_step.get(step_i, []), index_sites=index_by_step.get(step_i, []),
                               dynamo=kind == "dynamo" or prev_kind == "dynamo" or dz > 0 or step_i in dynamo_steps,
-                              barrier_site=bsite)
+                              barrier_site=bsite, eval_mode=bool(in_eval) and phase == "train")
             read_compiled: set[int] = set()
             growing = growing_reads([(_read_site(rows[k], ctx), rows[k]["graph_nodes"]) for k in ks
                                       if rows[k]["at"] == "step"])
@@ -317,7 +322,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
 
 
 _ROW_COLUMNS = ["i", "sig", "ordinal", "user_step", "dynamo_graphs", "phase", "barrier", "site", "work",
-                "fallback", "graph_nodes"]
+                "fallback", "graph_nodes", "eval_mode"]
 
 
 def _rows_that_matter(steps: pd.DataFrame, compiled: set[int], read: set[int],
@@ -367,6 +372,8 @@ class _StepFacts:
     """Sites where a device tensor was read as an index or slice bound in the step."""
     i: int = -1
     """The barrier's index."""
+    eval_mode: bool = False
+    """A training step (backward, optimizer step) with the model in eval mode."""
 
 
 @dataclass
@@ -394,6 +401,9 @@ class _Context:
     """CPU-fallback ops that ran only in steps where one library call read values (outside the
     training loop's own lines): op -> that call (via, file, line). Its calls are the library
     call's (``generate()``'s ``torch.isin``), not the training step's."""
+    first_in_train_mode: int | None = None
+    """The first steady training step run with the model in train mode (after it, one in
+    eval mode is a change)."""
     calls_by_step: dict[int, list[tuple[float, float, str, str, int, int]]] | None = None
     """Per step, its reads made inside a library call: (t0, t1, via, file, line, site), by time
     (built on first use by :func:`_library_call_around`)."""
@@ -558,6 +568,10 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
         return Cause("implicit_sync", FindingKey.sync(new_sites[0]), site=new_sites[0], evidence=(
             "same inputs as before, but a host read in this step materialized a tensor, "
             "so the graph at the barrier changed"))
+    if step.eval_mode and ctx.first_in_train_mode is not None and step.i > ctx.first_in_train_mode:
+        return Cause("graph_change", EVAL_MODE_KEY, evidence=(
+            "same input shapes as an earlier step, but this training step (a backward pass and an "
+            "optimizer step) ran with the model in eval mode, which earlier training steps did not"))
     return Cause("graph_change", FindingKey.graph(nodes), evidence=(
         "same input shapes as an earlier step, different graph"
         + (f" ({nodes} nodes)" if nodes is not None else "")))

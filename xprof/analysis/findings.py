@@ -24,7 +24,7 @@ from xprof.analysis.causes import (
     growing_reads,
     no_sharding,
 )
-from xprof.analysis.model import EAGER_KEY, EVAL_KEY, SETTLED_AFTER, WARMUP_STEPS, Finding, FindingKey
+from xprof.analysis.model import EAGER_KEY, EVAL_KEY, EVAL_MODE_KEY, SETTLED_AFTER, WARMUP_STEPS, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import barrier_graphs, fallback_rows, live_reads
@@ -882,6 +882,7 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     else:
         nodes_val = rows["graph_nodes"].dropna()
         node = int(nodes_val.iloc[0]) if len(nodes_val) else None
+        pattern = None
         ran = steps[steps["graph_nodes"] == node] if node is not None else steps.iloc[0:0]
         ordinals = sorted({int(o) for o in ran["ordinal"] if o >= 1})
         pattern = describe_period(ordinals)
@@ -901,14 +902,23 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
                      "The graph changed with the same input shapes") + (
                 f": {n} extra graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s to compile"
                 f"{' once, cached afterwards' if reused else ''}")
+    if key == EVAL_MODE_KEY:
+        in_eval = steps[(steps["phase"] == "train") & steps["eval_mode"].astype(bool)
+                        & (steps["i"] >= comp_steps[0])] if "eval_mode" in steps else steps.iloc[0:0]
+        first = ordinal_of.get(comp_steps[0], comp_steps[0])
+        kind, advice, fewer = "eval_mode_training", ADVICE["eval_mode_training"], None
+        title = (f"{len(in_eval) or n} training step{'s' if len(in_eval) != 1 else ''} from step {first} ran with "
+                 f"the model in eval mode (dropout off, batch-norm statistics frozen): {n} extra "
+                 f"graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s")
     evidence = [c0.evidence] if c0.evidence else []
     if kind != "eval_pass" and fewer is not None:
         was, now = fewer
         advice = ADVICE["baked_scalar"]
         evidence.append(f"torch_xla's debug records: the new graph takes {now} inputs where the step's graph "
-                        f"took {was}: a value passed in before is a constant in it now. torch_xla bakes the "
-                        "Python scalars 0 and 1 into the graph: a learning rate that reaches 0, or "
-                        "1 - lr * weight_decay rounding to 1.0 in float32 near the end of a schedule")
+                        f"took {was}: a value passed in before is a constant in it now, or shares an input "
+                        "with an equal one. torch_xla bakes the Python scalars 0 and 1 into the graph (a "
+                        "learning rate that reaches 0, or 1 - lr * weight_decay rounding to 1.0 in float32 "
+                        "near the end of a schedule) and passes equal scalars once")
     user_steps = sorted({ordinal_of.get(s, s) for s in comp_steps})
     where = "after training step" if kind == "eval_pass" else "at step"
     evidence.append(f"compiled {where}{'s' if len(user_steps) != 1 else ''} "

@@ -121,6 +121,8 @@ class FindingKey(NamedTuple):
 WARMUP_KEY = FindingKey("warmup")
 EVAL_KEY = FindingKey("eval")
 EAGER_KEY = FindingKey("eager")
+EVAL_MODE_KEY = FindingKey("graph", "eval_mode")
+"""Training steps run with the model left in eval mode (``model.eval()`` not undone)."""
 
 
 @dataclass

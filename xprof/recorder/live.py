@@ -170,6 +170,9 @@ class LiveNotices:
         """The fallback counters of the last step's counters (steady steps share that dict)."""
         self._step_syncs: list[dict[str, Any]] = []
         self._site_steps: dict[int, tuple[int, int]] = {}
+        self._trained_in_train_mode = False
+        """A steady training step ran with the model in train mode (the analysis'
+        ``first_in_train_mode``): one in eval mode after it is a change."""
         self._site_first: dict[int, int] = {}
         """Read site -> the first step that read it."""
         self._armed: dict[str, int] = {}
@@ -667,6 +670,14 @@ class LiveNotices:
                 self._cost[key][1] += n_barrier
                 self._say(key, f"step {i} recompiled: a tensor used as a slice bound at "
                           f"{self._site_words(ix)[1]} set a new shape from its value; {so_far}")
+            elif sig is not None and rec.get("ev") and self._trained_in_train_mode:
+                # (the analysis' eval_mode_training: model.eval() not undone after an evaluation)
+                key = ("eval_mode", "")
+                self._add_cost(key, barrier_s, n_barrier,
+                               "training steps run with the model in eval mode: call model.train() after "
+                               "evaluating")
+                self._say(key, f"step {i} recompiled: it trains with the model in eval mode (model.eval() "
+                          f"not undone: dropout off, batch-norm statistics frozen); {so_far}")
             elif sig is not None:
                 key = ("graph_change", "")
                 self._add_cost(key, barrier_s, n_barrier,
@@ -679,6 +690,8 @@ class LiveNotices:
                 self._say(("fallback", op), f"step {i}: {clean(op, 60)} has no XLA lowering and runs on the CPU "
                           + (f"inside {inside[1].replace('@', ' at ')} " if inside else "")
                           + f"({c[op]} call{'s' if c[op] != 1 else ''} this step)")
+        if self._last_steady and i >= 1 and not rec.get("ev"):
+            self._trained_in_train_mode = True
         if work and not at_dynamo:
             self._work += 1
             if ordinal >= 1 and sig is not None and not quiet:
