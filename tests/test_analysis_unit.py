@@ -491,6 +491,17 @@ def test_a_checkpoint_saved_before_the_barrier_is_no_expected_cost(tmp_path: Pat
     assert len(after) == 1 and after[0].severity == "info" and "(expected)" in after[0].title
 
 
+def test_a_partial_batch_under_the_hf_trainer_names_its_setting(tmp_path: Path) -> None:
+    b = Builder(tmp_path / "r.json")
+    for i in range(12):
+        logs = i % 4 == 3  # the Trainer's logging reads the loss (a site via transformers.trainer)
+        b.step({"x": [8 if i % 6 == 5 else 16, 4]}, compile_ms=500 if i in (0, 1, 5) else 0, opt=1,
+               read=("item", 40, "tr_loss_scalar = self._nested_gather(tr_loss).mean().item()") if logs else None,
+               site={"via": "transformers.trainer.Trainer._maybe_log_save_evaluate"} if logs else None)
+    f = [f for f in b.done().findings if f.kind == "partial_batch"]
+    assert len(f) == 1 and f[0].advice.endswith("TrainingArguments(dataloader_drop_last=True).")
+
+
 def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
     from xprof.analysis.findings import _first_failures
     from xprof.recorder.hooks import _first_per_entry

@@ -22,11 +22,11 @@ _CACHE: dict[str, tuple[Analysis, dict[str, int]]] = {}
 _NOTICES: dict[str, Any] = {}
 """The live notices each scenario's watch() printed (``LiveNotices``)."""
 SCENARIOS = ("accumulate_eval_plateau", "checkpoint", "clean_closure", "closure_argmax", "closure_nan_check",
-             "compile_fn_partial", "compile_step_padding", "cpu_fallback", "dynamo_eval",
-             "dynamo_limit", "dynamo_partial_batch", "eager_compiled_step", "eager_loop", "eager_padding", "eval_mode_left_on", "eval_pass",
-             "every_n_steps", "item_every_step", "length_buckets", "library_checks", "mask_loss",
-             "masked_select_loss", "no_barrier", "padding_collate_loader", "slice_bound",
-             "padding_dict", "partial_batch", "stray_print", "tensor_condition", "two_causes")
+             "compile_fn_partial", "compile_step_padding", "cpu_fallback", "dynamo_eval", "dynamo_limit",
+             "dynamo_partial_batch", "eager_compiled_step", "eager_loop", "eager_padding", "eval_mode_left_on",
+             "eval_pass", "every_n_steps", "item_every_step", "length_buckets", "library_checks", "mask_loss",
+             "masked_select_loss", "no_barrier", "padding_collate_loader", "slice_bound", "padding_dict",
+             "partial_batch", "stray_print", "tensor_condition", "two_causes")
 COUNTERS = ("UncachedCompile", "CachedCompile", "ExecuteComputation", "MarkStep")
 
 

@@ -182,6 +182,10 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
     eager = _eager_finding(steps, compiles, steady)
     if eager is not None:
         findings.append(eager)
+    if any(str(site.via or "").startswith("transformers.trainer") for site in site_info.values()):
+        for f in findings:  # the loader is the Trainer's: its setting, not DataLoader's
+            if f.kind in ("partial_batch", "batch_size_change"):
+                f.advice += " With transformers.Trainer: TrainingArguments(dataloader_drop_last=True)."
     _to_training_steps(findings, ordinal_of)
     findings.sort(key=lambda f: (-f.seconds, f.id))
     return findings
