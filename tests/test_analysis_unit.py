@@ -502,6 +502,34 @@ def test_a_partial_batch_under_the_hf_trainer_names_its_setting(tmp_path: Path) 
     assert len(f) == 1 and f[0].advice.endswith("TrainingArguments(dataloader_drop_last=True).")
 
 
+def test_a_read_inside_a_user_function_names_the_call(tmp_path: Path) -> None:
+    # torchvision's MetricLogger.update() reads .item(); called at line 32 before the barrier
+    # (a site of its own, with the caller) it is the finding, and says which call.
+    b = Builder(tmp_path / "r.json")
+    for i in range(10):
+        b.step({"x": [8, 4]}, compile_ms=500 if i < 2 else 0, opt=1, read=("item", 17, "v = v.item()"),
+               site={"func": "update", "caller": ["/u/train.py", 32, "ml.update(loss=loss)"]})
+    (f,) = b.done().findings
+    assert f.title.startswith(".item() at train.py:17 (called from train.py:32) forces a host sync")
+    assert "update() was called from train.py:32: ml.update(loss=loss)" in f.evidence
+
+
+def test_steps_run_in_worker_processes_are_said(tmp_path: Path) -> None:
+    # xprof run around a script that trains in torch_xla.launch workers: no step here, but
+    # torch_xla's debug output (from the worker) counted compiles and executions.
+    from xprof.report.prose import exit_lines, headline, next_step
+
+    w = RunWriter(tmp_path / "r.json", {"name": "unit", "started_unix": T0, "meta": {}})
+    w.write({"type": "end", "t": T0 + 7, "status": "ok", "steps": 0})
+    w.write({"type": "debug", "kind": "capture", "level": "2", "source": "PT_XLA_DEBUG_FILE",
+             "compiles": 2, "executions": 21})
+    w.close()
+    a = analyze(load_run(tmp_path / "r.json"))
+    assert headline(a)[1].startswith("Yet torch_xla's debug output counted 2 compiles and 21 executions")
+    assert next_step(a)[0] == "Nothing to judge here."
+    assert "worker processes" in exit_lines(a, "r.json")[2]
+
+
 def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
     from xprof.analysis.findings import _first_failures
     from xprof.recorder.hooks import _first_per_entry

@@ -131,3 +131,22 @@ def test_a_package_installed_outside_site_packages_is_a_library(tmp_path: Any, m
     monkeypatch.setattr(frames, "_INSTALLED", {})
     assert frames.classify_path(str(tmp_path / "tbx" / "x2num.py")) is frames.FrameKind.LIBRARY
     assert frames.classify_path(str(tmp_path / "mine" / "loop.py")) is frames.FrameKind.USER
+
+
+def _read_here() -> Any:  # a user function that reads (a meter's update()): the read is here
+    return FrameClassifier().user_site(sys._getframe(0))
+
+
+def test_a_direct_read_inside_a_user_function_records_the_calling_line(tmp_path: Path) -> None:
+    first = _read_here()
+    second = _read_here()
+    assert first is not None and second is not None and first.func == "_read_here"
+    assert (first.caller_file, second.caller_file) == (__file__, __file__)
+    assert second.caller_line == first.caller_line + 1  # one site per calling line
+    assert first.caller_code() == "first = _read_here()"
+    # at module level (the loop of a script) there is no caller to record
+    script = tmp_path / "loop.py"
+    script.write_text("SITE = CLASSIFY(sys._getframe(0))\n")
+    scope: dict[str, Any] = {"sys": sys, "CLASSIFY": FrameClassifier().user_site}
+    exec(compile(script.read_text(), str(script), "exec"), scope)
+    assert scope["SITE"].func == "<module>" and scope["SITE"].caller_file is None

@@ -69,8 +69,10 @@ def test_notices_appear_once_in_order_with_their_cause(device: Any, tmp_path: Pa
     read_line = _line_of("# the host read")
     assert len(notices) == 2, lines
     # warm-up is steps 0-1; the read runs the device every step, so step 2 says so
-    assert notices[0] == (f"xprof: step 2: loss.item() at {os.path.relpath(HERE)}:{read_line} "
-                          "forces a host sync (every step so far)")
+    # (read inside _loop(): the call that ran it is named too)
+    call_line = _line_of("_loop(device, [5, 5, 5, 5, 9, 5, 9, 12, 5], hidden=29)")
+    assert notices[0] == (f"xprof: step 2: loss.item() at {os.path.relpath(HERE)}:{read_line} (called from "
+                          f"{os.path.relpath(HERE)}:{call_line}) forces a host sync (every step so far)")
     # the first new length after warm-up, once: length 12 at step 7 is the same cause and input
     assert notices[1].startswith("xprof: step 4 recompiled: x took shape [4, 9] (first seen); ")
     assert "recompiles so far" in notices[1]

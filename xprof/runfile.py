@@ -204,6 +204,9 @@ class Site(NamedTuple):
     """Installed-library functions between the read and the user's line, innermost first."""
     inner_at: tuple[str, int, str] | None = None
     """File, line and source of the innermost installed-library frame (``inner_at``)."""
+    caller: tuple[str, int, str] | None = None
+    """A direct read inside a user function: file, line and source of the user line that
+    called that function (``caller``)."""
 
 
 class Sync(NamedTuple):
@@ -593,7 +596,7 @@ def _add_site(run: Run, rec: dict[str, Any]) -> bool:
                           str(g("func", "?")), _opt_str(g("via")), str(g("code", "") or ""),
                           _opt_str(g("inner")),
                           tuple(str(n) for n in chain_) if isinstance(chain_, list) else (),
-                          _inner_at(g("inner_at")))
+                          _inner_at(g("inner_at")), _inner_at(g("caller")))
     return True
 
 

@@ -334,6 +334,10 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     n = len(g)
     what = _KIND_WORDS.get(kind, kind)
     where = _loc(file, line)
+    caller = site.caller if site is not None and not isinstance(via, str) else None
+    if caller is not None:
+        # (a read inside a user function: which call of it, when it is called from several lines)
+        where += f" (called from {_loc(caller[0], caller[1])})"
     parts = [f"{n} read{'s' if n != 1 else ''}"]
     if len(ks):
         parts.append(f"{len(ks)} compile{'s' if len(ks) != 1 else ''}")
@@ -396,7 +400,11 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         advice = _library_advice(via, where, code, site,
                                  "reads a tensor's value on the host" if kind == "library_sync"
                                  else "runs an op whose output size depends on the values, on the CPU")
-    evidence = [f"{where} in {first['func']}(): {code}" if code else f"{where} in {first['func']}()"]
+    here = f"{_loc(file, line)} in {first['func']}()"
+    evidence = [f"{here}: {code}" if code else here]
+    if caller is not None:
+        evidence.append(f"{first['func']}() was called from {_loc(caller[0], caller[1])}"
+                        + (f": {caller[2]}" if caller[2] else ""))
     inner = first.get("inner") if "inner" in g else None
     by_function = _reads_by_function(g, sites or {}) if called is not None and called == via else []
     if len(by_function) > 1:

@@ -933,12 +933,12 @@ class Recorder:
         out.append(rec)
 
     def _intern_site(self, kind: str, site: Site | None, out: list[dict[str, Any]]) -> int:
-        file, line, func, via, inner, chain, inner_file, inner_line = (
-            site if site is not None else ("?", 0, "?", None, None, (), None, 0))
+        file, line, func, via, inner, chain, inner_file, inner_line, caller_file, caller_line = (
+            site if site is not None else ("?", 0, "?", None, None, (), None, 0, None, 0))
         # The chain is part of a site's identity: the same user line reaches a barrier or a
         # read through different library paths (the HF Trainer's logging and its evaluation
         # both run under ``trainer.train()`` and both end in xm.mark_step's wrapper).
-        key = (kind, file, line, func, via, inner, chain, inner_file, inner_line)
+        key = (kind, file, line, func, via, inner, chain, inner_file, inner_line, caller_file, caller_line)
         sid = self._sites.get(key)
         if sid is None:
             sid = len(self._sites)
@@ -951,6 +951,8 @@ class Recorder:
                 rec["chain"] = list(chain)
             if inner_file and site is not None:
                 rec["inner_at"] = [inner_file, inner_line, site.inner_code()]
+            if caller_file and site is not None:
+                rec["caller"] = [caller_file, caller_line, site.caller_code()]
             out.append(rec)
         return sid
 

@@ -148,12 +148,19 @@ class Site(NamedTuple):
     inner_file: str | None = None
     """File of the innermost installed-library frame (the library line that did the read)."""
     inner_line: int = 0
+    caller_file: str | None = None
+    """A direct read inside a user function: the user line that called it (a meter's
+    ``update()`` that reads ``.item()``, called before the barrier and after it)."""
+    caller_line: int = 0
 
     def code(self) -> str:
         return linecache.getline(self.file, self.line).strip()
 
     def inner_code(self) -> str:
         return linecache.getline(self.inner_file, self.inner_line).strip() if self.inner_file else ""
+
+    def caller_code(self) -> str:
+        return linecache.getline(self.caller_file, self.caller_line).strip() if self.caller_file else ""
 
 
 CHAIN_LIMIT = 8
@@ -202,6 +209,10 @@ class FrameClassifier:
                 k = self.kind(code.co_filename)
             if k == FrameKind.USER:
                 if last_library is None:  # a direct read: no library on the way
+                    back = f.f_back if code.co_name != "<module>" else None
+                    if back is not None and self.kind(back.f_code.co_filename) == FrameKind.USER:
+                        return Site(code.co_filename, f.f_lineno, code.co_name, None,
+                                    caller_file=back.f_code.co_filename, caller_line=back.f_lineno)
                     return Site(code.co_filename, f.f_lineno, code.co_name, None)
                 via = _via(last_named or last_library)
                 inner = _via(innermost)

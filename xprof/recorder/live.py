@@ -418,9 +418,13 @@ class LiveNotices:
         words = self._words.get(sid)
         if words is None:
             site = self._sites.get(sid, {})
+            where = _where(str(site.get("file", "?")), int(site.get("line", 0) or 0))
+            caller = site.get("caller")
+            if isinstance(caller, list) and len(caller) == 3 and not site.get("via"):
+                where += f" (called from {_where(str(caller[0]), int(caller[1] or 0))})"
             words = self._words[sid] = (
                 clean(read_label(str(site.get("kind", "")), str(site.get("code", ""))), 60),
-                clean(_where(str(site.get("file", "?")), int(site.get("line", 0) or 0)), 80),
+                clean(where, 120),
                 f" (via {clean(site['via'], 60)})" if site.get("via") else "")
         return words
 

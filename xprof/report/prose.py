@@ -72,9 +72,11 @@ def cause_label(cause: str | None) -> str:
 
 
 def ranked(findings: list[Finding]) -> list[Finding]:
-    """Most seconds lost first, minor ones left out (see :func:`minor`); ties keep the
-    analysis's order."""
-    return sorted((f for f in findings if not f.minor), key=lambda f: -(f.seconds or 0.0))
+    """What to change, most seconds lost first, then what is for information (an evaluation
+    pass, a checkpoint now and then), so the first is the one :func:`next_step` names; minor
+    ones left out (see :func:`minor`); ties keep the analysis's order."""
+    return sorted((f for f in findings if not f.minor),
+                  key=lambda f: (f.severity == "info", -(f.seconds or 0.0)))
 
 
 def minor(findings: list[Finding]) -> list[Finding]:
@@ -112,12 +114,31 @@ def status_banner(analysis: Analysis) -> str | None:
     return None
 
 
+def unwatched_work(analysis: Analysis) -> str | None:
+    """When the run recorded nothing but torch_xla's debug output (``xprof run``) saw graphs
+    compile and run: the training ran in a process ``watch()`` was not in (a worker that
+    ``torch_xla.launch`` or ``xmp.spawn`` started)."""
+    for d in analysis.run.debug:
+        if d.kind == "capture":
+            compiles, runs = d.fields.get("compiles"), d.fields.get("executions")
+            if isinstance(compiles, int) and isinstance(runs, int) and (compiles or runs):
+                return (f"Yet torch_xla's debug output counted {fmt.plural(compiles, 'compile')} and "
+                        f"{fmt.plural(runs, 'execution')}: the training ran in another process (a worker "
+                        "started by torch_xla.launch or xmp.spawn). Put xprof.watch() inside the worker "
+                        "function (one run file per rank).")
+    return None
+
+
 def headline(analysis: Analysis) -> list[str]:
     """Four or five sentences: cost of compiling, recompiles, host reads, what to change."""
     t = analysis.totals
     if t.steps == 0 and t.compiles == 0:
-        return ["This run recorded no training steps: no step barrier ran a graph while "
-                "xprof.watch() was recording."]
+        out = ["This run recorded no training steps: no step barrier ran a graph while "
+               "xprof.watch() was recording."]
+        elsewhere = unwatched_work(analysis)
+        if elsewhere is not None:
+            out.append(elsewhere)
+        return out
     counted = f" ({fmt.plural(t.barriers, 'barrier')})" if t.barriers != t.steps else ""
     if t.eval_steps:
         # "2 eval passes (11 eval steps; 35 barriers in all)": an eval step is an eval barrier.
@@ -206,11 +227,15 @@ def next_step(analysis: Analysis) -> tuple[str, str]:
         first = costly_[0]
         return f"Change this first: {first.title.rstrip('.')}.", first.advice
     if analysis.findings:
-        return "Nothing costly to change.", "No finding cost measurable time; those below are for information."
+        return "Nothing costly to change.", ("The findings below are for information: expected costs (an "
+                                             "evaluation pass, a checkpoint now and then) or too small to matter.")
     t = analysis.totals
     if t.steps == 0 and t.status == "error":
         return ("Nothing to judge yet.", "The training loop raised before its first step: fix that error, "
                 "then record the loop again.")
+    if t.steps == 0 and unwatched_work(analysis) is not None:
+        return ("Nothing to judge here.", "The steps ran in worker processes: record each with xprof.watch() "
+                "inside the function torch_xla.launch runs, then xprof summary on the run files' folder.")
     return "Nothing to change.", "xprof found no recompile or host read that cost time in this run."
 
 
@@ -329,6 +354,9 @@ def exit_lines(analysis: Analysis, run_path: str) -> list[str]:
     elif t.steps == 0 and t.status == "error":
         lines.append("xprof: nothing to judge yet: the loop raised before its first step; fix that error, "
                      "then record it again")
+    elif t.steps == 0 and unwatched_work(analysis) is not None:
+        lines.append("xprof: nothing to judge here: the steps ran in worker processes (torch_xla.launch); "
+                     "put xprof.watch() inside the worker function")
     else:
         lines.append("xprof: first thing to change: nothing stands out (no recompile or host sync "
                      "with a known cause after warm-up)")
