@@ -530,6 +530,20 @@ def test_steps_run_in_worker_processes_are_said(tmp_path: Path) -> None:
     assert "worker processes" in exit_lines(a, "r.json")[2]
 
 
+def test_a_graph_cut_mid_step_compiles_for_a_new_shape(tmp_path: Path) -> None:
+    # A CTC loss on the CPU cuts each step: for a new input length the graph before the cut
+    # compiles mid-step, outside any read, as the barrier's does; both are the shape's.
+    b = Builder(tmp_path / "r.json")
+    for i, n in enumerate((30, 30, 30, 37, 30, 44)):
+        if i in (0, 3, 5):
+            b.w.write({"type": "compile", "i": b.i, "t": b.t + 0.002, "ns": 2e8, "at": "step"})
+        b.step({"x": [4, n, 20]}, compile_ms=500 if i in (0, 1, 3, 5) else 0, opt=1)
+    a = b.done()
+    assert not [f for f in a.findings if f.cause == "unknown"]
+    (f,) = [f for f in a.findings if f.cause == "input_shape"]
+    assert f.input == "x" and f.compiles == 4  # lengths 37 and 44: the cut graph and the barrier's
+
+
 def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
     from xprof.analysis.findings import _first_failures
     from xprof.recorder.hooks import _first_per_entry

@@ -626,8 +626,11 @@ def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature
     if name is not None:
         # ``input_ids#2`` is the same input in the next micro-batch of the step: one finding.
         base = base_input_name(name)
-        return Cause("input_shape", FindingKey.input(base), input=base, dim=dim, old=old, new=new,
-                     evidence=f"{name} changed shape {_fmt(old)} -> {_fmt(new)}")
+        said = (f"{name} changed shape {_fmt(old)} -> {_fmt(new)}" if old is not None and new is not None
+                else f"{name} {_fmt(new)} is an input no earlier step had" if new is not None
+                else f"{name} ({_fmt(old)} before) is missing from this step's inputs" if old is not None
+                else f"{name} appears or goes in this step's inputs")
+        return Cause("input_shape", FindingKey.input(base), input=base, dim=dim, old=old, new=new, evidence=said)
     micro = micro_batch_change(sig, seen_sig_list)
     if micro is not None:
         before, now, base = micro
@@ -757,6 +760,11 @@ def _mid_step(c: Any, step: _StepFacts, new_fallback: set[str], ctx: _Context, s
         ops = ",".join(sorted(new_fallback))
         return Cause("cpu_fallback", FindingKey.fallback(new_fallback),
                      evidence=f"compiled mid-step around ops that ran on the CPU: {ops}")
+    if step.sig_id is not None and step.sig_id not in seen_sigs and ctx.sigs.get(step.sig_id):
+        # Outside any read, in a step whose inputs are new: a graph cut mid-step (by an op on
+        # the CPU: a CTC loss and its backward cut each step in three) compiles for the new
+        # shape like the barrier's does.
+        return _shape_cause(step.sig_id, seen_sigs, seen_sig_list, ctx)
     return Cause("unknown", FindingKey("unknown", "step"),
                  evidence="compiled mid-step outside any recorded host read")
 
