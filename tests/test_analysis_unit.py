@@ -544,6 +544,21 @@ def test_a_graph_cut_mid_step_compiles_for_a_new_shape(tmp_path: Path) -> None:
     assert f.input == "x" and f.compiles == 4  # lengths 37 and 44: the cut graph and the barrier's
 
 
+def test_a_curriculum_of_lengths_reads_as_stages_not_padding(tmp_path: Path) -> None:
+    # sequence length 16 for 8 steps, then 32, then 48 (none back): a compile per stage
+    b = Builder(tmp_path / "r.json")
+    for i in range(24):
+        b.step({"ids": [16, 16 * (1 + i // 8)]}, compile_ms=500 if i in (0, 1, 8, 16) else 0, opt=1)
+    (f,) = b.done().findings
+    assert f.title.startswith("ids took 3 sizes of dim 1 in stages (16 for 7 steps, 32 for 8 steps, 48 for 8 steps)")
+    assert "pad every stage to the largest size" in f.advice and "tokenize" not in f.advice
+    # lengths that come back (padding per batch) are no stages
+    b = Builder(tmp_path / "p.json")
+    for i, n in enumerate((16, 16, 16, 32, 16, 48, 32, 16, 48, 16)):
+        b.step({"ids": [16, n]}, compile_ms=500 if i in (0, 1, 3, 5) else 0, opt=1)
+    assert "stages" not in b.done().findings[0].title
+
+
 def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
     from xprof.analysis.findings import _first_failures
     from xprof.recorder.hooks import _first_per_entry

@@ -34,6 +34,11 @@ ADVICE = {
         "spreads thin. Fewer lengths compile less but pad more each step; keep the set small "
         "and fixed."
     ),
+    "staged_shapes": (
+        "One size per stage (a curriculum that grows the length, a schedule of image sizes): "
+        "each stage compiles its graphs once, then runs cached, a cost that longer stages spread "
+        "thin. To pay it once, pad every stage to the largest size and mask the padding."
+    ),
     "partial_batch": (
         "Drop the last partial batch (DataLoader(..., drop_last=True)) or pad it to the full "
         "batch size and mask the padding out of the loss."

@@ -610,6 +610,22 @@ class _Series:
         return out
 
 
+    def stages(self, dim: int) -> list[tuple[int, int]] | None:
+        """(size, steps) of each run of one size along ``dim``, in step order, when every size
+        came in one run of steps (a curriculum's stages: 16 for 8 steps, then 32, then 48);
+        None when a size came back or there is one run."""
+        per_group = [g[0][dim] if g and len(g[0]) > dim else None for g in self.groups]
+        runs: list[list[Any]] = []
+        for w in self.which.tolist():
+            v = per_group[w]
+            if runs and runs[-1][0] == v:
+                runs[-1][1] += 1
+            else:
+                runs.append([v, 1])
+        if len(runs) < 2 or None in {v for v, _ in runs} or len({v for v, _ in runs}) != len(runs):
+            return None
+        return [(int(v), int(n)) for v, n in runs]
+
     def shapes(self) -> list[tuple[int, ...]]:
         """Distinct shapes in order of first appearance."""
         out: list[tuple[int, ...]] = []
@@ -738,7 +754,14 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         # tokens): fewer rows when they are longer, so both dims change every batch.
         values_txt += f" and its batch size changes with it ({len(row_counts)} sizes: {_first_few(row_counts)})"
         advice = ADVICE["padding_and_batch"]
-    if settled and kind in ("dynamic_padding", "dynamic_size", "shape_change") and dim is not None and not resized:
+    staged = series.stages(dim) if dim is not None and not resized and not settled else None
+    if staged is not None and min(n for _, n in staged[:-1]) >= STAGE_STEPS:
+        # One size for a stretch of steps, then the next, none back (a curriculum growing the
+        # sequence length): a compile per stage, not padding that varies per batch.
+        headline = f"{name} took {len(staged)} sizes of dim {dim} in stages"
+        values_txt = f" ({', '.join(f'{v} for {k} steps' for v, k in staged[:6])}{' ...' if len(staged) > 6 else ''})"
+        advice = ADVICE["staged_shapes"]
+    elif settled and kind in ("dynamic_padding", "dynamic_size", "shape_change") and dim is not None and not resized:
         headline = f"{name} took {len(vals)} lengths of dim {dim}"
         values_txt = f" ({_first_few(vals)}), all by step {last}"
         advice = ADVICE["settled_padding"] + (" The what-if table shows what fewer would leave." if what_if else "")
@@ -782,6 +805,9 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         shapes=[list(s) for s in shapes], pattern=pattern, what_if=what_if,
     )
 
+
+STAGE_STEPS = 4
+"""Steps each size must last (but the last) for a shape series to read as stages."""
 
 _POSS = ("'s", "'")
 """The possessive's ending, by whether the name ends in s (``x's``, ``edges'``)."""
