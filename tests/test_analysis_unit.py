@@ -559,6 +559,20 @@ def test_a_curriculum_of_lengths_reads_as_stages_not_padding(tmp_path: Path) -> 
     assert "stages" not in b.done().findings[0].title
 
 
+def test_an_eval_pass_with_no_grad_around_its_forward_is_not_told_to_use_it(tmp_path: Path) -> None:
+    # `with torch.no_grad(): out = model(x)` inside the eval loop: the barriers of the pass
+    # saw grad turned off, but its last one (the loader's end, after the with block) did not.
+    b = Builder(tmp_path / "r.json")
+    for i in range(12):
+        b.step({"x": [8, 4]}, compile_ms=500 if i < 2 else 0, opt=1)
+        if i == 5:
+            for k in range(3):
+                b.step({"x": [8, 4]}, compile_ms=300 if k == 0 else 0,
+                       fields={"ev": 1, **({"gd": 1} if k < 2 else {})})
+    (f,) = [f for f in b.done().findings if f.kind == "eval_pass"]
+    assert "under no_grad" in f.advice and "wrap it in torch.no_grad()" not in f.advice
+
+
 def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
     from xprof.analysis.findings import _first_failures
     from xprof.recorder.hooks import _first_per_entry

@@ -912,8 +912,10 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         pattern = every.replace("steps", "training steps") if every else None
         advice = ADVICE["eval_pass"]
         evaluating = steps[steps["phase"] == "eval"] if "phase" in steps else steps.iloc[0:0]
-        if len(evaluating) and bool((evaluating["nograd"] | evaluating["grad_off"]).all()):
-            # it already runs under no_grad (at its barriers, or around its forward): do not ask for it
+        if len(evaluating) and bool((evaluating["nograd"] | evaluating["grad_off"]).any()):
+            # it already runs under no_grad (at its barriers, or around its forward; the pass's
+            # last barriers, a loader's end or a mesh_reduce after the loop, may come after
+            # the with block): do not ask for it
             advice = ADVICE["eval_pass_nograd"]
         title = (f"An evaluation pass{(' (run ' + pattern + ')') if pattern else ''} compiled {n} graph"
                  f"{'s' if n != 1 else ''} of its own: {ms / 1e3:.2f} s once, cached afterwards")
