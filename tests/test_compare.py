@@ -74,6 +74,9 @@ def test_same_loop_twice_is_not_a_regression(pair: tuple[str, str]) -> None:
     assert comp["shapes"] == {"only_base": [], "only_new": []}
     assert comp["warnings"] == []
     assert doc["gate"]["passed"] is True
+    # the whole step's median is shown, never judged (host time: two runs of one loop differ)
+    step = [m for m in comp["metrics"] if m["key"] == "step_ms_median"]
+    assert len(step) == 1 and step[0]["verdict"] in ("info", "same") and step[0]["new"] is not None
 
 
 def test_same_loop_terminal_says_no_change() -> None:

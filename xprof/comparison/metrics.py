@@ -22,7 +22,7 @@ from xprof.comparison.model import MetricChange
 
 
 def _default_floors() -> dict[str, float]:
-    return {"wall_seconds": 1.0, "compile_seconds": 1.0, "execute_ms_median": 1.0,
+    return {"wall_seconds": 1.0, "compile_seconds": 1.0, "step_ms_median": 1.0, "execute_ms_median": 1.0,
             "execute_ms_p95": 2.0, "syncs_per_step": 0.01}
 
 
@@ -71,6 +71,9 @@ class MetricSpec:
     """Needs enough steady-state steps on both sides."""
     tail: bool = False
     """A tail percentile: shown always, judged only over :attr:`Noise.min_tail_steps` steps."""
+    shown_only: bool = False
+    """Shown, never judged: the whole step's wall time, host work included, which two runs of
+    one loop on a shared machine put 70% apart (a scan re-traced every step shows here)."""
 
 
 METRICS: tuple[MetricSpec, ...] = (
@@ -80,6 +83,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("recompiles", "Recompiles (after warm-up)", "count", -1),
     MetricSpec("compile_seconds", "Compile time", "s", -1, timing=True),
     MetricSpec("distinct_graphs", "Distinct graphs", "count", -1),
+    MetricSpec("step_ms_median", "Step time (median)", "ms", -1, timing=True, steady=True, shown_only=True),
     MetricSpec("execute_ms_median", "Execute time / step (median)", "ms", -1, timing=True, steady=True),
     MetricSpec("execute_ms_p95", "Execute time / step (p95)", "ms", -1, timing=True, steady=True,
                tail=True),
@@ -121,6 +125,7 @@ def values(analysis: Analysis) -> dict[str, float | None]:
         "recompiles": float(t.recompiles),
         "compile_seconds": _num(t.compile_seconds),
         "distinct_graphs": float(t.distinct_graphs),
+        "step_ms_median": _num(t.step_ms_median),
         "execute_ms_median": _num(t.execute_ms_median),
         "execute_ms_p95": _num(t.execute_ms_p95),
         "syncs_per_step": (t.syncs / steps) if steps else None,
@@ -150,6 +155,9 @@ def judge(spec: MetricSpec, base: float | None, new: float | None, noise: Noise,
     if spec.steady and min(steady) < noise.min_steady_steps:
         verdict = "n/a"
         note = f"too few steady steps ({steady[0]} vs {steady[1]})"
+    elif spec.shown_only:
+        verdict = "same" if delta == 0 else "info"
+        note = "not judged (host time: noisy)"
     elif spec.tail and min(steady) < noise.min_tail_steps:
         verdict = "same" if delta == 0 else "info"
         note = f"not judged (< {noise.min_tail_steps} steps)"
