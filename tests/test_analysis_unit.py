@@ -573,6 +573,21 @@ def test_an_eval_pass_with_no_grad_around_its_forward_is_not_told_to_use_it(tmp_
     assert "under no_grad" in f.advice and "wrap it in torch.no_grad()" not in f.advice
 
 
+def test_reads_made_inside_ops_are_counted_from_the_transfers(tmp_path: Path) -> None:
+    # Adam with a tensor learning rate: addcdiv_(value=step_size) turns a tensor into a number
+    # in C++, twice a step, running the graph before it; one hooked .item() a step besides.
+    from xprof.report.prose import headline
+
+    b = Builder(tmp_path / "r.json")
+    for i in range(10):
+        b.step({"x": [8, 4]}, compile_ms=500 if i < 2 else 0, opt=1, read=("item", 20, "print(loss.item())"),
+               fields={"c": {"MarkStep": 1, "ExecuteComputation": 4, "CachedCompile": 4,
+                             "aten::_local_scalar_dense": 3, "xla::_to_cpu": 3,
+                             **({"UncachedCompile": 1} if i < 2 else {})}})
+    text = " ".join(headline(b.done()))
+    assert "About 20 more reads came from inside ops" in text and "tensor learning rate" in text
+
+
 def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
     from xprof.analysis.findings import _first_failures
     from xprof.recorder.hooks import _first_per_entry

@@ -187,6 +187,9 @@ def headline(analysis: Analysis) -> list[str]:
         else:
             out.append(f"{fmt.plural(t.syncs, 'host read')} of device tensors, none of which made the "
                        "device run early (the values were already computed).")
+        unseen = _unseen_reads(analysis)
+        if unseen:
+            out.append(unseen)
     elif t.extra_executions > _deferred_executions(analysis):
         compiles = analysis.compiles
         how = ("op by op (eager mode)" if any(f.cause == "eager_mode" for f in analysis.findings)
@@ -211,6 +214,26 @@ def _deferred_executions(analysis: Analysis) -> int:
     if not len(syncs):
         return 0
     return int(syncs.loc[syncs["deferred"].astype(bool), "executions"].sum())
+
+
+def _unseen_reads(analysis: Analysis) -> str | None:
+    """Transfers to the host that no hooked read made, while executions ran mid-step that no
+    read explains: values turned into numbers inside ops (a tensor learning rate in Adam's
+    ``addcdiv_(value=...)``, ``fill_(tensor)``), which no Python method xprof hooks sees."""
+    t, syncs = analysis.totals, analysis.syncs
+    if t.fallback_ops or any(f.cause in ("data_dependent", "cpu_fallback") for f in analysis.findings):
+        return None  # (an op on the CPU copies its inputs to the host: transfers no read made)
+    inside = int(syncs["executions"].sum()) if len(syncs) and "executions" in syncs else 0
+    unexplained = t.extra_executions - inside - _deferred_executions(analysis)
+    unseen = t.transfers - len(syncs)
+    if unexplained <= 0 or unseen <= 0:
+        return None
+    n = min(unexplained, unseen)
+    return (f"About {fmt.plural(n, 'more read')} came from inside ops, not from a Python call xprof hooks "
+            "(torch_xla counted the transfers): a tensor passed where a number is expected, such as a "
+            "tensor learning rate (Adam's addcdiv_(value=...), a scheduler's fill_()); each runs the graph "
+            "before it early. Pass plain numbers there, or use a torch_xla optimizer that keeps them on "
+            "the device.")
 
 
 def costly(analysis: Analysis) -> list[Finding]:
