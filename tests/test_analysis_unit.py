@@ -588,6 +588,23 @@ def test_reads_made_inside_ops_are_counted_from_the_transfers(tmp_path: Path) ->
     assert "About 20 more reads came from inside ops" in text and "tensor learning rate" in text
 
 
+def test_two_value_dependent_shapes_in_the_same_steps_say_so() -> None:
+    from xprof.analysis.findings import _same_steps_value_shapes
+    from xprof.analysis.model import Finding
+
+    def dd(title: str, compiles: int) -> Finding:
+        return Finding(id=title, cause="data_dependent", kind="data_dependent", title=title, count=10,
+                       compiles=compiles, seconds=1.0, compile_seconds=1.0, execute_seconds=0.0, advice="",
+                       evidence=[], steps=list(range(2, 12)))
+
+    mask = dd("Boolean-mask indexing at det.py:22 gives a value-dependent shape every step: 13 recompiles", 13)
+    nz = dd("nonzero() at det.py:23 gives a value-dependent shape every step: 0 recompiles", 0)
+    _same_steps_value_shapes([mask, nz])
+    assert mask.evidence == ["nonzero() at det.py:23 has a value-dependent shape in the same steps: their "
+                             "recompiles are counted here, but fixing this one alone leaves that one's"]
+    assert nz.evidence[0].endswith("their recompiles are counted there; fix both")
+
+
 def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
     from xprof.analysis.findings import _first_failures
     from xprof.recorder.hooks import _first_per_entry

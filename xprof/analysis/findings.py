@@ -182,6 +182,7 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
     eager = _eager_finding(steps, compiles, steady)
     if eager is not None:
         findings.append(eager)
+    _same_steps_value_shapes([f for f in findings if f.cause == "data_dependent"])
     if any(str(site.via or "").startswith("transformers.trainer") for site in site_info.values()):
         for f in findings:  # the loader is the Trainer's: its setting, not DataLoader's
             if f.kind in ("partial_batch", "batch_size_change"):
@@ -469,6 +470,21 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         func=str(first["func"]), code=code, via=via if isinstance(via, str) else None,
         pattern=pattern, severity=severity,
     )
+
+
+def _same_steps_value_shapes(dd: list[Finding]) -> None:
+    """Two value-dependent shapes in the same steps (a detection loss's boolean-mask index
+    and a nonzero): the recompiles are told to the first, but fixing it alone leaves the
+    other's. Each says so."""
+    for f in dd:
+        mine = set(f.steps)
+        for g in dd:
+            if g is not f and mine and len(mine & set(g.steps)) * 2 >= len(mine):
+                other = g.title.split(" gives", 1)[0].split(" runs", 1)[0]
+                f.evidence.append(
+                    f"{other} has a value-dependent shape in the same steps: "
+                    + ("their recompiles are counted here, but fixing this one alone leaves that one's"
+                       if f.compiles >= g.compiles else "their recompiles are counted there; fix both"))
 
 
 def _reads_by_function(g: pd.DataFrame, sites: dict[int, Site]) -> list[tuple[str, int, str]]:
