@@ -105,6 +105,22 @@ def dynamo_func(func: str, file: Any, line: Any) -> str:
     return f"{func}() ({base}:{line})" if base else f"{func}()"
 
 
+GROWING_READS = 3
+"""Compiles at one read site within one step from which its graphs can be growing (two may
+be two values one library call reads)."""
+
+
+def grew(nodes: Sequence[int | None]) -> bool:
+    """Whether one read site's graphs in one step grew from read to read: :data:`GROWING_READS`
+    or more, every size known, none smaller than the one before and the last larger than the
+    first (an RL episode's reads: 25, 31, 35 ... nodes; not a check over each parameter: 40,
+    39, 37, 36). Each read then ran a longer graph: the ops since the barrier piled up."""
+    if len(nodes) < GROWING_READS or any(n is None for n in nodes):
+        return False
+    known = [int(n) for n in nodes if n is not None]
+    return known[-1] > known[0] and all(b >= a for a, b in zip(known, known[1:]))
+
+
 def micro_batch_change(sig: Sequence[tuple[str, Sequence[int], str, str]],
                        seen: Iterable[Sequence[tuple[str, Sequence[int], str, str]]]) -> tuple[int, int, str] | None:
     """(micro-batches before, now, the input) when this signature differs from a seen one

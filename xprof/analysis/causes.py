@@ -37,11 +37,11 @@ import numpy as np
 import pandas as pd
 
 from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, loop_lines, mechanism
-from xprof.analysis.model import EVAL_KEY, EVAL_MODE_KEY, GROWING_READS, WARMUP_KEY, WARMUP_STEPS, FindingKey
+from xprof.analysis.model import EVAL_KEY, EVAL_MODE_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import fallback_rows, live_reads
-from xprof.runfile import Site, base_input_name, micro_batch_change
+from xprof.runfile import Site, base_input_name, grew, micro_batch_change
 
 EVAL_GRAPH_RATIO = 0.75
 """A barrier graph with fewer nodes than this share of the training graph is an eval pass."""
@@ -270,8 +270,8 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                               dynamo=kind == "dynamo" or prev_kind == "dynamo" or dz > 0 or step_i in dynamo_steps,
                               barrier_site=bsite, eval_mode=bool(in_eval) and phase == "train")
             read_compiled: set[int] = set()
-            growing = growing_reads([(_read_site(rows[k], ctx), rows[k]["graph_nodes"]) for k in ks
-                                      if rows[k]["at"] == "step"])
+            read_of = {k: _read_site(rows[k], ctx) for k in ks if rows[k]["at"] == "step"}
+            growing = growing_reads([(site, rows[k]["graph_nodes"]) for k, site in read_of.items()])
             for k in ks:
                 c = rows[k]
                 if (ordinal == 1 and phase == "train" and c["at"] != "step" and sig_id is not None
@@ -291,7 +291,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
                     # since the barrier pile up between its reads (an RL episode acting step
                     # by step), which every longer step pays again. Its first compile there
                     # is warm-up's.
-                    site = _read_site(c, ctx)
+                    site = read_of[k]
                     if site is not None and site in growing:
                         warm = site not in read_compiled
                         read_compiled.add(site)
@@ -693,22 +693,13 @@ def _step_mechanism(step: _StepFacts, ctx: _Context, new_reads_only: bool = Fals
 
 
 def growing_reads(compiled: list[tuple[int | None, Any]]) -> set[int]:
-    """Read sites whose graphs grew in one step: :data:`GROWING_READS` compiles or more, in
-    order, none smaller than the one before and the last larger than the first (an RL
-    episode's reads: 25, 31, 35 ... nodes). Several values read at one line (a gradient
-    check over each parameter: 40, 39, 37, 36) do not grow."""
-    nodes: dict[int, list[int]] = {}
-    unknown: set[int] = set()
+    """Read sites whose graphs grew in one step (:func:`xprof.runfile.grew`), from each
+    compile's (site, graph nodes) in order; compiles outside a read (site None) left out."""
+    nodes: dict[int, list[int | None]] = {}
     for site, n in compiled:
-        if site is None:
-            continue
-        if n is None or pd.isna(n):
-            unknown.add(site)
-        else:
-            nodes.setdefault(site, []).append(int(n))
-    return {site for site, ns in nodes.items()
-            if site not in unknown and len(ns) >= GROWING_READS and ns[-1] > ns[0]
-            and all(b >= a for a, b in zip(ns, ns[1:]))}
+        if site is not None:
+            nodes.setdefault(site, []).append(None if n is None or pd.isna(n) else int(n))
+    return {site for site, ns in nodes.items() if grew(ns)}
 
 
 def _read_site(c: Any, ctx: _Context) -> int | None:

@@ -21,14 +21,13 @@ from xprof.analysis.causes import (
     Shardings,
     Signature,
     base_input_name,
-    growing_reads,
     no_sharding,
 )
 from xprof.analysis.model import EAGER_KEY, EVAL_KEY, EVAL_MODE_KEY, SETTLED_AFTER, WARMUP_STEPS, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import barrier_graphs, fallback_rows, live_reads
-from xprof.runfile import Site, dynamo_func
+from xprof.runfile import Site, dynamo_func, grew
 
 _CONDITION = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.*\belse\b")
 
@@ -260,8 +259,8 @@ def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.
     has = "have" if len(ops) > 1 else "has"
     when = f" {pattern}" if pattern else ""
     n = len(rows)
-    title = (f"{names} {has} no XLA lowering and ran on the CPU{when}: {calls} call{'s' if calls != 1 else ''}, "
-             f"{n} compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s")
+    ran_calls = f"{names} {has} no XLA lowering and ran on the CPU{when}: {calls} call{'s' if calls != 1 else ''}"
+    title = f"{ran_calls}, {n} compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"
     evidence = [c0.evidence] if c0.evidence else []
     evidence.append("each call copies its input to the host and cuts the graph around it")
     kind = "cpu_fallback"
@@ -276,8 +275,7 @@ def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.
             per = cut.sum() / len(steady_ran)
             it = "them" if len(ops) > 1 else "it"
             graphs = f"{per:.3g} graph{'s' if per != 1 else ''}"
-            title = (f"{names} {has} no XLA lowering and ran on the CPU{when}: "
-                     f"{calls} call{'s' if calls != 1 else ''}, each step cut at {it} ({graphs} run early a step)")
+            title = f"{ran_calls}, each step cut at {it} ({graphs} run early a step)"
             evidence.append(f"{int(cut.sum())} graphs ran before the barrier, outside any host read, in the "
                             f"{len(steady_ran)} steps after warm-up that called {it}: "
                             "the graph up to each call runs early so its inputs can be copied to the host; the "
@@ -442,7 +440,7 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         most = inside["step"].value_counts() if len(inside) else None
         top = int(most.index[0]) if most is not None else -1
         if (most is not None and kind not in ("data_dependent", "checkpoint")
-                and growing_reads([(0, v) for v in inside.loc[inside["step"] == top, "graph_nodes"]])):
+                and grew([None if pd.isna(v) else int(v) for v in inside.loc[inside["step"] == top, "graph_nodes"]])):
             # One read, ever larger graphs in one step: the ops since the barrier pile up
             # between its reads (an RL episode, acting step by step), so each runs a longer one.
             evidence.insert(1, f"it compiled {int(most.iat[0])} graphs within step {ordinal_of.get(top, top)} "
@@ -935,10 +933,17 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
             advice = ADVICE["eval_pass_nograd"]
         title = (f"An evaluation pass{(' (run ' + pattern + ')') if pattern else ''} compiled {n} graph"
                  f"{'s' if n != 1 else ''} of its own: {ms / 1e3:.2f} s once, cached afterwards")
+    elif key == EVAL_MODE_KEY:
+        in_eval = steps[(steps["phase"] == "train") & steps["eval_mode"].astype(bool)
+                        & (steps["i"] >= comp_steps[0])] if "eval_mode" in steps else steps.iloc[0:0]
+        first = ordinal_of.get(comp_steps[0], comp_steps[0])
+        kind, advice, pattern, fewer = "eval_mode_training", ADVICE["eval_mode_training"], None, None
+        title = (f"{len(in_eval) or n} training step{'s' if len(in_eval) != 1 else ''} from step {first} ran with "
+                 f"the model in eval mode (dropout off, batch-norm statistics frozen): {n} extra "
+                 f"graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s")
     else:
         nodes_val = rows["graph_nodes"].dropna()
         node = int(nodes_val.iloc[0]) if len(nodes_val) else None
-        pattern = None
         ran = steps[steps["graph_nodes"] == node] if node is not None else steps.iloc[0:0]
         ordinals = sorted({int(o) for o in ran["ordinal"] if o >= 1})
         pattern = describe_period(ordinals)
@@ -958,14 +963,6 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
                      "The graph changed with the same input shapes") + (
                 f": {n} extra graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s to compile"
                 f"{' once, cached afterwards' if reused else ''}")
-    if key == EVAL_MODE_KEY:
-        in_eval = steps[(steps["phase"] == "train") & steps["eval_mode"].astype(bool)
-                        & (steps["i"] >= comp_steps[0])] if "eval_mode" in steps else steps.iloc[0:0]
-        first = ordinal_of.get(comp_steps[0], comp_steps[0])
-        kind, advice, fewer = "eval_mode_training", ADVICE["eval_mode_training"], None
-        title = (f"{len(in_eval) or n} training step{'s' if len(in_eval) != 1 else ''} from step {first} ran with "
-                 f"the model in eval mode (dropout off, batch-norm statistics frozen): {n} extra "
-                 f"graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s")
     evidence = [c0.evidence] if c0.evidence else []
     if kind != "eval_pass" and fewer is not None:
         was, now = fewer

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from xprof.analysis.tables import live_reads
+from xprof.runfile import GROWING_READS as GROWING_READS  # (shared with the live notices)
 from xprof.runfile import Run
 
 
@@ -42,11 +43,6 @@ def unmeasured(f: Finding) -> bool:
     most steps' graph (its copies are not timed). Never minor."""
     return f.cause == "eager_mode" or f.kind in ("never_ran", "dynamo_limit", "graph_cut")
 
-
-GROWING_READS = 3
-"""A read site that compiled this many graphs or more within one step ran a longer graph at
-each read (the ops since the barrier piling up between its reads); two may be two values
-one library call reads. Its compiles after the first in a warm-up step are not warm-up."""
 
 WARMUP_STEPS = 2
 """Warm-up: the first two steps that ran a graph. torch_xla compiles a one-off graph at the

@@ -66,6 +66,9 @@ def classify_path(path: str, internal: tuple[str, ...] = (), libraries: tuple[st
 _INSTALLED: dict[str, frozenset[str]] = {}
 """A folder on sys.path -> the top-level names the distributions installed there own."""
 
+_REAL: dict[str, str] = {}
+"""A sys.path entry -> its real path (a debug file's frames are classified one by one)."""
+
 
 def _installed_elsewhere(real: str) -> bool:
     """A file of a distribution installed outside site-packages (``pip install --target
@@ -73,7 +76,9 @@ def _installed_elsewhere(real: str) -> bool:
     (or an ``*.egg-info/top_level.txt``) in the same sys.path folder. A user's own
     package beside their script has no such record."""
     for entry in sys.path:
-        root = os.path.realpath(entry or ".")
+        root = _REAL.get(entry) if entry else os.path.realpath(".")  # ("": the working folder, which moves)
+        if root is None:
+            root = _REAL[entry] = os.path.realpath(entry)
         if not real.startswith(root + os.sep):
             continue
         top = real[len(root) + 1:].split(os.sep, 1)[0]

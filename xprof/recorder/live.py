@@ -41,7 +41,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xprof.runfile import dynamo_func, is_fallback_counter, micro_batch_change
+from xprof.runfile import GROWING_READS as GROWING_READS  # (the analysis' too)
+from xprof.runfile import dynamo_func, grew, is_fallback_counter, micro_batch_change
 from xprof.untrusted import visible
 
 WARMUP_STEPS = 2
@@ -50,9 +51,6 @@ WARMUP_STEPS = 2
 SETTLED_AFTER = 20
 """Steps with no new input shape after its last compile for it to read as settled (the
 analysis' ``SETTLED_AFTER``)."""
-GROWING_READS = 3
-"""Growing graphs at a read site in one step from which each read runs a longer graph (the
-analysis' ``GROWING_READS``)."""
 
 DATA_DEPENDENT_ACCESSES = frozenset({"nonzero", "masked_select", "unique", "argwhere",
                                      "repeat_interleave", "mask_index", "mask_assign"})
@@ -170,14 +168,14 @@ class LiveNotices:
         """The fallback counters of the last step's counters (steady steps share that dict)."""
         self._step_syncs: list[dict[str, Any]] = []
         self._site_steps: dict[int, tuple[int, int]] = {}
-        self._trained_in_train_mode = False
-        """A steady training step ran with the model in train mode (the analysis'
-        ``first_in_train_mode``): one in eval mode after it is a change."""
+        """Read site -> (the last step it read in, how many steps it read in)."""
         self._site_first: dict[int, int] = {}
         """Read site -> the first step that read it."""
         self._armed: dict[str, int] = {}
         """A hook armed mid-run (``mask_index``) -> the first step it saw whole."""
-        """Read site -> (the last step it read in, how many steps it read in)."""
+        self._trained_in_train_mode = False
+        """A steady training step ran with the model in train mode (the analysis'
+        ``first_in_train_mode``): one in eval mode after it is a change."""
         self._words: dict[int, tuple[str, str, str]] = {}
         """Read site -> how the notices say it (see :meth:`_site_words`)."""
         self._forced: set[int] = set()
@@ -382,8 +380,8 @@ class LiveNotices:
         self._held.append((("sync", str(sid)), f"step {i}: {label} at {where}{via} forces a host sync{also} ({how})"))
 
     def _growing_reads(self, compiles: list[dict[str, Any]]) -> set[int]:
-        """The analysis' ``growing_reads``: read sites whose graphs grew in this step, from the
-        first graph-size sample at or after each compile (none known: not growing)."""
+        """The analysis' ``growing_reads``: read sites whose graphs grew in this step
+        (:func:`xprof.runfile.grew`), from the first graph-size sample at or after each compile."""
         nodes: dict[int, list[int | None]] = {}
         for comp in compiles:
             if comp.get("at") != "step":
@@ -392,13 +390,7 @@ class LiveNotices:
             if site is not None:
                 t = float(comp.get("t") or 0)
                 nodes.setdefault(site, []).append(next((n for ts, n in self._sizes if 0 <= ts - t < 1.0), None))
-        out = set()
-        for site, ns in nodes.items():
-            known = [n for n in ns if n is not None]
-            if (len(known) == len(ns) >= GROWING_READS and known[-1] > known[0]
-                    and all(b >= a for a, b in zip(known, known[1:]))):
-                out.add(site)
-        return out
+        return {site for site, ns in nodes.items() if grew(ns)}
 
     def _how_often(self, sid: int, i: int, since: int = 0) -> str:
         """How often site ``sid`` was read up to step ``i``: every step so far, every step since
