@@ -248,6 +248,7 @@ class Recorder:
         """Turn the events queued when it is called into records and write them, in order;
         never raises. Events queued meanwhile wait for the next drain, so a thread that
         keeps queueing cannot keep the caller here."""
+        steady = self._steady_step
         with self._drain_lock:
             events = self._events
             left = len(events)
@@ -260,7 +261,8 @@ class Recorder:
                     left -= 1
                     try:
                         if ev[0] == _STEP:
-                            self._step_records(ev, records)
+                            if not steady(ev, records):
+                                self._step_records(ev, records)
                         elif ev[0] == _SYNC:
                             self._sync_records(ev, records)
                         else:
@@ -708,34 +710,41 @@ class Recorder:
         and evidence; nothing compiled) from that step's encoded parts: only its index and
         times are new. Most steps of a training loop are such a step. False when it is not
         one seen before (the caller builds it field by field, and :meth:`_learn_steady`
-        keeps its parts)."""
-        i, t0, tb, t1, names, vals, inputs = ev[1], ev[2], ev[3], ev[4], ev[7], ev[8], ev[9]
+        keeps its parts). The writer's hot path: every step of a steady loop comes here."""
+        names = ev[7]
         if ev[10] is not None or ev[11] is not None or names is not self._steady_names \
                 or names is not self._prev_names:
             return False  # a step with notes or a site, or the counter names changed
+        inputs = ev[9]
         sid = None
         if inputs:
             sid = self._raw_sigs.get(tuple(inputs))
             if sid is None:
                 return False
-        known = self._steady.get(_steady_key(ev, tuple(map(sub, vals, self._prev_vals)), sid))
+        vals, before = ev[8], ev[6]
+        known = self._steady.get((ev[5], tuple(map(sub, vals, self._prev_vals)), vals[0] - before[0],
+                                  vals[1] - before[1], ev[12:19], sid))
         if known is None:
             return False
         tail, fields, executions, transfers = known
+        i, t0, tb, t1 = ev[1], ev[2], ev[3], ev[4]
         self._steps_written = i + 1
         self._prev_vals = vals
         self._prev_stale = True
-        last_t, last_text = self._t_text
-        t0_text = last_text if t0 == last_t else repr(t0)
+        last_t, t0_text = self._t_text
+        if t0 != last_t:
+            t0_text = repr(t0)
         t1_text = repr(t1)
         self._t_text = (t1, t1_text)
-        rec = EncodedRecord(type="step", i=i, t0=t0, tb=tb, t1=t1, **fields)
+        rec = EncodedRecord(fields)
+        rec["i"], rec["t0"], rec["tb"], rec["t1"] = i, t0, tb, t1
         rec.line = _STEP_HEAD % (i, t0_text, tb, t1_text) + tail
         rec.steady = fields
-        self._exec_pending += executions
-        self._xfer_pending += transfers
-        if self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
-            self._flush_samples(out)
+        if executions or transfers:
+            self._exec_pending += executions
+            self._xfer_pending += transfers
+            if self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
+                self._flush_samples(out)
         out.append(rec)
         return True
 
@@ -753,11 +762,10 @@ class Recorder:
             self._steady = {}
             self._steady_names = names
         self._steady[_steady_key(ev, increases, rec.get("sig"))] = (
-            "," + encode_record(fields)[1:] + "\n", fields, executions, transfers)
+            "," + encode_record(fields)[1:] + "\n", {"type": "step", **fields}, executions, transfers)
 
     def _step_records(self, ev: tuple[Any, ...], out: list[dict[str, Any]]) -> None:
-        if self._steady_step(ev, out):
-            return
+        """A step that is not one already written (see :meth:`_steady_step`), field by field."""
         (_, i, t0, tb, t1, kind, before, names, vals, inputs, extra, site, opt, graphs, no_grad, eval_mode,
          backwards, mid, turned_off) = ev
         self._steps_written = i + 1
@@ -963,7 +971,7 @@ def _steady_key(ev: tuple[Any, ...], increases: tuple[int, ...], sid: int | None
     eval mode, backward passes, graphs run mid-step outside host reads, grad turned off
     (``ev[12:19]``) and input signature."""
     vals, before = ev[8], ev[6]
-    return (ev[5], increases, vals[0] - before[0], vals[1] - before[1], *ev[12:19], sid)
+    return (ev[5], increases, vals[0] - before[0], vals[1] - before[1], ev[12:19], sid)
 
 
 def _input_record(entry: InputEntry) -> dict[str, Any]:
