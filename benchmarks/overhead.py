@@ -113,10 +113,12 @@ def loop_overhead(loop: TinyLoop, tmp: str, blocks: int, steps: int) -> dict[str
                     c0 = time.process_time()
                     got[mode] = loop.timed_steps(steps)
                     cpu[mode] += time.process_time() - c0
-                    if mode == "watched" and writer is not None:
-                        time.sleep(FLUSH_WAIT)  # the writer's pass over this block's last steps
+                    if mode in ("watched", "live"):
+                        # The writer's pass over this block's last steps, in both watched arms
+                        # alike (without it the live arm's exit wrote them on this thread).
+                        time.sleep(FLUSH_WAIT)
                         now = _writer_cpu()
-                        if now is not None:
+                        if mode == "watched" and writer is not None and now is not None:
                             writer_s.append((now - writer) / steps)
                 finally:
                     t2 = time.perf_counter()

@@ -75,12 +75,14 @@ def _analyze(run: Run) -> Analysis:
         syncs["kind"] = [_findings.sync_kind(a, c, v if isinstance(v, str) else None)
                          for a, c, v in zip(syncs["access"], syncs["code"], syncs["via"])]
         syncs["exec_ms"] = sync_exec_ms
+        syncs["saved_ms"] = tables.sync_savings(executions, syncs, steps)
         # Counted by timestamps when samples exist: the counter lags asynchronous executions.
         if len(executions):
             syncs["executions"] = sync_exec_n
     else:
         syncs["kind"] = pd.Series(dtype=object)
         syncs["exec_ms"] = pd.Series(dtype=float)
+        syncs["saved_ms"] = pd.Series(dtype=float)
     limits = [d.fields for d in run.debug if d.kind == "dynamo_limit"]
     findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs, limits)
     missing = _findings.no_barrier(run.end, steps, syncs, tail_ms)

@@ -320,6 +320,9 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     outside = (rows["at"] == "barrier") | (rows["sync_row"] < 0) if len(rows) else None
     barrier_compile_ms = float(rows[outside]["ms"].sum()) if outside is not None else 0.0
     wait_ms = float(g["ms"].sum())
+    # What removing the reads saves: their waits, less what the host would have waited for
+    # at the barrier anyway (the graph an earlier barrier launched, on a device-bound loop).
+    saved_ms = float(g["saved_ms"].sum()) if "saved_ms" in g else wait_ms
     # Compiles inside its reads that another cause owns (warm-up's first graphs, a new input
     # shape) are in the waits too: they count there, not here (no second count).
     theirs = _others_inside(g, compiles, ks)
@@ -329,7 +332,7 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     read_steps = sorted({int(s) for s in g["step"]})
     ordinals = [ordinal_of.get(s, 0) for s in read_steps]
     pattern = _pattern(ordinals, steady)
-    seconds = (max(wait_ms - theirs_ms, 0.0) + barrier_compile_ms) / 1e3
+    seconds = (max(saved_ms - theirs_ms, 0.0) + barrier_compile_ms) / 1e3
     n = len(g)
     what = _KIND_WORDS.get(kind, kind)
     where = _loc(file, line)
@@ -426,6 +429,10 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         evidence.append("the op runs on the CPU and its output's length depends on the values, so "
                         "every new count is a new shape for the ops after it and the barrier graph")
     evidence.append(f"the host waited {_dur(wait_ms)} in total ({_dur(wait_ms / max(n, 1))} a read)")
+    if wait_ms - saved_ms > max(0.05 * wait_ms, 1.0):
+        evidence.append(f"{_dur(wait_ms - saved_ms)} of that was the device finishing the graph the previous "
+                        "barrier launched, which the host would have waited for at its barrier anyway (the "
+                        "device is the slower side of these steps): not counted")
     if theirs:
         warm = sum(1 for k in theirs if causes is not None and k < len(causes) and causes[k].cause == "warmup")
         whose = (f"warm-up compile{'s' if warm != 1 else ''}, counted with warm-up" if warm == len(theirs)

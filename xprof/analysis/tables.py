@@ -251,6 +251,21 @@ def attribute_executions(executions: np.ndarray, steps: pd.DataFrame, syncs: pd.
     return per_step, by_sync, float(dur_s.sum())
 
 
+def _executions_by_start(executions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ExecuteTime samples as (start times, durations in seconds), sorted by start."""
+    ex = _by_time(np.asarray(executions, dtype=np.float64).reshape(-1, 2))
+    dur_s = ex[:, 1] / 1e9
+    start = ex[:, 0] - dur_s
+    if len(start) > 1 and not (np.diff(start) >= 0).all():
+        order = np.argsort(start, kind="stable")
+        start, dur_s = start[order], dur_s[order]
+    return start, dur_s
+
+
+def _work_barriers(steps: pd.DataFrame) -> np.ndarray:
+    return steps.loc[steps["work"].astype(bool), "tb"].to_numpy(dtype=float)
+
+
 def sync_executions(executions: np.ndarray, syncs: pd.DataFrame,
                     steps: pd.DataFrame | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Executions that started inside each host read's window: (ms, count) per sync row.
@@ -261,19 +276,63 @@ def sync_executions(executions: np.ndarray, syncs: pd.DataFrame,
     out = np.zeros(len(syncs))
     if not len(executions) or not len(syncs):
         return out, np.zeros(len(syncs), dtype=np.int64)
-    ex = _by_time(np.asarray(executions, dtype=np.float64).reshape(-1, 2))
-    dur_s = ex[:, 1] / 1e9
-    start = ex[:, 0] - dur_s
-    if len(start) > 1 and not (np.diff(start) >= 0).all():
-        order = np.argsort(start, kind="stable")
-        start, dur_s = start[order], dur_s[order]
+    start, dur_s = _executions_by_start(executions)
     if steps is not None and len(steps):
-        own = _barrier_executions(start, steps.loc[steps["work"].astype(bool), "tb"].to_numpy(dtype=float))
+        own = _barrier_executions(start, _work_barriers(steps))
         start, dur_s = start[~own], dur_s[~own]
     csum = np.concatenate([[0.0], np.cumsum(dur_s)])
     lo = np.searchsorted(start, syncs["t0"].to_numpy(), side="left")
     hi = np.searchsorted(start, syncs["t1"].to_numpy(), side="right")
     return (csum[hi] - csum[lo]) * 1e3, (hi - lo).astype(np.int64)
+
+
+def sync_savings(executions: np.ndarray, syncs: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
+    """What removing each host read would save, in ms per sync row: its wait, less what the
+    host would have waited at the barrier anyway.
+
+    A barrier launches its graph and returns; the device runs it while the host traces the
+    next step, and the next barrier waits for it to finish before launching its own. A read
+    early in that step waits for that graph too. Without the step's reads the host would
+    still wait at its barrier for as long as the graph outlasts the host's own work: when
+    the device is the slower side, that part of a read's wait is not the read's. So per step:
+    saved = waits - max(0, E - H), with E when the graph the step began with (launched by an
+    earlier barrier) ended and H the host's work before the barrier (its time less the
+    waits), both from the step's start; the step's saving is shared by its reads by wait.
+    Deferred reads, reads on other threads and steps without execution samples keep their
+    wait."""
+    saved = syncs["ms"].to_numpy(dtype=float).copy() if len(syncs) else np.zeros(0)
+    if not len(executions) or not len(syncs) or not len(steps):
+        return saved
+    start, dur_s = _executions_by_start(executions)
+    own = _barrier_executions(start, _work_barriers(steps))
+    own_start, own_end = start[own], start[own] + dur_s[own]
+    if not len(own_start):
+        return saved
+    waiting = (~syncs["deferred"].to_numpy(dtype=bool)) & syncs["thread"].isna().to_numpy() & (saved > 0)
+    if not waiting.any():
+        return saved
+    rows = np.flatnonzero(waiting)
+    # each read's step row (the last row with its index, as attribute_executions places it)
+    idx = steps["i"].to_numpy()
+    by_i = np.argsort(idx, kind="stable")
+    sorted_i = idx[by_i]
+    step_of = syncs["step"].to_numpy()[rows]
+    pos = np.searchsorted(sorted_i, step_of, side="right") - 1
+    found = (pos >= 0) & (sorted_i[np.clip(pos, 0, None)] == step_of)
+    rows, srow = rows[found], by_i[pos[found]]
+    if not len(rows):
+        return saved  # (reads after the last barrier: in no step)
+    waits = np.bincount(srow, weights=saved[rows], minlength=len(steps)).astype(float)
+    t0 = steps["t0"].to_numpy(dtype=float)
+    tb = steps["tb"].to_numpy(dtype=float)
+    # when the graphs launched by earlier barriers (started before the step's own) ended
+    k = np.searchsorted(own_start, tb, side="left")
+    ended = np.where(k > 0, np.maximum.accumulate(own_end)[np.clip(k - 1, 0, None)], -np.inf)
+    host_ms = (tb - t0) * 1e3 - waits
+    anyway = np.clip((ended - t0) * 1e3 - host_ms, 0.0, waits)
+    share = np.divide(waits - anyway, waits, out=np.ones_like(waits), where=waits > 0)
+    saved[rows] *= share[srow]
+    return saved
 
 
 def _by_time(pairs: np.ndarray) -> np.ndarray:

@@ -302,14 +302,23 @@ class Recorder:
         self._drain(flush=False)
         with self._drain_lock:
             records: list[dict[str, Any]] = []
+            samples: list[dict[str, Any]] = []
             self.guard("stop", lambda: self._tail_compiles(records))
-            self.guard("stop", lambda: self._flush_samples(records))
+            self.guard("stop", lambda: self._flush_samples(samples))
+            records += samples
             self.guard("stop", lambda: self._spmd_at_stop(records))
             if records and self.writer.failed is None:
                 try:
                     self.writer.write_many(records, flush=False)
                 except Exception as exc:
                     self.error("write", exc)
+            if self.observer is not None and samples:
+                # (the last execution samples: what the reads of the last steps cost; the tail's
+                # compiles reach the exit summary apart, see Recorder.tail_compile_s)
+                try:
+                    self.observer.feed(samples)
+                except Exception as exc:
+                    self.error("live notices", exc)
             tail = self.guard("stop", lambda: m.delta(self.counters.snapshot(refresh=True), self._prev_snapshot()))
             end: dict[str, Any] = {
                 "type": "end",

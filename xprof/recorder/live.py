@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,6 +48,9 @@ from xprof.untrusted import visible
 
 WARMUP_STEPS = 2
 """Steps that ran a graph before the steady state (the analysis' ``WARMUP_STEPS``)."""
+
+EXEC_KEPT = 1024
+"""Execution samples kept for the reads' costs (about as many as torch_xla's ring holds)."""
 
 SETTLED_AFTER = 20
 """Steps with no new input shape after its last compile for it to read as settled (the
@@ -236,6 +240,13 @@ class LiveNotices:
         self._open: list[tuple[tuple[str, str], float]] = []
         """(cost key, wait) of the reads since the last barrier: after the last one (a final
         print or evaluation), the analysis counts them in no finding, and nor does the summary."""
+        self._open_t0 = 0.0
+        """When the first of those reads began."""
+        self._waited: deque[tuple[float, float, float, float, list[tuple[tuple[str, str], float]]]] = deque()
+        """Steps whose reads waited, until the execution samples say how long the graph they
+        began with ran: (step start, first read's start, barrier, waits, their reads)."""
+        self._ran: deque[tuple[float, float]] = deque(maxlen=EXEC_KEPT)
+        """(start, end) of the latest executions, kept once a read has waited."""
 
     def _user_step(self) -> int:
         """The training step in progress, as the report numbers them: optimizer steps when
@@ -256,6 +267,8 @@ class LiveNotices:
                 self._pending_compiles.append(rec)
                 if rec.get("at") == "op":
                     self._op_compiled = True
+            elif kind == "exec":
+                self._executions(rec.get("samples") or [])
             elif kind == "graph_sizes":
                 samples = rec.get("samples") or []
                 self._sizes = (self._sizes + [(float(t), int(n)) for t, n in samples])[-256:]
@@ -344,7 +357,7 @@ class LiveNotices:
                 if key not in self._lib_call:
                     self._lib_call[key] = (self._call_key(sid), (site.get("file"), site.get("line")))
                 wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
-                self._read_cost(key, wait)
+                self._read_cost(key, wait, float(rec["t0"]))
                 self._add_cost(key, wait, 0, f"{name} (called from {where}) reads values on the host: "
                                "see the report for the library's line")
                 if rec.get("x") or rec.get("u"):
@@ -356,7 +369,7 @@ class LiveNotices:
         wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
         if sid in self._value_shape_sites:  # its value sets a shape: the data-dependent cost
             key = self._value_shape_key(sid)
-            self._read_cost(key, wait)
+            self._read_cost(key, wait, float(rec["t0"]))
             self._cost[key][0] += wait
             return
         key = ("sync", str(sid))
@@ -365,7 +378,7 @@ class LiveNotices:
             label, where, via = self._site_words(sid)
             entry = self._cost[key] = [0.0, 0, f"{label} at {where}{via} forces a host sync: read it less "
                                                 "often, or in xm.add_step_closure"]
-        self._read_cost(key, wait)
+        self._read_cost(key, wait, float(rec["t0"]))
         entry[0] += wait
         if not (rec.get("x") or rec.get("u")):
             return  # the value was on the host already: nothing ran
@@ -423,7 +436,7 @@ class LiveNotices:
     def _data_dependent(self, rec: dict[str, Any], sid: int, site: dict[str, Any], i: int) -> None:
         key = _dd_cost_key(site)
         wait = max(float(rec["t1"]) - float(rec["t0"]), 0.0)
-        self._read_cost(key, wait)
+        self._read_cost(key, wait, float(rec["t0"]))
         entry = self._cost.get(key)
         if entry is None:
             label, where, _ = self._site_words(sid)
@@ -443,10 +456,54 @@ class LiveNotices:
 
     # -- steps -----------------------------------------------------------------------
 
-    def _read_cost(self, key: tuple[str, str], seconds: float) -> None:
+    def _read_cost(self, key: tuple[str, str], seconds: float, t0: float) -> None:
         """A read's wait, kept apart until a barrier closes its step (see :meth:`summary`)."""
         self._reads[key] = self._reads.get(key, 0) + 1
+        if not self._open:
+            self._open_t0 = t0
         self._open.append((key, seconds))
+
+    def _close_reads(self, rec: dict[str, Any]) -> None:
+        """A barrier closed a step whose reads waited: what they cost waits for the execution
+        samples (see :meth:`_settle`)."""
+        waits = sum(s for _, s in self._open)
+        if waits > 0:
+            self._waited.append((float(rec.get("t0") or 0.0), self._open_t0, float(rec.get("tb") or 0.0),
+                                 waits, self._open))
+            self._settle()
+        self._open = []
+
+    def _executions(self, samples: list[Any]) -> None:
+        if self._waited or self._reads:
+            self._ran.extend((float(t) - float(ns) / 1e9, float(t)) for t, ns in samples)
+            self._settle()
+
+    def _settle(self) -> None:
+        """Take off the reads' costs what the host would have waited for at the barrier anyway,
+        as the analysis does (``tables.sync_savings``): a step began with the graph an earlier
+        barrier launched still running (until E); without its reads the host would still have
+        waited at its barrier for as long as that graph outlasted the host's own work (H):
+        ``max(0, E - H)`` of the waits, shared by the reads by wait."""
+        ran = self._ran
+        while self._waited:
+            t0, first, tb, waits, reads = self._waited[0]
+            while ran and ran[0][1] <= t0:
+                ran.popleft()  # ended before this step (and every later one) began
+            if not ran or ran[-1][0] < first:
+                return  # no execution from after its reads began yet: wait for more samples
+            self._waited.popleft()
+            ended = t0
+            for start, end in ran:  # (in the order they ended)
+                if start >= first:
+                    break
+                ended = max(ended, end)
+            anyway = min(max((ended - t0) - ((tb - t0) - waits), 0.0), waits)
+            if anyway <= 0:
+                continue
+            for key, seconds in reads:
+                entry = self._cost.get(key)
+                if entry is not None:
+                    entry[0] = max(entry[0] - anyway * seconds / waits, 0.0)
 
     def _step(self, rec: dict[str, Any]) -> None:
         fast = self._fast
@@ -477,7 +534,8 @@ class LiveNotices:
     def _full_step(self, rec: dict[str, Any]) -> None:
         self._barriers += 1
         self._last_was_work = bool(rec.get("bu") or rec.get("bc") or rec.get("mg"))
-        self._open = []
+        if self._open:
+            self._close_reads(rec)
         held, self._held = self._held, []
         for key, text in held:
             self._say(key, text)
