@@ -920,3 +920,30 @@ def test_a_read_compiling_for_an_eval_batch_is_the_eval_passs(tmp_path: Path) ->
     a = b.done()
     assert [f.kind for f in a.findings if not f.minor] == ["eval_pass"]
     assert a.findings[0].compiles == 2 and not any(f.cause == "input_shape" for f in a.findings)
+
+
+def test_graphs_that_trade_an_input_for_a_constant_either_way_name_the_scalars(tmp_path: Path) -> None:
+    # A KL weight ramped 0 -> 1 (beta = min(1, step / 10)): it meets Adam's 1 - 0.9 at step 1
+    # (one input for both), is its own input at step 2, meets the model's 0.5 at step 5 and
+    # becomes the constant 1 at step 10. Same ops throughout (201 nodes), inputs 30, 31, 30, 30
+    # (recorded: a VAE under xprof run, PT_XLA_DEBUG_LEVEL=2 saying only "user torch_xla.sync").
+    b = Builder(tmp_path / "r.json")
+    for k in range(14):
+        b.step({"x": [32, 32]}, compile_ms=500 if k in (0, 1, 2, 5, 10) else 0, nodes=211 if k == 0 else 201)
+    for n_inputs in (18, 30, 31, 30, 30):
+        b.w.write({"type": "debug", "kind": "compile", "cause": "user torch_xla.sync", "cause_kind": "barrier",
+                   "inputs": n_inputs, "frames": [], "user_frames": []})
+    f = b.done().findings[0]
+    assert f.kind == "graph_change" and f.advice.startswith("A Python number passed to the graph became 0 or 1")
+    assert ("torch_xla's debug records: the step's graph took 30 inputs, then 31 at step 2, 30 at step 5 and "
+            "30 at step 10, with the same ops") in " ".join(f.evidence)
+    # Other ops at each change (a graph that changed for another reason): no scalar evidence.
+    b = Builder(tmp_path / "r2.json")
+    for k in range(14):
+        b.step({"x": [32, 32]}, compile_ms=500 if k in (0, 1, 2, 5, 10) else 0,
+               nodes=201 + 10 * ((k >= 2) + (k >= 5) + (k >= 10)))
+    for n_inputs in (18, 30, 31, 30, 30):
+        b.w.write({"type": "debug", "kind": "compile", "cause": "user torch_xla.sync", "cause_kind": "barrier",
+                   "inputs": n_inputs, "frames": [], "user_frames": []})
+    f = b.done().findings[0]
+    assert f.kind == "graph_change" and not any("debug records" in e for e in f.evidence)

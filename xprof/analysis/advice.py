@@ -153,10 +153,11 @@ ADVICE = {
         "A Python number passed to the graph became 0 or 1, which torch_xla bakes in as a "
         "constant, or took the same value as another one in the step, which it then passes as "
         "one input (a momentum of 0.9 from a schedule meeting a dropout keep probability of "
-        "0.9): the graph is another one while that lasts. At the end of a learning-rate "
-        "schedule, keep the learning rate above 0 (a minimum lr: cosine_with_min_lr, eta_min); "
-        "otherwise accept the recompile (it is cached after). XLA_NO_SPECIAL_SCALARS=1 did not "
-        "prevent it where tried."
+        "0.9, a KL weight ramping through 0.5 meeting a 0.5 in the model): the graph is another "
+        "one while that lasts. At the end of a learning-rate schedule, keep the learning rate "
+        "above 0 (a minimum lr: cosine_with_min_lr, eta_min); otherwise accept the recompiles: "
+        "each of these graphs compiles once and is cached, so a ramp costs a few compiles, once. "
+        "XLA_NO_SPECIAL_SCALARS=1 did not prevent it where tried."
     ),
     "eval_mode_training": (
         "model.eval() (an evaluation, a checkpoint's validation) was not undone: call "

@@ -944,7 +944,8 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         in_eval = steps[(steps["phase"] == "train") & steps["eval_mode"].astype(bool)
                         & (steps["i"] >= comp_steps[0])] if "eval_mode" in steps else steps.iloc[0:0]
         first = ordinal_of.get(comp_steps[0], comp_steps[0])
-        kind, advice, pattern, fewer = "eval_mode_training", ADVICE["eval_mode_training"], None, None
+        kind, advice, pattern = "eval_mode_training", ADVICE["eval_mode_training"], None
+        fewer = []
         title = (f"{len(in_eval) or n} training step{'s' if len(in_eval) != 1 else ''} from step {first} ran with "
                  f"the model in eval mode (dropout off, batch-norm statistics frozen): {n} extra "
                  f"graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s")
@@ -960,7 +961,7 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         # before (a cached compile and no new one): the variants repeat, or never do.
         work = steps[steps["work"].astype(bool) & (steps["ordinal"] >= 1) & (steps["i"] >= comp_steps[0])]
         reused = int(((work["cached"] > 0) & (work["uncached"] == 0)).sum()) if len(work) else 0
-        fewer = _graph_inputs_dropped(rows, compiles)
+        fewer = _graph_inputs_changed(rows, compiles)
         if not pattern and not reused and n >= 3 and n >= 0.8 * len(work):
             kind, advice = "graph_every_step", ADVICE["graph_every_step"]
             title = (f"The graph changed at every step with the same input shapes: {n} new graphs in "
@@ -971,14 +972,21 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
                 f": {n} extra graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s to compile"
                 f"{' once, cached afterwards' if reused else ''}")
     evidence = [c0.evidence] if c0.evidence else []
-    if kind != "eval_pass" and fewer is not None:
-        was, now = fewer
+    if kind != "eval_pass" and fewer:
         advice = ADVICE["baked_scalar"]
-        evidence.append(f"torch_xla's debug records: the new graph takes {now} inputs where the step's graph "
-                        f"took {was}: a value passed in before is a constant in it now, or shares an input "
-                        "with an equal one. torch_xla bakes the Python scalars 0 and 1 into the graph (a "
-                        "learning rate that reaches 0, or 1 - lr * weight_decay rounding to 1.0 in float32 "
-                        "near the end of a schedule) and passes equal scalars once")
+        if len(fewer) == 1 and fewer[0][2] < fewer[0][1]:
+            _, was, now = fewer[0]
+            said = (f"the new graph takes {now} inputs where the step's graph took {was}: a value passed in "
+                    "before is a constant in it now, or shares an input with an equal one")
+        else:
+            counts = [f"{now} at step {ordinal_of.get(s, s)}" for s, _, now in fewer]
+            said = (f"the step's graph took {fewer[0][1]} inputs, then {', '.join(counts[:-1])}"
+                    f"{' and ' if len(counts) > 1 else ''}{counts[-1]}, with the same ops: a value that is "
+                    "an input in one graph is a constant in another, or shares an input with an equal value")
+        evidence.append(f"torch_xla's debug records: {said}. torch_xla bakes the Python scalars 0 and 1 into "
+                        "the graph (a learning rate that reaches 0, 1 - lr * weight_decay rounding to 1.0 in "
+                        "float32 near the end of a schedule, a loss weight ramped to 1) and passes equal "
+                        "scalars once")
     user_steps = sorted({ordinal_of.get(s, s) for s in comp_steps})
     where = "after training step" if kind == "eval_pass" else "at step"
     evidence.append(f"compiled {where}{'s' if len(user_steps) != 1 else ''} "
@@ -1004,22 +1012,31 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     )
 
 
-def _graph_inputs_dropped(rows: pd.DataFrame, all_c: pd.DataFrame) -> tuple[int, int] | None:
-    """(inputs of the step's graph before, of the new one) when torch_xla's debug records
-    (``xprof run``) show the first of these compiles taking 1-3 fewer graph inputs than the
-    last training-step graph compiled before it with the same input signature."""
-    if "debug_inputs" not in rows or not len(rows):
-        return None
-    first = rows.iloc[0]
-    now = first["debug_inputs"]
-    if pd.isna(now) or "debug_inputs" not in all_c:
-        return None
-    earlier = all_c[(all_c["t"] < first["t"]) & (all_c["sig"] == first["sig"]) & all_c["debug_inputs"].notna()
-                    & (all_c["at"] == "barrier")] if "sig" in all_c else all_c.iloc[0:0]
-    if not len(earlier):
-        return None
-    was = int(earlier["debug_inputs"].iloc[-1])
-    return (was, int(now)) if 1 <= was - int(now) <= 3 else None
+def _graph_inputs_changed(rows: pd.DataFrame, all_c: pd.DataFrame) -> list[tuple[int, int, int]]:
+    """(step, inputs of the graph before it, its inputs) for each of these compiles, when
+    torch_xla's debug records (``xprof run``) show at least one of them taking 1-3 inputs
+    more or fewer than the training-step graph compiled before it with the same input
+    signature, the two within 3 graph nodes of each other: the same ops, with a value an
+    input in one and a constant (or one input shared with an equal value) in the other.
+    Empty when none does."""
+    if "debug_inputs" not in rows or not len(rows) or "debug_inputs" not in all_c or "sig" not in all_c:
+        return []
+    known = all_c[all_c["debug_inputs"].notna() & (all_c["at"] == "barrier")]
+    out: list[tuple[int, int, int]] = []
+    scalar = False
+    for _, c in rows.iterrows():
+        if pd.isna(c["debug_inputs"]):
+            continue
+        before = known[(known["t"] < c["t"]) & (known["sig"] == c["sig"])]
+        if not len(before):
+            continue
+        p = before.iloc[-1]
+        was, now = int(p["debug_inputs"]), int(c["debug_inputs"])
+        out.append((int(c["step"]), was, now))
+        near = pd.isna(c["graph_nodes"]) or pd.isna(p["graph_nodes"]) or abs(
+            int(c["graph_nodes"]) - int(p["graph_nodes"])) <= 3
+        scalar = scalar or (near and 1 <= abs(now - was) <= 3)
+    return out if scalar else []
 
 
 def _eval_pass_starts(steps: pd.DataFrame) -> list[int]:
