@@ -947,3 +947,26 @@ def test_graphs_that_trade_an_input_for_a_constant_either_way_name_the_scalars(t
                    "inputs": n_inputs, "frames": [], "user_frames": []})
     f = b.done().findings[0]
     assert f.kind == "graph_change" and not any("debug records" in e for e in f.evidence)
+
+
+def test_two_tasks_taking_turns_say_the_first_step_had_the_shape(tmp_path: Path) -> None:
+    # Multi-task training: an image batch x [16, 64] and a tabular one x [32, 12] take turns.
+    # Each task's second step compiles its steady graph (the first step's is a one-off), so
+    # step 2's shape is not new: only step 0 had it (recorded: a shared trunk, Adam).
+    import json
+
+    from xprof.recorder.live import LiveNotices
+
+    b = Builder(tmp_path / "r.json")
+    for k in range(12):
+        b.step({"x": [16, 64] if k % 2 == 0 else [32, 12]}, compile_ms=500 if k < 4 else 0)
+    a = b.done()
+    f = a.findings[0]
+    assert (f.cause, f.input) == ("input_shape", "x")
+    assert ("step 2: x [32, 12] -> [16, 64]; these inputs ran before only in the one-off first step, whose "
+            "graph differs") in f.evidence
+    said: list[str] = []
+    live = LiveNotices(T0, said.append)
+    live.feed([json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:-1]])
+    assert said[0].startswith("xprof: step 2 recompiled: x took shape [16, 64], which only the one-off first "
+                              "step had; 1 recompile so far")

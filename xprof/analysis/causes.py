@@ -66,6 +66,13 @@ class Cause:
     """``input_sharding``: the input's sharding (before, now)."""
     earlier: int | None = None
     """``input_sharding``: the step that ran the same shapes sharded the other way."""
+    first_step_only: bool = False
+    """``input_shape``: these inputs ran before, but only in the one-off first step (two tasks
+    taking turns: each one's second step compiles its steady graph)."""
+
+
+FIRST_STEP_ONLY = "; these inputs ran before only in the one-off first step, whose graph differs"
+"""Said of a shape change whose inputs only the first step had (:attr:`Cause.first_step_only`)."""
 
 
 def signatures(inputs: pd.DataFrame) -> dict[int, Signature]:
@@ -630,7 +637,11 @@ def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature
                 else f"{name} {_fmt(new)} is an input no earlier step had" if new is not None
                 else f"{name} ({_fmt(old)} before) is missing from this step's inputs" if old is not None
                 else f"{name} appears or goes in this step's inputs")
-        return Cause("input_shape", FindingKey.input(base), input=base, dim=dim, old=old, new=new, evidence=said)
+        first_only = sig_id in ctx.sig_step and sig_id not in seen_sigs
+        if first_only:
+            said += FIRST_STEP_ONLY
+        return Cause("input_shape", FindingKey.input(base), input=base, dim=dim, old=old, new=new, evidence=said,
+                     first_step_only=first_only)
     micro = micro_batch_change(sig, seen_sig_list)
     if micro is not None:
         before, now, base = micro

@@ -17,6 +17,7 @@ from xprof.analysis import mechanisms as _mech
 from xprof.analysis.advice import ADVICE, READ_KINDS, read_tail
 from xprof.analysis.causes import (
     DATA_DEPENDENT_ACCESS,
+    FIRST_STEP_ONLY,
     Cause,
     Shardings,
     Signature,
@@ -793,6 +794,8 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         if c.old is not None and c.new is not None:
             # Training steps, as everywhere the user reads a step number.
             line = f"step {ordinal_of.get(int(barrier), int(barrier))}: {name} {list(c.old)} -> {list(c.new)}"
+            if c.first_step_only:
+                line += FIRST_STEP_ONLY
         else:
             line = c.evidence
         if line and line not in lines:

@@ -706,7 +706,9 @@ class LiveNotices:
                               f"{so_far}")
                 else:
                     self._shape_cost(name, barrier_s + read_s, n_barrier + read_n, i)
-                    what = (f"{clean(name, 60)} took shape {_shape(new)} (first seen)" if name and new is not None
+                    seen = (", which only the one-off first step had" if sig == self._first_sig and self._first_seen
+                            else " (first seen)")
+                    what = (f"{clean(name, 60)} took shape {_shape(new)}{seen}" if name and new is not None
                             else f"new input {clean(name, 60)}" if name else "the input shapes changed")
                     self._say(("input_shape", name or "?"), f"step {i} recompiled: {what}; {so_far}")
             elif read_sites - self._sites_read:
