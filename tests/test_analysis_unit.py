@@ -454,6 +454,12 @@ def test_a_read_compiling_again_within_a_warm_up_step_is_its_own_cost(tmp_path: 
     assert any(e.startswith("it compiled 5 graphs within step 0 alone: each read in a step ran a longer graph")
                for e in f[0].evidence)
     assert "Put torch_xla.sync() right after the read" in f[0].advice
+    # the overview does not call them recompiles of a step graph without saying where they ran
+    from xprof.report.prose import headline
+
+    assert ("5 of them were not warm-up (the first graphs of the first 2 steps): recompiles that a loop with "
+            "fixed shapes and graphs would not pay (all of them compiled inside host reads in the first 2 "
+            "steps: graphs the reads needed, not the step).") in headline(a)
     # several values read at one line (a check over each parameter) do not grow: warm-up
     from xprof.analysis.causes import growing_reads
 

@@ -162,11 +162,15 @@ def headline(analysis: Analysis) -> list[str]:
         out[0] = (f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}: its optimizer steps "
                   "ran, but none ended in one.")
     elif t.recompiles:
+        early = _early_read_compiles(analysis)
         out.append(
             f"{'One' if t.recompiles == 1 else t.recompiles} of them {'was' if t.recompiles == 1 else 'were'} "
             f"not warm-up (the first graphs of the first {WARMUP_STEPS} steps): "
             f"{'a recompile' if t.recompiles == 1 else 'recompiles'}"
-            f" that a loop with fixed shapes and graphs would not pay."
+            f" that a loop with fixed shapes and graphs would not pay"
+            + (f" ({'it was' if t.recompiles == 1 else 'all of them' if early == t.recompiles else str(early)}"
+               f"{'' if early == t.recompiles else ' of them'} compiled inside host reads in the first "
+               f"{WARMUP_STEPS} steps: graphs the reads needed, not the step)." if early else ".")
         )
     elif t.steps <= WARMUP_STEPS:
         out.append(f"Only {fmt.plural(t.steps, 'training step')} recorded: too few to judge "
@@ -385,3 +389,14 @@ def exit_lines(analysis: Analysis, run_path: str) -> list[str]:
                      "with a known cause after warm-up)")
     lines.append(f"xprof: open the report: xprof report {shlex.quote(run_path)} --open")
     return lines
+
+
+def _early_read_compiles(analysis: Analysis) -> int:
+    """Compiles counted as recompiles though they ran inside host reads of the warm-up steps
+    (a read whose graphs grew from read to read owns them, see analysis.causes)."""
+    c, steps = analysis.compiles, analysis.steps
+    if not len(c) or "cause" not in c or not len(steps) or "user_step" not in steps:
+        return 0
+    warm_steps = set(steps.loc[(steps["user_step"] >= 0) & (steps["user_step"] < WARMUP_STEPS), "i"].tolist())
+    mine = (c["cause"] != "warmup") & (c["at"] == "step") & (c["sync_row"] >= 0) & c["step"].isin(warm_steps)
+    return int(mine.sum())
