@@ -976,3 +976,32 @@ def test_two_tasks_taking_turns_say_the_first_step_had_the_shape(tmp_path: Path)
     live.feed([json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:-1]])
     assert said[0].startswith("xprof: step 2 recompiled: x took shape [16, 64], which only the one-off first "
                               "step had; 1 recompile so far")
+
+
+def test_a_graph_change_in_steps_that_read_a_tensor_condition_names_the_condition(tmp_path: Path) -> None:
+    # `if loss > THR: loss = loss * 0.5` every step: the loss fell below the threshold at
+    # step 7, the step ran other ops, a new graph compiled (recorded: 200 steps, step 115).
+    b = Builder(tmp_path / "r.json")
+    for k in range(12):
+        b.step({"x": [64, 64]}, compile_ms=500 if k in (0, 1, 7) else 0, nodes=65 if k >= 7 else 70,
+               read=("bool", 20, "if loss > THR:"))
+    f = next(f for f in b.done().findings if f.cause == "graph_change")
+    assert f.evidence[0] == ("a Python condition on a tensor was read in that step: train.py:20: if loss > THR:; "
+                             "which ops the step runs depends on its outcome, so a new outcome is a new graph")
+    assert (f.file, f.line) == ("/u/train.py", 20) and "torch.where" in f.advice
+    import json
+
+    from xprof.recorder.live import LiveNotices
+
+    said: list[str] = []
+    LiveNotices(T0, said.append).feed(
+        [json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:-1]])
+    assert said[-1].startswith("xprof: step 7 recompiled: same input shapes, different graph; the condition on a "
+                               "tensor at train.py:20, read in this step, picks its ops")
+    # no condition read in the step that compiled: the generic advice
+    b = Builder(tmp_path / "r2.json")
+    for k in range(12):
+        b.step({"x": [64, 64]}, compile_ms=500 if k in (0, 1, 7) else 0, nodes=65 if k >= 7 else 70,
+               read=("bool", 20, "if loss > THR:") if k != 7 else None)
+    f = next(f for f in b.done().findings if f.cause == "graph_change")
+    assert f.file is None and "torch.where" not in f.advice

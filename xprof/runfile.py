@@ -110,6 +110,15 @@ GROWING_READS = 3
 be two values one library call reads)."""
 
 
+_CONDITION = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.*\belse\b")
+
+
+def is_condition(access: str, code: str) -> bool:
+    """A host read that is a Python condition on a tensor (``if loss > x:``, ``while``, a
+    conditional expression): a tensor made a Python bool or number on such a line."""
+    return access in ("bool", "int", "float", "index") and bool(_CONDITION.search(code))
+
+
 def grew(nodes: Sequence[int | None]) -> bool:
     """Whether one read site's graphs in one step grew from read to read: :data:`GROWING_READS`
     or more, every size known, none smaller than the one before and the last larger than the

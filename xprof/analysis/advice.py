@@ -149,6 +149,12 @@ ADVICE = {
         "on the step or on values, Python scalars that change (0 and 1 are baked into the graph "
         "as constants), or a different set of live tensors at the barrier."
     ),
+    "condition_graph": (
+        "A Python `if` on a tensor's value picks which ops the step runs: each outcome is its own "
+        "graph (compiled once, cached after), and the host waits for the value every step. Keep "
+        "the decision on the device: compute both outcomes and choose with torch.where (or scale "
+        "by a mask), so every step is one graph and nothing waits."
+    ),
     "baked_scalar": (
         "A Python number passed to the graph became 0 or 1, which torch_xla bakes in as a "
         "constant, or took the same value as another one in the step, which it then passes as "

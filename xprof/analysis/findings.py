@@ -28,9 +28,7 @@ from xprof.analysis.model import EAGER_KEY, EVAL_KEY, EVAL_MODE_KEY, SETTLED_AFT
 from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import barrier_graphs, fallback_rows, live_reads
-from xprof.runfile import Site, dynamo_func, grew
-
-_CONDITION = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.*\belse\b")
+from xprof.runfile import Site, dynamo_func, grew, is_condition
 
 
 def sync_kind(access: str, code: str, via: str | None) -> str:
@@ -46,10 +44,8 @@ def sync_kind(access: str, code: str, via: str | None) -> str:
         return "library_sync"
     if access in ("repr", "format") and "print(" in code:
         return "print"
-    if access == "bool":
-        return "tensor_condition" if _CONDITION.search(code) else "scalar"
-    if access in ("int", "float", "index"):
-        return "tensor_condition" if _CONDITION.search(code) else "scalar"
+    if access in ("bool", "int", "float", "index"):
+        return "tensor_condition" if is_condition(access, code) else "scalar"
     return {"item": "item", "tolist": "tolist", "numpy": "numpy", "cpu": "to_cpu",
             "to_cpu": "to_cpu", "repr": "repr", "format": "format",
             "materialize": "materialize"}.get(access, "item")
@@ -155,7 +151,7 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
             findings.append(_sharding_finding(key, ks, causes, rows, steps, sigs, specs or {}))
             continue
         if c0.cause == "graph_change":
-            findings.append(_graph_finding(key, c0, rows, steps, ordinal_of, sites or {}, compiles))
+            findings.append(_graph_finding(key, c0, rows, steps, ordinal_of, sites or {}, compiles, syncs))
             continue
         if c0.cause == "cpu_fallback":
             findings.append(_fallback_finding(key, c0, rows, steps, ordinal_of, steady))
@@ -914,7 +910,8 @@ def _sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows:
 
 
 def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
-                   ordinal_of: dict[int, int], sites: dict[int, Site], compiles: pd.DataFrame) -> Finding:
+                   ordinal_of: dict[int, int], sites: dict[int, Site], compiles: pd.DataFrame,
+                   syncs: pd.DataFrame | None = None) -> Finding:
     ms = float(rows["ms"].sum())
     n = len(rows)
     comp_steps = sorted({int(s) for s in rows["step"]})
@@ -1000,6 +997,15 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     asked = (steps.loc[steps["i"].isin(comp_steps), "site"].dropna()
              if "site" in steps and kind == "eval_pass" else [])
     file = line = None
+    decided = _condition_in(syncs, comp_steps) if kind in ("graph_change", "periodic_graph") and not fewer else None
+    if decided is not None:
+        # A Python `if` on a tensor ran in the steps that built the new graph: its outcome
+        # decides which ops the step records, so when it flips, the graph is another one.
+        file, line, code = decided
+        where = "each of these steps" if n > 1 else "that step"
+        evidence.insert(0, f"a Python condition on a tensor was read in {where}: {_loc(file, line)}: {code}; "
+                           "which ops the step runs depends on its outcome, so a new outcome is a new graph")
+        advice = ADVICE["condition_graph"]
     for sid in dict.fromkeys(int(v) for v in asked):
         site = sites.get(sid)
         if site is not None and site.via:  # (the user's own mark_step line says nothing new)
@@ -1013,6 +1019,22 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         evidence=evidence, steps=comp_steps, pattern=pattern, severity="info" if kind == "eval_pass"
         else "warning", file=file, line=line,
     )
+
+
+def _condition_in(syncs: pd.DataFrame | None, comp_steps: list[int]) -> tuple[str, int, str] | None:
+    """(file, line, code) of a Python condition on a tensor (``if loss > x:``) read, not
+    deferred, in every one of ``comp_steps``; the first such site."""
+    if syncs is None or not len(syncs) or "kind" not in syncs:
+        return None
+    cond = syncs[(syncs["kind"] == "tensor_condition") & ~syncs["deferred"].astype(bool)]
+    if not len(cond):
+        return None
+    for _, g in cond.groupby("site", sort=False):
+        read_in = set(g["step"].tolist())
+        if all(s in read_in for s in comp_steps):
+            first = g.iloc[0]
+            return str(first["file"]), int(first["line"]), str(first["code"])
+    return None
 
 
 def _graph_inputs_changed(rows: pd.DataFrame, all_c: pd.DataFrame) -> list[tuple[int, int, int]]:

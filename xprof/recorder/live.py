@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xprof.runfile import GROWING_READS as GROWING_READS  # (the analysis' too)
-from xprof.runfile import dynamo_func, grew, is_fallback_counter, micro_batch_change
+from xprof.runfile import dynamo_func, grew, is_condition, is_fallback_counter, micro_batch_change
 from xprof.untrusted import visible
 
 WARMUP_STEPS = 2
@@ -736,10 +736,22 @@ class LiveNotices:
                           f"not undone: dropout off, batch-norm statistics frozen); {so_far}")
             elif sig is not None:
                 key = ("graph_change", "")
-                self._add_cost(key, barrier_s, n_barrier,
-                               "the graph changes with the same inputs: look for a Python value that "
-                               "changes between steps")
-                self._say(key, f"step {i} recompiled: same input shapes, different graph; {so_far}")
+                cond = next((sid for sid in sorted(read_sites) if is_condition(
+                    str(self._sites.get(sid, {}).get("kind", "")), str(self._sites.get(sid, {}).get("code", "")))),
+                    None)
+                if cond is not None:
+                    # (the analysis' condition_graph: an `if` on a tensor picked other ops)
+                    where = self._site_words(cond)[1]
+                    self._add_cost(key, barrier_s, n_barrier,
+                                   f"the condition on a tensor at {where} picks the step's ops: keep the "
+                                   "decision on the device (torch.where)")
+                    self._say(key, f"step {i} recompiled: same input shapes, different graph; the condition on a "
+                              f"tensor at {where}, read in this step, picks its ops; {so_far}")
+                else:
+                    self._add_cost(key, barrier_s, n_barrier,
+                                   "the graph changes with the same inputs: look for a Python value that "
+                                   "changes between steps")
+                    self._say(key, f"step {i} recompiled: same input shapes, different graph; {so_far}")
         elif steady:
             for op in fallback:
                 inside = self._op_call.get(op)
