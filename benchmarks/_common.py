@@ -55,6 +55,22 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def median_ci(values: Sequence[float], level: float = 0.95, draws: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """A bootstrap confidence interval of the median of ``values`` (resampled with replacement,
+    ``draws`` times, fixed seed): how far the median of this many per-pair ratios moves on
+    this machine's noise alone. (nan, nan) for fewer than 3 values."""
+    if len(values) < 3:
+        return float("nan"), float("nan")
+    import random
+
+    rng = random.Random(seed)
+    n = len(values)
+    got = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(draws))
+    lo = got[int((1 - level) / 2 * draws)]
+    hi = got[min(int((1 + level) / 2 * draws), draws - 1)]
+    return lo, hi
+
+
 def per_call_us(fn: Callable[[], Any], n: int) -> float:
     """Mean µs of ``fn()`` over ``n`` back-to-back calls (loop overhead included, both sides)."""
     t0 = time.perf_counter()

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import TinyLoop, median, pin_cpu
+from _common import TinyLoop, median, median_ci, pin_cpu
 
 ARMS = ("plain", "watched", "inactive", "held", "noinputs", "bare", "plain2")
 HEAD = 20
@@ -81,7 +81,13 @@ def run(arms: list[str], blocks: int, steps: int) -> dict[str, float]:
         base = median(got["plain"][HEAD:])
         for a in arms:
             pairs[a].append(median(got[a][HEAD:]) / base)
+    _intervals.clear()
+    _intervals.update({a: median_ci(v) for a, v in pairs.items()})
     return {a: median(v) for a, v in pairs.items()}
+
+
+_intervals: dict[str, tuple[float, float]] = {}
+"""The last run's 95% bootstrap interval of each arm's median (printed beside it)."""
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -102,7 +108,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"median of per-pair ratios against plain, steady state, {args.blocks} rotations of "
           f"{len(arms)} arms x {args.steps} steps:")
     for a in arms:
-        print(f"  {a:9s} {ratios[a]:.4f}")
+        lo, hi = _intervals.get(a, (float("nan"), float("nan")))
+        print(f"  {a:9s} {ratios[a]:.4f}   (95% bootstrap interval {lo:.4f}-{hi:.4f})")
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     return ratios
 
