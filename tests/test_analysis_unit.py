@@ -1005,3 +1005,26 @@ def test_a_graph_change_in_steps_that_read_a_tensor_condition_names_the_conditio
                read=("bool", 20, "if loss > THR:") if k != 7 else None)
     f = next(f for f in b.done().findings if f.cause == "graph_change")
     assert f.file is None and "torch.where" not in f.advice
+
+
+def test_two_dim_0_sizes_changing_on_their_own_are_a_structure_not_a_batch(tmp_path: Path) -> None:
+    # Node classification on random graphs: x [N, 8] and y [N] share N, src [E] and dst [E]
+    # share E, and N and E change on their own every step. Neither is a DataLoader batch
+    # (drop_last would not help): pad both counts (recorded: 12 graphs of 20-24 nodes, 40-44 edges).
+    b = Builder(tmp_path / "r.json")
+    seen: set[tuple[int, int]] = set()
+    for k, (n, e) in enumerate([(21, 42), (22, 42), (22, 40), (20, 40), (20, 43), (24, 43), (24, 41),
+                                (23, 41), (23, 44), (21, 42), (22, 40), (24, 41)]):
+        b.step({"x": [n, 8], "y": [n], "src": [e], "dst": [e]}, compile_ms=0 if (n, e) in seen else 500)
+        seen.add((n, e))
+    kinds = {f.input: f.kind for f in b.done().findings}
+    assert kinds == {"x": "dynamic_size", "src": "dynamic_size"}
+    # One batch of rows (input_ids and labels share B) beside a box count of its own: the batch
+    # that is short once an epoch stays a partial batch.
+    b = Builder(tmp_path / "r2.json")
+    for k in range(12):
+        rows = 4 if k % 6 == 5 else 8
+        b.step({"images": [rows, 3, 16, 16], "labels": [rows], "boxes": [10 + k % 5, 4]},
+               compile_ms=500 if k < 6 else 0)
+    kinds = {f.input: f.kind for f in b.done().findings}
+    assert kinds.get("images") == "partial_batch"

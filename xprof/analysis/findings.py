@@ -609,6 +609,22 @@ class _Series:
             common = same if common is None else common & same
         return None if common is None else bool(common)
 
+    def other_free_size(self) -> str | None:
+        """Another input whose dim 0 takes 3 or more sizes apart from this input's (in some
+        signature the two differ): two sizes that change on their own each step are a
+        structure's (a graph's nodes and its edges), not one batch's rows. Its name, or None."""
+        mine = [shapes[0][0] if shapes and shapes[0] else None for shapes in self.groups]
+        sizes: dict[str, set[int]] = {}
+        apart: set[str] = set()
+        for own, rest in zip(mine, self.rests):
+            for n, shape in rest:
+                if shape:
+                    sizes.setdefault(n, set()).add(shape[0])
+                    if own is not None and shape[0] != own:
+                        apart.add(n)
+        free = sorted(n for n in apart if len(sizes[n]) >= 3)
+        return free[0] if free else None
+
     def with_rest(self, dim: int) -> set[tuple[int, tuple[tuple[str, tuple[int, ...]], ...]]]:
         """Each distinct (size along ``dim``, everything else a graph depends on) that a
         step had: the graphs that padding this input's ``dim`` would still tell apart.
@@ -726,9 +742,14 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         # random resized crops) is a size, not padding: one varying dim is a padded length.
         resized = len([d for d in others if d != 0]) >= 2
         kind = "dynamic_padding" if distinct >= 3 and not resized else "shape_change"
-    if kind in ("batch_size_change", "dynamic_padding", "partial_batch") and series.rows_shared() is False:
-        # No other input shares its dim 0: not a batch of rows, so neither a batch size nor
-        # a tokenizer's padding (a graph's nodes and edges, a sample of its own size).
+    free = None
+    if kind == "batch_size_change" and len(series.value_counts(0)) >= 3:
+        free = series.other_free_size()
+    if (kind in ("batch_size_change", "dynamic_padding", "partial_batch") and series.rows_shared() is False) \
+            or free is not None:
+        # No other input shares its dim 0, or another input's dim 0 changes on its own too:
+        # not a batch of rows, so neither a batch size nor a tokenizer's padding (a graph's
+        # nodes and edges, a sample of its own size).
         dim = dim or 0
         distinct = len({s[dim] for s in shapes if len(s) > dim})
         kind, pattern = ("dynamic_size" if distinct >= 3 else "shape_change"), None
