@@ -1013,8 +1013,8 @@ def test_two_dim_0_sizes_changing_on_their_own_are_a_structure_not_a_batch(tmp_p
     # (drop_last would not help): pad both counts (recorded: 12 graphs of 20-24 nodes, 40-44 edges).
     b = Builder(tmp_path / "r.json")
     seen: set[tuple[int, int]] = set()
-    for k, (n, e) in enumerate([(21, 42), (22, 42), (22, 40), (20, 40), (20, 43), (24, 43), (24, 41),
-                                (23, 41), (23, 44), (21, 42), (22, 40), (24, 41)]):
+    for n, e in [(21, 42), (22, 42), (22, 40), (20, 40), (20, 43), (24, 43), (24, 41), (23, 41), (23, 44),
+                 (21, 42), (22, 40), (24, 41)]:
         b.step({"x": [n, 8], "y": [n], "src": [e], "dst": [e]}, compile_ms=0 if (n, e) in seen else 500)
         seen.add((n, e))
     kinds = {f.input: f.kind for f in b.done().findings}
@@ -1028,3 +1028,18 @@ def test_two_dim_0_sizes_changing_on_their_own_are_a_structure_not_a_batch(tmp_p
                compile_ms=500 if k < 6 else 0)
     kinds = {f.input: f.kind for f in b.done().findings}
     assert kinds.get("images") == "partial_batch"
+
+
+def test_torch_xla_compile_barriers_are_explained(tmp_path: Path) -> None:
+    # torch_xla.compile(step_fn): a sync entering the function (nothing pending: no graph)
+    # and its graph at the exit, two barriers a step.
+    from xprof.report.prose import headline
+
+    b = Builder(tmp_path / "r.json")
+    for k in range(6):
+        b.step(None, fields={"barrier": "compile_entry", "bc": 0, "c": {"MarkStep": 1}})
+        b.step({"x": [4, 8]}, compile_ms=500 if k == 0 else 0, opt=1, fields={"barrier": "compile"})
+    a = b.done()
+    assert (a.totals.steps, a.totals.barriers) == (6, 12)
+    assert headline(a)[0].startswith("This run trained 6 steps (12 barriers: torch_xla.compile syncs on entering "
+                                     "the compiled function and runs its graph on leaving it)")

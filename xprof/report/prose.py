@@ -140,6 +140,12 @@ def headline(analysis: Analysis) -> list[str]:
             out.append(elsewhere)
         return out
     counted = f" ({fmt.plural(t.barriers, 'barrier')})" if t.barriers != t.steps else ""
+    entries = int((analysis.steps["barrier"] == "compile_entry").sum()) if len(analysis.steps) else 0
+    if counted and entries and t.barriers - entries <= t.steps:
+        # torch_xla.compile syncs what is pending when the compiled function is entered, and
+        # runs its graph at the exit: two barriers a call
+        counted = (f" ({fmt.plural(t.barriers, 'barrier')}: torch_xla.compile syncs on entering the "
+                   "compiled function and runs its graph on leaving it)")
     if t.eval_steps:
         # "2 eval passes (11 eval steps; 35 barriers in all)": an eval step is an eval barrier.
         counted = (f" and ran {fmt.plural(max(t.eval_passes, 1), 'eval pass', 'eval passes')} "
