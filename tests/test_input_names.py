@@ -54,6 +54,12 @@ def make(n):
 
 data, target = Tensor(), Tensor()
 labels, inputs = target.to("xla"), data.to("xla")
+
+
+def one_line(n):
+    src = make(n).to("xla"); tgt = make(n).to("xla")
+    a = Tensor(); b = a.to("xla")
+    return src, tgt, b
 '''
 
 
@@ -101,3 +107,12 @@ def test_unnamed_tensors_moved_in_a_tuple_assignment_are_named_by_position(tmp_p
     mod.SEEN.clear()
     mod.fresh(3)  # cached per line and per call: the same names again
     assert [name for name, _ in mod.SEEN] == ["x", "y", "loopmod.py:32", "loopmod.py:33"]
+
+
+def test_statements_sharing_a_line_are_named_each_by_its_own_target(tmp_path: Path) -> None:
+    # `src = torch.randn(4, 8).to(dev); tgt = torch.randn(4, T).to(dev)`: tgt, not src#2
+    # (a user's loop: the length that changed was tgt's, reported as src's)
+    mod = _module(tmp_path)
+    mod.SEEN.clear()
+    mod.one_line(3)
+    assert [name for name, _ in mod.SEEN] == ["src", "tgt", "b"]

@@ -142,7 +142,16 @@ def _parse_line(filename: str, lineno: int) -> str | tuple[Slot, ...]:
             tree = ast.parse(text)
         except SyntaxError:
             tree = None
-        if tree is not None and tree.body:
+        if tree is not None and len(tree.body) > 1:
+            # Several statements on the line (x = a.to(dev); y = b.to(dev)): each one's moves
+            # by its own target, told apart by the columns of the running call.
+            indent = len(raw) - len(raw.lstrip())
+            each = [slot for stmt in tree.body for slot in _statement_slots(stmt, indent)]
+            if len(each) == 1:
+                return each[0][0]
+            if each:
+                return tuple(each)
+        elif tree is not None and tree.body:
             indent = len(raw) - len(raw.lstrip())
             stmt = tree.body[0]
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
@@ -164,6 +173,21 @@ def _parse_line(filename: str, lineno: int) -> str | tuple[Slot, ...]:
             if inside:
                 return tuple(inside)
     return f"{os.path.basename(filename)}:{lineno}"
+
+
+def _statement_slots(stmt: ast.stmt, indent: int) -> list[Slot]:
+    """The slots of one statement of a line holding several: a tuple assignment's by
+    position, an assignment's target over its whole value, else each moved variable."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        slots = list(_moved_slots(stmt.targets[0], stmt.value, indent))
+        if slots:
+            return slots
+        name = _target_name(stmt.targets[0])
+        if name is not None and (_is_move(stmt.value) or _moved_inside(stmt.value, indent)):
+            receiver = stmt.value.func.value if _is_move(stmt.value) else None  # type: ignore[attr-defined]
+            return [(name, receiver.id if isinstance(receiver, ast.Name) else None, *_span(stmt.value, indent))]
+        return []
+    return _moved_inside(stmt, indent)
 
 
 _MOVES = frozenset({"to", "cuda"})
