@@ -1043,3 +1043,26 @@ def test_torch_xla_compile_barriers_are_explained(tmp_path: Path) -> None:
     assert (a.totals.steps, a.totals.barriers) == (6, 12)
     assert headline(a)[0].startswith("This run trained 6 steps (12 barriers: torch_xla.compile syncs on entering "
                                      "the compiled function and runs its graph on leaving it)")
+
+
+def test_a_minor_cost_is_not_the_exit_summarys_first_thing_to_change(tmp_path: Path) -> None:
+    # Two short recompiles (50 ms each) in a run whose first graph took most of its 100 s
+    # (an XLA CPU compile of minutes): under 1% of the run, the analysis folds the finding
+    # away, and the exit summary does not lead with it either.
+    import json
+
+    from xprof.recorder.live import LiveNotices
+
+    b = Builder(tmp_path / "r.json")
+    for k in range(12):
+        b.step({"tgt": [4, (6, 9, 7)[k // 4]]}, compile_ms=90_000 if k == 0 else 50 if k in (4, 8) else 0)
+    b.t = T0 + 100.0
+    a = b.done()
+    assert [f.minor for f in a.findings] == [True]
+    live = LiveNotices(T0, None)
+    live.feed([json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:-1]])
+    assert live.summary(T0 + 100.0, "r.json")[2].startswith("xprof: first thing to change: nothing stands out")
+    # the same recompiles in a 5 s run lead
+    live = LiveNotices(T0, None)
+    live.feed([json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:-1]])
+    assert live.summary(T0 + 5.0, "r.json")[2].startswith("xprof: first thing to change: tgt took 3 shapes")

@@ -181,8 +181,8 @@ def test_step_constants_are_the_analysis_ones() -> None:
     from xprof.analysis import model
     from xprof.recorder import live
 
-    assert ((live.WARMUP_STEPS, live.SETTLED_AFTER, live.GROWING_READS)
-            == (model.WARMUP_STEPS, model.SETTLED_AFTER, model.GROWING_READS))
+    assert ((live.WARMUP_STEPS, live.SETTLED_AFTER, live.GROWING_READS, live.MINOR_SHARE)
+            == (model.WARMUP_STEPS, model.SETTLED_AFTER, model.GROWING_READS, model.MINOR_SHARE))
 
 
 def test_read_label() -> None:

@@ -49,6 +49,9 @@ from xprof.untrusted import visible
 WARMUP_STEPS = 2
 """Steps that ran a graph before the steady state (the analysis' ``WARMUP_STEPS``)."""
 
+MINOR_SHARE = 0.01
+"""A cost under this share of the run is no first thing to change (the analysis' ``MINOR_SHARE``)."""
+
 EXEC_KEPT = 1024
 """Execution samples kept for the reads' costs (about as many as torch_xla's ring holds)."""
 
@@ -1032,7 +1035,8 @@ class LiveNotices:
         ranked = sorted(self._cost.items(), key=lambda kv: (-kv[1][0], kv[0]))
         ranked = [kv for kv in ranked if (kv[0][0] != "sync" or int(kv[0][1]) in self._forced)
                   and (kv[0][0] != "data_dependent" or kv[0] in self._forced_dd)
-                  and (kv[0][0] != "lib" or kv[0] in self._forced_lib)]
+                  and (kv[0][0] != "lib" or kv[0] in self._forced_lib)
+                  and kv[1][0] >= MINOR_SHARE * wall]  # (the analysis folds a minor one away)
         if no_barrier:
             self.first = ("no_barrier", "")
             since = "the last barrier" if self._work else "the start"
