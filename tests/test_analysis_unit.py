@@ -1066,3 +1066,22 @@ def test_a_minor_cost_is_not_the_exit_summarys_first_thing_to_change(tmp_path: P
     live = LiveNotices(T0, None)
     live.feed([json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:-1]])
     assert live.summary(T0 + 5.0, "r.json")[2].startswith("xprof: first thing to change: tgt took 3 shapes")
+
+
+def test_the_exit_summary_gives_a_partial_batch_the_analysis_advice(tmp_path: Path) -> None:
+    # DataLoader(drop_last=False): 16 rows, and 4 in each epoch's last batch. The exit summary
+    # said "pad it to a few fixed sizes" where the analysis says drop_last=True.
+    import json
+
+    from xprof.recorder.live import LiveNotices
+
+    b = Builder(tmp_path / "r.json")
+    for k in range(15):
+        b.step({"batch[0]": [4 if k % 5 == 4 else 16, 8]}, compile_ms=500 if k in (0, 1, 4) else 0)
+    a = b.done()
+    assert a.findings[0].kind == "partial_batch" and "drop_last=True" in a.findings[0].advice
+    live = LiveNotices(T0, None)
+    live.feed([json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:-1]])
+    assert live.summary(b.t, "r.json")[2].startswith(
+        "xprof: first thing to change: batch[0]'s batch size changes (4, 16 rows): keep it fixed: drop the short "
+        "batch (DataLoader(..., drop_last=True)) or pad it to 16 rows (1 compile, 0.50 s)")

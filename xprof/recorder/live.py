@@ -823,9 +823,18 @@ class LiveNotices:
         # several non-batch dims changing together is a size (images), not a padded length
         rank = max((len(s) for s in seen), default=0)
         varying = [d for d in range(1, rank) if len({s[d] for s in seen if len(s) > d}) > 1]
-        self._add_cost(("input_shape", name or "?"), seconds, compiles,
-                       f"{clean(name or 'the inputs', 60)} took {shapes} shape{'s' if shapes != 1 else ''}: "
-                       + ("resize it to a fixed size" if len(varying) >= 2 else "pad it to a few fixed sizes"))
+        rows = sorted({s[0] for s in seen if s})
+        shown = clean(name or "the inputs", 60)
+        if rank and not varying and len(rows) >= 2:
+            # only dim 0 changes: a batch size (the analysis' partial_batch / batch_size_change)
+            listed = ", ".join(str(r) for r in rows[:5]) + (" ..." if len(rows) > 5 else "")
+            advice = (f"{shown}'s batch size changes ({listed} rows): keep it fixed: "
+                      + (f"drop the short batch (DataLoader(..., drop_last=True)) or pad it to {rows[-1]} rows"
+                         if len(rows) == 2 else f"pad short batches to {rows[-1]} rows and mask them"))
+        else:
+            advice = (f"{shown} took {shapes} shape{'s' if shapes != 1 else ''}: "
+                      + ("resize it to a fixed size" if len(varying) >= 2 else "pad it to a few fixed sizes"))
+        self._add_cost(("input_shape", name or "?"), seconds, compiles, advice)
 
     def _sharding_cost(self, name: str, seconds: float, compiles: int) -> None:
         self._add_cost(("input_sharding", name), seconds, compiles,
