@@ -277,6 +277,20 @@ def test_eval_graph_is_info(tmp_path: Path) -> None:
     a = b.done()
     assert [(f.kind, f.severity) for f in a.findings] == [("eval_pass", "info")]
     assert a.findings[0].line is None  # the user's own barrier: no line to name
+    # Not "recompiles that a loop with fixed shapes and graphs would not pay" beside "nothing
+    # costly": the overview and the exit summary call them expected.
+    import json
+
+    from xprof.recorder.live import LiveNotices
+    from xprof.report.prose import headline
+
+    assert "One of them was an evaluation pass's own graph, compiled after warm-up: expected, and cached after." \
+        in headline(a)
+    live = LiveNotices(T0, None)
+    live.feed([json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:-1]])
+    assert live.summary(b.t, "r.json")[2] == (
+        "xprof: first thing to change: nothing stands out (the compiles after warm-up are expected, such as an "
+        "evaluation pass's own graphs, or too small to matter)")
 
 
 def test_an_eval_graph_compiled_at_a_librarys_barrier_names_the_users_line(tmp_path: Path) -> None:

@@ -1082,8 +1082,10 @@ class LiveNotices:
         elif raised and steps == 0:
             lines.append(NOTHING_TO_JUDGE)
         else:
-            lines.append("xprof: first thing to change: nothing stands out (no recompile or host sync "
-                         "with a known cause after warm-up)")
+            lines.append("xprof: first thing to change: nothing stands out "
+                         + ("(the compiles after warm-up are expected, such as an evaluation pass's own "
+                            "graphs, or too small to matter)" if self._recompiles else
+                            "(no recompile or host sync with a known cause after warm-up)"))
         lines.append(f"xprof: open the report: xprof report {_quote(run_path)} --open")
         return lines
 

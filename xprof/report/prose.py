@@ -169,15 +169,27 @@ def headline(analysis: Analysis) -> list[str]:
                   "ran, but none ended in one.")
     elif t.recompiles:
         early = _early_read_compiles(analysis)
-        out.append(
-            f"{'One' if t.recompiles == 1 else t.recompiles} of them {'was' if t.recompiles == 1 else 'were'} "
-            f"not warm-up (the first graphs of the first {WARMUP_STEPS} steps): "
-            f"{'a recompile' if t.recompiles == 1 else 'recompiles'}"
-            f" that a loop with fixed shapes and graphs would not pay"
-            + (f" ({'it was' if t.recompiles == 1 else 'all of them' if early == t.recompiles else str(early)}"
-               f"{'' if early == t.recompiles else ' of them'} compiled inside host reads in the first "
-               f"{WARMUP_STEPS} steps: graphs the reads needed, not the step)." if early else ".")
-        )
+        evals = sum(f.compiles for f in analysis.findings if f.kind == "eval_pass")
+        notes = []
+        for n, what in ((early, f"compiled inside host reads in the first {WARMUP_STEPS} steps: graphs the reads "
+                                "needed, not the step"),
+                        (evals, "an evaluation pass's own graphs: expected, cached after")):
+            if n:
+                whom = ("it was" if t.recompiles == 1 else "all of them" if n == t.recompiles else f"{n} of them")
+                notes.append(f"{whom} {what}")
+        if evals == t.recompiles:
+            out.append(f"{'One' if t.recompiles == 1 else t.recompiles} of them "
+                       f"{'was' if t.recompiles == 1 else 'were'} an evaluation pass's own "
+                       f"graph{'s' if t.recompiles != 1 else ''}, compiled after warm-up: expected, and "
+                       "cached after.")
+        else:
+            out.append(
+                f"{'One' if t.recompiles == 1 else t.recompiles} of them {'was' if t.recompiles == 1 else 'were'} "
+                f"not warm-up (the first graphs of the first {WARMUP_STEPS} steps): "
+                f"{'a recompile' if t.recompiles == 1 else 'recompiles'}"
+                f" that a loop with fixed shapes and graphs would not pay"
+                + (f" ({'; '.join(notes)})." if notes else ".")
+            )
     elif t.steps <= WARMUP_STEPS:
         out.append(f"Only {fmt.plural(t.steps, 'training step')} recorded: too few to judge "
                    f"recompiles (warm-up is the first {WARMUP_STEPS} steps).")
