@@ -1099,3 +1099,28 @@ def test_the_exit_summary_gives_a_partial_batch_the_analysis_advice(tmp_path: Pa
     assert live.summary(b.t, "r.json")[2].startswith(
         "xprof: first thing to change: batch[0]'s batch size changes (4, 16 rows): keep it fixed: drop the short "
         "batch (DataLoader(..., drop_last=True)) or pad it to 16 rows (1 compile, 0.50 s)")
+
+
+def test_a_new_shape_at_the_users_barrier_in_a_step_dynamo_traced_is_noticed_as_a_shape(tmp_path: Path) -> None:
+    # `out = torch.compile(m)(x)` under no_grad beside an eager `m(x)` the loss trains: at
+    # step 7 x grows, dynamo traces again (a compile mid-step) and the user's barrier compiles
+    # the eager graph for the new shape. The analysis blames x for the barrier's compile and
+    # dynamo for its own; the live notices said nothing and put both on dynamo.
+    import json
+
+    from xprof.recorder.live import LiveNotices
+
+    b = Builder(tmp_path / "r.json")
+    for k in range(12):
+        traced = k in (0, 7)
+        if traced:
+            b.w.write({"type": "compile", "i": b.i, "t": b.t + 0.002, "ns": 6e7, "at": "step"})
+        b.step({"x": [4, 14 if k >= 7 else 10, 16]}, compile_ms=300 if k in (0, 1, 7) else 0, opt=1,
+               fields={"dz": 1} if traced else None)
+    a = b.done()
+    assert next((f.cause, f.input) for f in a.findings if f.severity != "info") == ("input_shape", "x")
+    said: list[str] = []
+    live = LiveNotices(T0, said.append)
+    live.feed([json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:-1]])
+    assert said == ["xprof: step 7 recompiled: x took shape [4, 14, 16] (first seen); 2 recompiles so far, 0.36 s"]
+    assert live.summary(b.t, "r.json")[2].startswith("xprof: first thing to change: x took 2 shapes")

@@ -162,6 +162,9 @@ class LiveNotices:
         """Steps that ran a graph so far (the next such step has this ordinal)."""
         self._barriers = 0
         self._steady_sigs: set[int] = set()
+        self._train_sigs: set[int] = set()
+        """Signatures of training barriers past the first step, torch.compile's steps included
+        (the analysis' ``seen_sigs``)."""
         self._seen_fallback: set[str] = set()
         self._compiles = 0
         self._compile_s = 0.0
@@ -569,7 +572,12 @@ class LiveNotices:
         apart = at_dynamo or eval_barrier
         if work and not apart:  # the analysis' training barriers (eager_steps)
             self._count_graphs(i, int(rec.get("mg") or 0), int(bu or 0) + int(rec.get("bc") or 0))
-        quiet = dynamo or apart or self._closure_compiled
+        # A new input shape at the user's own barrier in a step torch.compile traced in (its
+        # eager part saw the shape too): the barrier's compile is the shape's, as the analysis
+        # has it (a new signature before dynamo); dynamo keeps the compiles it traced.
+        shape_at_barrier = (dynamo and not at_dynamo and bool(bu) and not eval_barrier and sig is not None
+                            and sig not in self._train_sigs and i >= WARMUP_STEPS)
+        quiet = (dynamo and not shape_at_barrier) or apart or self._closure_compiled
         self._closure_compiled = False
         steady = i >= WARMUP_STEPS and not quiet
         self._last_steady = steady and work and not apart and not at_dynamo
@@ -635,7 +643,7 @@ class LiveNotices:
             if not warm:  # what the analysis counts as recompiles
                 self._recompiles += 1
                 self._recompile_s += ns
-                if dynamo and not eval_barrier:
+                if dynamo and not eval_barrier and not (shape_at_barrier and comp.get("at") != "step"):
                     # torch.compile traced a new graph: the dynamo finding's. One traced for an
                     # eval pass is left to the report: a grad-mode retrace is a one-off (info),
                     # which only the guard text, written at the end, can tell.
@@ -767,6 +775,8 @@ class LiveNotices:
             self._work += 1
             if ordinal >= 1 and sig is not None and not quiet:
                 self._steady_sigs.add(sig)
+            if ordinal >= 1 and sig is not None and not apart:
+                self._train_sigs.add(sig)
         if fallback:
             self._seen_fallback.update(fallback)
             if self._last_steady and rec.get("mg"):  # the analysis' graph_cut: graphs run at the ops
