@@ -643,7 +643,6 @@ class _Series:
                     out.add((n, key))
         return out
 
-
     def stages(self, dim: int) -> list[tuple[int, int]] | None:
         """(size, steps) of each run of one size along ``dim``, in step order, when every size
         came in one run of steps (a curriculum's stages: 16 for 8 steps, then 32, then 48);

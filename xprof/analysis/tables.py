@@ -237,15 +237,9 @@ def attribute_executions(executions: np.ndarray, steps: pd.DataFrame, syncs: pd.
         pos = np.searchsorted(s0, start, side="right") - 1
         safe = np.clip(pos, 0, None)
         in_sync = (pos >= 0) & (start <= s1[safe])
-        # The read's step, as a row of ``steps`` (the last row with that index), where it has one.
-        idx = steps["i"].to_numpy()
-        by_i = np.argsort(idx, kind="stable")
-        sorted_i = idx[by_i]
-        want = sstep[safe[in_sync]]
-        j = np.searchsorted(sorted_i, want, side="right") - 1
-        hit = (j >= 0) & (sorted_i[np.clip(j, 0, None)] == want)
-        moved = np.flatnonzero(in_sync)[hit]
-        rows[moved] = by_i[j[hit]]
+        # The read's step, as a row of ``steps``, where it has one.
+        hit, at = _step_rows(steps, sstep[safe[in_sync]])
+        rows[np.flatnonzero(in_sync)[hit]] = at
     np.add.at(per_step, rows, dur_s * 1e3)
     np.add.at(by_sync, rows[in_sync], dur_s[in_sync] * 1e3)
     return per_step, by_sync, float(dur_s.sum())
@@ -312,14 +306,8 @@ def sync_savings(executions: np.ndarray, syncs: pd.DataFrame, steps: pd.DataFram
     if not waiting.any():
         return saved
     rows = np.flatnonzero(waiting)
-    # each read's step row (the last row with its index, as attribute_executions places it)
-    idx = steps["i"].to_numpy()
-    by_i = np.argsort(idx, kind="stable")
-    sorted_i = idx[by_i]
-    step_of = syncs["step"].to_numpy()[rows]
-    pos = np.searchsorted(sorted_i, step_of, side="right") - 1
-    found = (pos >= 0) & (sorted_i[np.clip(pos, 0, None)] == step_of)
-    rows, srow = rows[found], by_i[pos[found]]
+    found, srow = _step_rows(steps, syncs["step"].to_numpy()[rows])  # (as attribute_executions places them)
+    rows = rows[found]
     if not len(rows):
         return saved  # (reads after the last barrier: in no step)
     waits = np.bincount(srow, weights=saved[rows], minlength=len(steps)).astype(float)
@@ -333,6 +321,17 @@ def sync_savings(executions: np.ndarray, syncs: pd.DataFrame, steps: pd.DataFram
     share = np.divide(waits - anyway, waits, out=np.ones_like(waits), where=waits > 0)
     saved[rows] *= share[srow]
     return saved
+
+
+def _step_rows(steps: pd.DataFrame, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The row of ``steps`` of each step index in ``wanted`` (the last row with that index):
+    (which of ``wanted`` have one, their rows)."""
+    idx = steps["i"].to_numpy()
+    by_i = np.argsort(idx, kind="stable")
+    sorted_i = idx[by_i]
+    pos = np.searchsorted(sorted_i, wanted, side="right") - 1
+    hit = (pos >= 0) & (sorted_i[np.clip(pos, 0, None)] == wanted)
+    return hit, by_i[pos[hit]]
 
 
 def _by_time(pairs: np.ndarray) -> np.ndarray:

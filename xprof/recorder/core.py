@@ -730,9 +730,8 @@ class Recorder:
             sid = self._raw_sigs.get(tuple(inputs))
             if sid is None:
                 return False
-        vals, before = ev[8], ev[6]
-        known = self._steady.get((ev[5], tuple(map(sub, vals, self._prev_vals)), vals[0] - before[0],
-                                  vals[1] - before[1], ev[12:19], sid))
+        vals = ev[8]
+        known = self._steady.get(_steady_key(ev, tuple(map(sub, vals, self._prev_vals)), sid))
         if known is None:
             return False
         tail, fields, executions, transfers = known

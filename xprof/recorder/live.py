@@ -747,22 +747,20 @@ class LiveNotices:
                           f"not undone: dropout off, batch-norm statistics frozen); {so_far}")
             elif sig is not None:
                 key = ("graph_change", "")
-                cond = next((sid for sid in sorted(read_sites) if is_condition(
-                    str(self._sites.get(sid, {}).get("kind", "")), str(self._sites.get(sid, {}).get("code", "")))),
-                    None)
+                sites = [(sid, self._sites.get(sid, {})) for sid in sorted(read_sites)]
+                cond = next((sid for sid, site in sites
+                             if is_condition(str(site.get("kind", "")), str(site.get("code", "")))), None)
+                advice = ("the graph changes with the same inputs: look for a Python value that changes "
+                          "between steps")
+                why = ""
                 if cond is not None:
                     # (the analysis' condition_graph: an `if` on a tensor picked other ops)
                     where = self._site_words(cond)[1]
-                    self._add_cost(key, barrier_s, n_barrier,
-                                   f"the condition on a tensor at {where} picks the step's ops: keep the "
-                                   "decision on the device (torch.where)")
-                    self._say(key, f"step {i} recompiled: same input shapes, different graph; the condition on a "
-                              f"tensor at {where}, read in this step, picks its ops; {so_far}")
-                else:
-                    self._add_cost(key, barrier_s, n_barrier,
-                                   "the graph changes with the same inputs: look for a Python value that "
-                                   "changes between steps")
-                    self._say(key, f"step {i} recompiled: same input shapes, different graph; {so_far}")
+                    advice = (f"the condition on a tensor at {where} picks the step's ops: keep the decision "
+                              "on the device (torch.where)")
+                    why = f"; the condition on a tensor at {where}, read in this step, picks its ops"
+                self._add_cost(key, barrier_s, n_barrier, advice)
+                self._say(key, f"step {i} recompiled: same input shapes, different graph{why}; {so_far}")
         elif steady:
             for op in fallback:
                 inside = self._op_call.get(op)

@@ -168,21 +168,20 @@ def headline(analysis: Analysis) -> list[str]:
         out[0] = (f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}: its optimizer steps "
                   "ran, but none ended in one.")
     elif t.recompiles:
-        early = _early_read_compiles(analysis)
         evals = sum(f.compiles for f in analysis.findings if f.kind == "eval_pass")
-        notes = []
-        for n, what in ((early, f"compiled inside host reads in the first {WARMUP_STEPS} steps: graphs the reads "
-                                "needed, not the step"),
-                        (evals, "an evaluation pass's own graphs: expected, cached after")):
-            if n:
-                whom = ("it was" if t.recompiles == 1 else "all of them" if n == t.recompiles else f"{n} of them")
-                notes.append(f"{whom} {what}")
         if evals == t.recompiles:
             out.append(f"{'One' if t.recompiles == 1 else t.recompiles} of them "
                        f"{'was' if t.recompiles == 1 else 'were'} an evaluation pass's own "
                        f"graph{'s' if t.recompiles != 1 else ''}, compiled after warm-up: expected, and "
                        "cached after.")
         else:
+            notes = []
+            for n, what in ((_early_read_compiles(analysis), f"compiled inside host reads in the first "
+                             f"{WARMUP_STEPS} steps: graphs the reads needed, not the step"),
+                            (evals, "an evaluation pass's own graphs: expected, cached after")):
+                if n:
+                    whom = "it was" if t.recompiles == 1 else "all of them" if n == t.recompiles else f"{n} of them"
+                    notes.append(f"{whom} {what}")
             out.append(
                 f"{'One' if t.recompiles == 1 else t.recompiles} of them {'was' if t.recompiles == 1 else 'were'} "
                 f"not warm-up (the first graphs of the first {WARMUP_STEPS} steps): "
