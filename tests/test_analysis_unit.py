@@ -1124,3 +1124,20 @@ def test_a_new_shape_at_the_users_barrier_in_a_step_dynamo_traced_is_noticed_as_
     live.feed([json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:-1]])
     assert said == ["xprof: step 7 recompiled: x took shape [4, 14, 16] (first seen); 2 recompiles so far, 0.36 s"]
     assert live.summary(b.t, "r.json")[2].startswith("xprof: first thing to change: x took 2 shapes")
+
+
+def test_a_graph_that_gained_inputs_is_compared_with_its_own_signature(tmp_path: Path) -> None:
+    # A loss weight ramped from 0: the graph takes one input more, then one more again.
+    # A compile for another input shape in between (its own graph, 7 inputs) is not the
+    # graph they are compared with.
+    b = Builder(tmp_path / "r.json")
+    compiled = {0: 30, 1: 30, 4: 7, 6: 31, 9: 32}
+    for k in range(12):
+        b.step({"x": [2, 16]} if k == 4 else {"x": [4, 16]}, compile_ms=500 if k in compiled else 0, nodes=200)
+    for n_inputs in compiled.values():
+        b.w.write({"type": "debug", "kind": "compile", "cause": "user torch_xla.sync", "cause_kind": "barrier",
+                   "inputs": n_inputs, "frames": [], "user_frames": []})
+    f = next(f for f in b.done().findings if f.kind == "graph_change")
+    said = [e for e in f.evidence if e.startswith("torch_xla's debug records")]
+    assert said and said[0].startswith("torch_xla's debug records: the step's graph took 30 inputs, then 31 at "
+                                       "step 6 and 32 at step 9, with the same ops")

@@ -1066,20 +1066,25 @@ def _graph_inputs_changed(rows: pd.DataFrame, all_c: pd.DataFrame) -> list[tuple
     Empty when none does."""
     if "debug_inputs" not in rows or not len(rows) or "debug_inputs" not in all_c or "sig" not in all_c:
         return []
-    known = all_c[all_c["debug_inputs"].notna() & (all_c["at"] == "barrier")]
+    known = all_c[all_c["debug_inputs"].notna() & (all_c["at"] == "barrier")].sort_values("t", kind="stable")
+    # The graphs compiled before, by input signature, in time order: the one before a
+    # compile is found by bisection (a run of thousands of compiles stays linear-ish).
+    by_sig = {sig: (g["t"].to_numpy(), g["debug_inputs"].to_numpy(), g["graph_nodes"].to_numpy())
+              for sig, g in known.groupby("sig", sort=False)}
     out: list[tuple[int, int, int]] = []
     scalar = False
-    for _, c in rows.iterrows():
-        if pd.isna(c["debug_inputs"]):
+    for step, t, sig, inputs, nodes in zip(rows["step"], rows["t"], rows["sig"], rows["debug_inputs"],
+                                          rows["graph_nodes"]):
+        prior = by_sig.get(sig)
+        if pd.isna(inputs) or prior is None:
             continue
-        before = known[(known["t"] < c["t"]) & (known["sig"] == c["sig"])]
-        if not len(before):
+        k = int(np.searchsorted(prior[0], t, side="left")) - 1
+        if k < 0:
             continue
-        p = before.iloc[-1]
-        was, now = int(p["debug_inputs"]), int(c["debug_inputs"])
-        out.append((int(c["step"]), was, now))
-        near = pd.isna(c["graph_nodes"]) or pd.isna(p["graph_nodes"]) or abs(
-            int(c["graph_nodes"]) - int(p["graph_nodes"])) <= 3
+        was, now = int(prior[1][k]), int(inputs)
+        out.append((int(step), was, now))
+        p_nodes = prior[2][k]
+        near = pd.isna(nodes) or pd.isna(p_nodes) or abs(int(nodes) - int(p_nodes)) <= 3
         scalar = scalar or (near and 1 <= abs(now - was) <= 3)
     return out if scalar else []
 
