@@ -41,14 +41,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import emit_json, table
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
+DISTINCT = (10_000,)
 LENGTHS = [16 + 4 * k for k in range(40)]
 T0 = 1.7e9
 
 
-def write_synthetic(path: str, steps: int, seed: int = 0, rank: int = 0, world_size: int = 1) -> None:
+def write_synthetic(path: str, steps: int, seed: int = 0, rank: int = 0, world_size: int = 1,
+                    distinct: bool = False) -> None:
     """A realistic recording of ``steps`` steps with per-batch padding (a recompile pattern).
 
-    ``rank``/``world_size`` go into the header (the files of a pod differ only in them)."""
+    ``rank``/``world_size`` go into the header (the files of a pod differ only in them).
+    ``distinct``: a new length every step of the first half (a KV cache grown a token a
+    step, padding to lengths without bound), then lengths seen before: ``steps / 2``
+    signatures and compiles, where the default run has 40."""
     from xprof.runfile import RunWriter
 
     rng = random.Random(seed)
@@ -67,7 +72,10 @@ def write_synthetic(path: str, steps: int, seed: int = 0, rank: int = 0, world_s
     sizes: list[list[float]] = []
     t = T0
     for i in range(steps):
-        length = LENGTHS[rng.randrange(len(LENGTHS))] if i >= 2 else LENGTHS[0]
+        if distinct:
+            length = 16 + (i if i < steps // 2 else rng.randrange(steps // 2))
+        else:
+            length = LENGTHS[rng.randrange(len(LENGTHS))] if i >= 2 else LENGTHS[0]
         new_shape = length not in sig_of
         if new_shape:
             sig_of[length] = len(sig_of)
@@ -133,14 +141,14 @@ def _find_renderer() -> Any:
     return write_report
 
 
-def measure_one(steps: int, folder: str) -> dict[str, Any]:
+def measure_one(steps: int, folder: str, distinct: bool = False) -> dict[str, Any]:
     from xprof.analysis import analyze
     from xprof.runcolumns import load_columns
 
     path = os.path.join(folder, f"synthetic_{steps}.json")
     t = time.perf_counter()
-    write_synthetic(path, steps)
-    out: dict[str, Any] = {"steps": steps, "write_s": time.perf_counter() - t,
+    write_synthetic(path, steps, distinct=distinct)
+    out: dict[str, Any] = {"steps": steps, "distinct": distinct, "write_s": time.perf_counter() - t,
                            "file_mb": os.path.getsize(path) / 1e6}
     t = time.perf_counter()
     run = load_columns(path)
@@ -296,6 +304,10 @@ def _subprocess(args: list[str], tmp: str, label: str) -> dict[str, Any] | None:
         return dict(json.load(f))
 
 
+def _label(r: dict[str, Any]) -> str:
+    return f"{r['steps']}" + (f" ({r['steps'] // 2} shapes)" if r.get("distinct") else "")
+
+
 def _load() -> str:
     try:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -310,13 +322,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--pods", help="comma-separated rank counts of pods of --pod-steps steps (e.g. 32,256)")
     ap.add_argument("--pod-steps", type=int, default=10_000)
     ap.add_argument("--issue12", action="store_true", help="the 1M-step file and pods of 32 and 256 ranks")
+    ap.add_argument("--distinct", help="comma-separated step counts of runs with a new shape every step of "
+                                       "their first half (default 10k; 0: none)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--one-distinct", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--one-pod", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--json", help="write the figures here (for run_all.py)")
     args = ap.parse_args(argv)
     if args.one:
         with tempfile.TemporaryDirectory(prefix="xprof-scale-") as tmp:
-            emit_json(args.json, measure_one(args.one, tmp))
+            emit_json(args.json, measure_one(args.one, tmp, distinct=args.one_distinct))
         return {}
     if args.one_pod:
         with tempfile.TemporaryDirectory(prefix="xprof-pod-") as tmp:
@@ -329,17 +344,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         pods = [int(s) for s in args.pods.split(",")] if args.pods else []
     if args.quick:
         sizes = [s for s in sizes if s < 1_000_000]
+    distinct = [int(s) for s in args.distinct.split(",") if int(s)] if args.distinct else (
+        [] if args.pods or args.issue12 else list(DISTINCT))
     print(f"load average before: {_load()}", flush=True)
     rows: list[dict[str, Any]] = []
     pod_rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="xprof-scale-") as tmp:
-        for n in sizes:
-            r = _subprocess(["--one", str(n)], tmp, f"steps{n}")
+        for n, new_shapes in [(n, False) for n in sizes] + [(n, True) for n in distinct]:
+            r = _subprocess(["--one", str(n)] + (["--one-distinct"] if new_shapes else []), tmp,
+                            f"steps{n}{'d' if new_shapes else ''}")
             if r is None:
-                rows.append({"steps": n, "failed": True})
+                rows.append({"steps": n, "distinct": new_shapes, "failed": True})
                 continue
             rows.append(r)
-            print(f"{n} steps: load {r['load_s']:.2f} s, analyze {r['analyze_s']:.2f} s, "
+            what = f"{n} steps" + (f", {n // 2} distinct shapes" if new_shapes else "")
+            print(f"{what}: load {r['load_s']:.2f} s, analyze {r['analyze_s']:.2f} s, "
                   f"report {r['report_s']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB; "
                   f"xprof report: {r['cli_report_s']:.2f} s, {r['cli_peak_rss_mb']:.0f} MB "
                   f"(load average {_load()})", flush=True)
@@ -353,12 +372,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   f"{r['cli_peak_rss_mb']:.0f} MB (all processes, {r['workers']} worker(s)); in one process: "
                   f"load {r['load_s']:.2f} s, analyze {r['analyze_s']:.2f} s, focus rank {r['focus_s']:.2f} s, "
                   f"render {r['render_s']:.2f} s (load average {_load()})", flush=True)
-    ok = [r for r in rows if "failed" not in r]
-    if ok:
+    ok = [r for r in rows if "failed" not in r and not r.get("distinct")]
+    odd = [r for r in rows if "failed" not in r and r.get("distinct")]
+    if ok or odd:
         print()
-        print(table([[r["steps"], r["file_mb"], r["load_s"], r["analyze_s"], r["report_s"], r["total_s"],
+        print(table([[_label(r), r["file_mb"], r["load_s"], r["analyze_s"], r["report_s"], r["total_s"],
                       r["html_mb"], r["peak_rss_mb"], r["cli_report_s"], r["cli_peak_rss_mb"], r["findings"]]
-                     for r in ok],
+                     for r in ok + odd],
                     ["steps", "file MB", "load s", "analyze s", "report s", "total s", "HTML MB",
                      "peak RSS MB", "xprof report s", "its peak RSS MB", "findings"]))
     growth = []

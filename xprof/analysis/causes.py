@@ -98,32 +98,26 @@ def no_sharding(spec: str) -> str:
     return spec if spec else "no sharding (replicated)"
 
 
-def _closest(sig: Signature, previous: list[Signature],
-             known: dict[int, _Known] | None = None) -> tuple[
+def _closest(sig: Signature, previous: list[Signature], index: SigIndex | None = None) -> tuple[
         Signature | None, str | None, int | None, Shape | None, Shape | None]:
     """The earlier signature nearest to ``sig`` (the first of equals) and the input that
-    differs most usefully. ``known``: what :func:`_known` found of each earlier signature, by
-    ``id`` (kept by the caller: a run's walk asks again with a longer list each time)."""
+    differs most usefully. ``index``: the earlier signatures as compared, kept by the
+    caller (a run's walk asks again with the same list, longer by a few, each time)."""
     if not previous:
         return None, None, None, None, None
-    known = {} if known is None else known
+    index = SigIndex() if index is None else index
+    index.catch_up(previous)
     mine = _known(sig)
     names = [name for name, _, _, _ in sig]
     shapes = [shape for _, shape, _, _ in sig]
     dist = np.zeros(len(previous), dtype=np.int64)
-    alike: list[int] = []
-    rows: list[np.ndarray] = []
-    for k, prev in enumerate(previous):
-        entry = known.get(id(prev))
-        if entry is None:
-            entry = known[id(prev)] = _known(prev)
-        if mine.layout is not None and entry.layout == mine.layout:
-            alike.append(k)  # same inputs and ranks: the distance is how many dims differ
-            rows.append(entry.dims)
+    for layout, group in index.groups.items():
+        if mine.layout is not None and layout == mine.layout:
+            # same inputs and ranks: the distance is how many dims differ
+            dist[group.positions[:group.n]] = (group.rows[:group.n] != mine.dims).sum(axis=1)
         else:
-            dist[k] = _sig_distance(names, shapes, len(prev), entry.shapes)
-    if alike:
-        dist[alike] = (np.stack(rows) != mine.dims).sum(axis=1)
+            for k in group.positions[:group.n].tolist():
+                dist[k] = _sig_distance(names, shapes, len(previous[k]), index.entries[k].shapes)
     prev = previous[int(np.argmin(dist))]  # (argmin: the first of equals)
     prev_by_name = _shape_map(prev)
     candidates = []
@@ -168,6 +162,46 @@ def _known(sig: Signature) -> _Known:
 
 
 _LO, _HI = -(1 << 63), (1 << 63) - 1
+
+
+class _Group:
+    """The earlier signatures of one layout: their positions and their dims, a row each
+    (arrays grown by doubling; the first ``n`` rows are filled)."""
+
+    def __init__(self, width: int) -> None:
+        self.n = 0
+        self.positions = np.zeros(8, dtype=np.int64)
+        self.rows = np.zeros((8, width), dtype=np.int64)
+
+    def add(self, position: int, dims: np.ndarray) -> None:
+        n = self.n
+        if n == len(self.positions):
+            self.positions = np.concatenate([self.positions, np.zeros_like(self.positions)])
+            self.rows = np.concatenate([self.rows, np.zeros_like(self.rows)])
+        self.positions[n] = position
+        if len(dims):
+            self.rows[n] = dims
+        self.n = n + 1
+
+
+class SigIndex:
+    """Earlier signatures as :func:`_closest` compares them, grouped by layout (names and
+    ranks) so the many alike ones are compared in one array operation: linear in the run's
+    distinct signatures per question, not in their dims times a Python loop."""
+
+    def __init__(self) -> None:
+        self.entries: list[_Known] = []
+        self.groups: dict[tuple[tuple[str, int], ...] | None, _Group] = {}
+
+    def catch_up(self, previous: list[Signature]) -> None:
+        """Take in the signatures appended to ``previous`` since the last call."""
+        for k in range(len(self.entries), len(previous)):
+            entry = _known(previous[k])
+            self.entries.append(entry)
+            group = self.groups.get(entry.layout)
+            if group is None:
+                group = self.groups[entry.layout] = _Group(len(entry.dims))
+            group.add(k, entry.dims)
 
 
 def _sig_distance(names: list[str], shapes: list[Shape], other_len: int, other: dict[str, Shape]) -> int:
@@ -402,8 +436,8 @@ class _Context:
     """The first training step that ran each signature."""
     eval_owner: dict[int, Cause] = field(default_factory=dict)
     """For each barrier of an eval pass, the cause its compiles get (:func:`_eval_pass_owners`)."""
-    known_sigs: dict[int, _Known] = field(default_factory=dict)
-    """Each earlier signature as :func:`_closest` compares it, by ``id``."""
+    known_sigs: SigIndex = field(default_factory=lambda: SigIndex())
+    """The earlier signatures as :func:`_closest` compares them."""
     fallback_calls: dict[str, tuple[str, str, int]] = field(default_factory=dict)
     """CPU-fallback ops that ran only in steps where one library call read values (outside the
     training loop's own lines): op -> that call (via, file, line). Its calls are the library

@@ -661,12 +661,7 @@ class _Series:
 
     def shapes(self) -> list[tuple[int, ...]]:
         """Distinct shapes in order of first appearance."""
-        out: list[tuple[int, ...]] = []
-        for g in self.groups:
-            for shape in g:
-                if shape not in out:
-                    out.append(shape)
-        return out
+        return list(dict.fromkeys(shape for g in self.groups for shape in g))
 
     def _per_step(self, pick: Callable[[tuple[int, ...]], bool]) -> np.ndarray:
         """How many shapes of each step's group ``pick`` takes."""

@@ -14,10 +14,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from xprof._version import __version__
-from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding
+from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding, is_missing
 from xprof.analysis.ranks import RanksView, span
 from xprof.report import fmt, plots, prose
 from xprof.report.page import env, plotly_js, write_atomic
@@ -61,23 +59,41 @@ def _compile_rows(analysis: Analysis, sigs: dict[int, str]) -> tuple[list[dict[s
     if st is not None and not st.empty and "sig" in st:
         mine = st.loc[st["i"].isin(df["step"].unique()), ["i", "sig"]]  # only the steps that compiled
         steps_sig = dict(zip(mine["i"].astype(int), mine["sig"]))
+    # Plain columns walked once in step order (a run of thousands of compiles: a pandas
+    # group per step cost a millisecond each), and only the rows shown are built.
+    df = df[df["step"].notna()].sort_values("step", kind="stable")
+    n = len(df)
+
+    def column(name: str) -> list[Any]:
+        return df[name].tolist() if name in df else [None] * n
+
+    step_col, cause_col, at_col, sig_col = column("step"), column("cause"), column("at"), column("sig")
+    ms_col = df["ms"].fillna(0.0).tolist() if "ms" in df else [0.0] * n
     rows: list[dict[str, Any]] = []
-    for step, group in df.groupby("step", sort=True):
-        causes = [str(c) for c in group.get("cause", pd.Series(dtype=str)).fillna("") if c]
-        ats = sorted({str(a) for a in group.get("at", pd.Series(dtype=str)).fillna("") if a})
-        sig = group["sig"].dropna().iloc[0] if "sig" in group and group["sig"].notna().any() \
-            else steps_sig.get(int(step))
-        sid = plots.sig_id(sig)
-        rows.append({
-            "step": int(step),
-            "n": len(group),
-            "ms": float(group["ms"].sum()) if "ms" in group else 0.0,
-            "cause": ", ".join(dict.fromkeys(prose.cause_label(c) for c in causes)) or "unknown",
-            "cause_key": causes[0] if causes else "unknown",
-            "at": ", ".join("mid-step (host read)" if a == "step" else a for a in ats),
-            "sig": sigs.get(sid, "") if sid is not None else "",
-        })
-    return rows[:MAX_TABLE_ROWS], max(0, len(rows) - MAX_TABLE_ROWS)
+    distinct = 0
+    start = 0
+    while start < n:
+        end = start + 1
+        while end < n and step_col[end] == step_col[start]:
+            end += 1
+        distinct += 1
+        if len(rows) < MAX_TABLE_ROWS:
+            step = int(step_col[start])
+            causes = [str(c) for c in cause_col[start:end] if not is_missing(c) and c]
+            ats = sorted({str(a) for a in at_col[start:end] if not is_missing(a) and a})
+            sig = next((v for v in sig_col[start:end] if not is_missing(v)), None)
+            sid = plots.sig_id(sig if sig is not None else steps_sig.get(step))
+            rows.append({
+                "step": step,
+                "n": end - start,
+                "ms": float(sum(ms_col[start:end])),
+                "cause": ", ".join(dict.fromkeys(prose.cause_label(c) for c in causes)) or "unknown",
+                "cause_key": causes[0] if causes else "unknown",
+                "at": ", ".join("mid-step (host read)" if a == "step" else a for a in ats),
+                "sig": sigs.get(sid, "") if sid is not None else "",
+            })
+        start = end
+    return rows, distinct - len(rows)
 
 
 def _sync_rows(analysis: Analysis) -> tuple[list[dict[str, Any]], int]:
