@@ -126,14 +126,14 @@ def test_a_fixed_set_of_lengths_compiled_early_reads_as_settled(tmp_path: Path) 
     assert f.title == "ids took 4 lengths of dim 1 (16, 32, 48, 64), all by step 6: 3 recompiles, 1.50 s"
     assert f.evidence[0].startswith("all 4 shapes by step 6: the 34 steps after compiled nothing")
     assert "one-off cost" in f.advice
-    # The same lengths still arriving late in the run: padded per batch, as before.
+    # The same lengths still arriving late in the run: not settled (buckets of 8, a graph each).
     b = Builder(tmp_path / "r2.json")
     seen.clear()
     for n in lengths[:20] + [24] + lengths[20:]:
         b.step({"ids": [8, n]}, compile_ms=0 if n in seen else 500)
         seen.add(n)
     f = b.done().findings[0]
-    assert f.title.startswith("ids is padded per batch (5 distinct values of dim 1")
+    assert f.title.startswith("ids is padded to multiples of 8 (5 lengths of dim 1")
     assert not any(e.startswith("all ") for e in f.evidence) and "one-off" not in f.advice
     # Two lengths (pad_to_multiple_of=8 on short texts): a settled shape change, no what-if table.
     b = Builder(tmp_path / "r3.json")
@@ -1141,3 +1141,83 @@ def test_a_graph_that_gained_inputs_is_compared_with_its_own_signature(tmp_path:
     said = [e for e in f.evidence if e.startswith("torch_xla's debug records")]
     assert said and said[0].startswith("torch_xla's debug records: the step's graph took 30 inputs, then 31 at "
                                        "step 6 and 32 at step 9, with the same ops")
+
+
+def test_a_graph_new_every_step_with_nothing_from_the_host_is_state_that_grows(tmp_path: Path) -> None:
+    from xprof.report.prose import headline
+
+    # Greedy decoding with a KV cache grown by torch.cat: after the prompt, no input comes from
+    # the host; the same 208-node graph compiles anew at every step, none reused.
+    b = Builder(tmp_path / "r.json")
+    b.step({"prompt": [1, 6]}, compile_ms=500, nodes=300, fields={"ng": True})
+    for _ in range(8):
+        b.step(None, compile_ms=400, nodes=208, fields={"ng": True})
+    a = b.done()
+    f = a.findings[0]
+    assert (f.kind, f.cause) == ("graph_every_step", "graph_change")
+    assert f.title.startswith("The graph changed at every step with no new input from the host: "
+                              "7 new graphs in 7 steps")
+    assert "KV cache" in f.advice and "index_copy_" in f.advice
+    assert not [g for g in a.findings if g.kind == "unknown"]
+    assert headline(a)[0].startswith("This run ran 9 steps with no backward pass or optimizer step (inference)")
+
+
+def test_lengths_padded_to_buckets_are_said_as_buckets(tmp_path: Path) -> None:
+    b = Builder(tmp_path / "r.json")
+    seen: set[int] = set()
+    for n in [16, 32, 16, 48, 32, 16, 48, 32]:
+        b.step({"input_ids": [8, n]}, compile_ms=0 if n in seen else 500)
+        seen.add(n)
+    f = b.done().findings[0]
+    assert f.title.startswith("input_ids is padded to multiples of 16 (3 lengths of dim 1: 16, 32, 48), a graph each")
+    assert "price of bucketing" in f.advice
+    # Lengths padded to the longest of each batch share no such step.
+    b = Builder(tmp_path / "s.json")
+    for n in [16, 21, 16, 27, 21, 16, 30]:
+        b.step({"input_ids": [8, n]}, compile_ms=500)
+    assert "multiples" not in b.done().findings[0].title
+
+
+def test_an_inference_runs_last_partial_batch_is_padded_not_dropped_nor_stages(tmp_path: Path) -> None:
+    b = Builder(tmp_path / "r.json")
+    for k in range(8):
+        b.step({"x": [32 if k < 7 else 26, 16]}, compile_ms=500 if k in (0, 7) else 0, fields={"ng": True})
+    f = b.done().findings[0]
+    assert f.kind == "partial_batch" and "stages" not in f.title
+    assert f.advice.startswith("Pad the last batch to the full batch size") and "drop_last" not in f.advice
+
+
+def test_a_run_that_reached_no_barrier_is_judged_by_its_reads(tmp_path: Path) -> None:
+    from xprof.report.prose import headline
+
+    # model.generate(): no torch_xla.sync(), every graph runs (and compiles) at a host read.
+    w = RunWriter(tmp_path / "r.json", {"name": "gen", "started_unix": T0, "meta": {}})
+    w.write({"type": "site", "id": 0, "kind": "bool", "file": "/u/gen.py", "line": 10, "func": "<module>",
+             "via": "transformers.generation.utils.GenerationMixin.generate", "code": "out = model.generate(ids)"})
+    for k in range(6):
+        t = T0 + k
+        w.write({"type": "compile", "i": 0, "t": t + 0.4, "ns": 4e8, "at": "step"})
+        w.write({"type": "sync", "i": 0, "site": 0, "t0": t, "t1": t + 0.5, "u": 1, "x": 1})
+    w.write({"type": "debug", "kind": "capture", "level": "2", "compiles": 6, "executions": 6})
+    w.write({"type": "end", "t": T0 + 7, "status": "ok", "exception": None, "steps": 0,
+             "tail": {"UncachedCompile": 6, "ExecuteComputation": 6}})
+    w.close()
+    a = analyze(load_run(tmp_path / "r.json"))
+    said = headline(a)
+    assert said[0].startswith("This run reached no step barrier")
+    assert not any("worker" in line for line in said)
+    assert a.findings and a.findings[0].file == "/u/gen.py" and a.findings[0].line == 10
+
+
+def test_a_second_loaders_short_last_batch_is_a_partial_batch(tmp_path: Path) -> None:
+    # Semi-supervised: a labelled batch of 8 and an unlabelled one of 16 a step; the
+    # unlabelled loader's last batch of each epoch has 4 rows. No other input shares xu's rows.
+    b = Builder(tmp_path / "r.json")
+    seen: set[int] = set()
+    for k in range(21):
+        rows = 4 if k % 7 == 6 else 16
+        b.step({"xl": [8, 16], "yl": [8], "xu": [rows, 16]}, compile_ms=0 if rows in seen and k != 1 else 500)
+        seen.add(rows)
+    f = b.done().findings[0]
+    assert (f.kind, f.input) == ("partial_batch", "xu")
+    assert "drop_last=True" in f.advice

@@ -116,3 +116,27 @@ def test_statements_sharing_a_line_are_named_each_by_its_own_target(tmp_path: Pa
     mod.SEEN.clear()
     mod.one_line(3)
     assert [name for name, _ in mod.SEEN] == ["src", "tgt", "b"]
+
+
+def test_a_loader_batch_is_named_by_what_the_line_unpacks_it_into(tmp_path: Path) -> None:
+    from xprof.recorder.inputs import names_from_unpacking
+
+    src = tmp_path / "loop.py"
+    src.write_text(textwrap.dedent('''
+        for xl, yl in lab_loader:
+        for i, (ids, mask, labels) in enumerate(loader):
+        (xu,) = next(unl_iter)
+        x, y = next(it)
+        for (a, b), (c, d) in zip(one, two):
+        for batch in loader:
+        for step, (x, y) in enumerate(loader, start=1):
+    '''))
+    f = str(src)
+    assert names_from_unpacking(f, 2, 2) == ("xl", "yl")
+    assert names_from_unpacking(f, 3, 3) == ("ids", "mask", "labels")
+    assert names_from_unpacking(f, 4, 1) == ("xu",)
+    assert names_from_unpacking(f, 5, 2) == ("x", "y")
+    assert names_from_unpacking(f, 6, 2) is None  # two loaders zipped, batches of one size: which is which?
+    assert names_from_unpacking(f, 7, 2) is None  # not unpacked on the line
+    assert names_from_unpacking(f, 8, 2) == ("x", "y")
+    assert names_from_unpacking(f, 2, 3) is None  # a batch of another size than the line unpacks

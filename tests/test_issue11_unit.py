@@ -151,14 +151,25 @@ def test_eval_mode_marks_eval_barriers_a_backward_pass_keeps_training() -> None:
         (0, False, True, 0),    # the HF Trainer's eval barrier: grad on, but model.eval()
         (0, False, True, 0),
         (1, False, False, 1),   # model.train() again
-        (0, False, True, 1),    # gradient accumulation with dropout off (model.eval()): training
-        (1, False, True, 1),
+        (0, False, True, 1),    # gradient accumulation with dropout off (model.eval()): training,
+        (1, False, True, 1),    # a micro-batch of the update after it
         (0, False, False, 0),   # the Trainer's logging after a step: training, not eval
     ])
     steps_mod.assign(df)
     assert df["phase"].tolist() == ["train", "eval", "eval", "train", "train", "train", "train"]
-    assert df["ordinal"].tolist() == [0, -1, -1, 1, 1, 2, 2]
+    assert df["ordinal"].tolist() == [0, -1, -1, 1, 2, 2, 2]
     assert steps_mod.eval_steps(df) == 2 and steps_mod.eval_passes(df) == 1
+
+
+def test_micro_batches_belong_to_the_update_their_gradients_feed() -> None:
+    # A barrier per micro-batch, 4 a step: the optimizer step's barrier closes each window.
+    # A logging barrier after an update (no backward) stays with it; the micro-batches of
+    # a last window that never reached its optimizer step stay with the last step.
+    window = [(0, False, False, 1)] * 3 + [(1, False, False, 1)]
+    df = _phase_table(window + window + [(0, False, False, 0)] + window + [(0, False, False, 1)] * 2)
+    steps_mod.assign(df)
+    assert df["ordinal"].tolist() == [0] * 4 + [1] * 4 + [1] + [2] * 4 + [2, 2]
+    assert steps_mod.training_steps(df) == 3
 
 
 def test_eval_passes_count_runs_of_eval_barriers() -> None:

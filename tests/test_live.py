@@ -581,3 +581,26 @@ def test_a_read_after_the_barrier_is_every_step_since_its_first() -> None:
     recs = _one_read_a_step(4, "print(loss.item())", lambda i: True)
     live.feed([r for r in recs if not (r["type"] == "sync" and r["i"] == 0)])
     assert said == ["xprof: step 2: loss.item() at train.py:88 forces a host sync (every step since step 1)"]
+
+
+def test_an_inference_loop_whose_state_grows_gets_its_notice() -> None:
+    # Decoding under torch.no_grad() with a KV cache grown by torch.cat: grad off at every
+    # barrier (no optimizer step in the run: these are its steps, not an eval pass), nothing
+    # from the host after the prompt, the same 208-node graph compiled at every step.
+    said: list[str] = []
+    live = LiveNotices(0.0, said.append)
+    live.feed([{"type": "sig", "id": 0, "inputs": [{"name": "prompt", "shape": [1, 6], "dtype": "int64",
+                                                    "src": "to"}]}])
+    for i in range(6):
+        step: dict[str, Any] = {"type": "step", "i": i, "t0": i, "tb": i + 0.5, "t1": i + 1.0,
+                                "barrier": "sync", "bu": 1, "ng": True}
+        if i == 0:
+            step["sig"] = 0
+        live.feed([{"type": "compile", "i": i, "t": i + 0.9, "ns": 1e9, "at": "barrier"},
+                   {"type": "graph_sizes", "samples": [[i + 0.6, 300.0 if i == 0 else 208.0]]}, step])
+    assert said == ["xprof: step 2 recompiled: nothing new came from the host, so a tensor kept on the device "
+                    "changed shape (a cache or tokens grown with torch.cat?) or a Python number changed; "
+                    "1 recompile so far, 1.0 s"]
+    assert live.summary(6.0, "run.json")[2] == (
+        "xprof: first thing to change: a tensor kept on the device changes shape each step (a KV cache or tokens "
+        "grown with torch.cat): preallocate it and write each step in place (4 compiles, 4.0 s)")

@@ -152,8 +152,9 @@ def test_fsdpv2_loop_is_clean(spmd_runs: Scenarios) -> None:
     # The mesh was set inside the loop (after the header): read from the later spmd record.
     spmd = a.run.spmd
     assert spmd is not None and spmd.mesh_shape == (4, 1) and spmd.axis_names == ("fsdp", "model")
-    # MpDeviceLoader(..., input_sharding=...) leaves: the sharding the loader gave them.
-    x = a.inputs[a.inputs["name"] == "batch[0]"]
+    # MpDeviceLoader(..., input_sharding=...) leaves, named as `for x, y in loader:` unpacks
+    # them: the sharding the loader gave them.
+    x = a.inputs[a.inputs["name"] == "x"]
     assert x["src"].tolist() == ["loader"] and x["sharding"].tolist() == [SHARDED_2D]
     assert "nothing stands out" in spmd_runs.notices("spmd_fsdpv2")[-2]
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import re
 import threading
@@ -128,6 +129,18 @@ def grew(nodes: Sequence[int | None]) -> bool:
         return False
     known = [int(n) for n in nodes if n is not None]
     return known[-1] > known[0] and all(b >= a for a, b in zip(known, known[1:]))
+
+
+def bucket_step(values: Sequence[int]) -> int:
+    """The step every one of ``values`` (an input's lengths) is a multiple of, when that reads
+    as padding to buckets (at least 8, or 16 for two lengths: lengths padded to the longest
+    of each batch rarely share one), else 0. The analysis and the live notices alike."""
+    if len(values) < 2:
+        return 0
+    g = 0
+    for v in values:
+        g = math.gcd(g, int(v))
+    return g if g >= (16 if len(values) == 2 else 8) else 0
 
 
 def micro_batch_change(sig: Sequence[tuple[str, Sequence[int], str, str]],

@@ -84,8 +84,11 @@ def _analyze(run: Run) -> Analysis:
         syncs["exec_ms"] = pd.Series(dtype=float)
         syncs["saved_ms"] = pd.Series(dtype=float)
     limits = [d.fields for d in run.debug if d.kind == "dynamo_limit"]
-    findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs, limits)
     missing = _findings.no_barrier(run.end, steps, syncs, tail_ms)
+    # No barrier and no optimizer step (model.generate()): the reads are all the run did.
+    reads_only = not len(steps) and missing is None
+    findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs, limits,
+                               reads_only=reads_only)
     if missing is not None and not any(e.where == "barrier" for e in run.errors):
         # (a barrier hook that failed records no step: its barriers are not missing)
         findings.insert(0, missing)

@@ -187,10 +187,11 @@ ADVICE = {
     "data_dependent": (
         "Keep shapes static: an op whose output size depends on the values (boolean-mask "
         "indexing t[mask], nonzero, masked_select, unique) runs on the CPU and gives a new shape "
-        "whenever the count changes. For a loss over real tokens, keep every position and drop "
-        "the padding by value instead: cross_entropy(..., ignore_index=-100) with labels set by "
-        "torch.where(mask, labels, -100), or multiply the per-token loss by the mask and divide "
-        "by mask.sum()."
+        "whenever the count changes. Compute over every row and let the mask weigh them instead: "
+        "multiply by the mask (a loss over real tokens: the per-token loss times the mask over "
+        "mask.sum(), or cross_entropy(..., ignore_index=-100) with labels set by "
+        "torch.where(mask, labels, -100); experts in a mixture: run each on every token and "
+        "weigh by its routing mask, or give it a fixed capacity of tokens)."
     ),
     "mask_assign": (
         "t[mask] = v with a boolean mask finds the positions with nonzero() on the CPU: the "
@@ -274,6 +275,25 @@ ADVICE = {
         "which runs it as one graph; eager mode can stay on for the code around it (data "
         "preparation, logging). Or turn eager mode off (torch_xla.experimental.eager_mode(False)) "
         "so the step is traced lazily up to its barrier."
+    ),
+    "bucketed": (
+        "Every length is already a multiple of one step: the batches are padded to buckets, and "
+        "each bucket compiles its own graph once, cached after. That is the price of bucketing, "
+        "paid once per bucket; fewer, wider buckets (a larger multiple, or one length for all: "
+        "padding='max_length') compile fewer graphs and pad more."
+    ),
+    "partial_batch_inference": (
+        "Pad the last batch to the full batch size and drop the padded rows' outputs: one graph "
+        "for every batch, and no sample left out."
+    ),
+    "state_grows": (
+        "Each step ran the same ops on tensors kept on the device, with nothing new from the "
+        "host, and still built a graph never seen before: a tensor carried from step to step "
+        "changes shape (a KV cache or the generated tokens extended with torch.cat, a list of "
+        "outputs stacked), or a Python number (a position, a length) is baked in. Preallocate it "
+        "at its largest size and write each step in place at a position kept as a device tensor "
+        "(index_copy_, or a slice assignment), with a mask for the part not written yet, so "
+        "every step has the same shapes."
     ),
     "unknown_debugged": (
         "xprof could not tell why this compiled from what it recorded; torch_xla's own reason "

@@ -582,9 +582,15 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
         if nodes is not None and nodes not in ctx.seen_nodes:
             return Cause("graph_change", FindingKey.graph(nodes),
                          evidence=f"a {nodes}-node graph not seen before (no input shapes recorded)")
+        if nodes is not None:
+            # Nothing came from the host: the graph's data are tensors the last steps left on
+            # the device. The same ops (the same size), so other shapes or constants: one of
+            # those tensors grew (a KV cache, generated tokens), or a Python number changed.
+            return Cause("graph_change", FindingKey.graph(nodes), evidence=(
+                f"no input came from the host in this step, and a graph of the same size ({nodes} nodes) "
+                "ran before: the same ops on tensors kept on the device, with other shapes or constants"))
         return Cause("unknown", FindingKey("unknown", "noinputs"), evidence=(
-            "no step inputs were recorded, and the graph has the same size as one seen before: "
-            "most likely input shapes changed"))
+            "no step inputs were recorded, and no graph size either"))
     if sig_id not in seen_sigs:
         return _shape_cause(sig_id, seen_sigs, seen_sig_list, ctx)
     if step.dynamo:

@@ -26,9 +26,9 @@ from xprof.analysis.causes import (
 )
 from xprof.analysis.model import EAGER_KEY, EVAL_KEY, EVAL_MODE_KEY, SETTLED_AFTER, WARMUP_STEPS, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
-from xprof.analysis.steps import eval_pass_ids
+from xprof.analysis.steps import eval_pass_ids, is_inference
 from xprof.analysis.tables import barrier_graphs, fallback_rows, live_reads
-from xprof.runfile import Site, dynamo_func, grew, is_condition
+from xprof.runfile import Site, bucket_step, dynamo_func, grew, is_condition
 
 
 def sync_kind(access: str, code: str, via: str | None) -> str:
@@ -88,14 +88,17 @@ def _pattern(ordinals: list[int], steady_steps: int) -> str | None:
 def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], syncs: pd.DataFrame,
           sigs: dict[int, Signature], sites: dict[int, Site] | None = None,
           dynamo_guards: list[dict[str, Any]] | None = None, specs: Shardings | None = None,
-          dynamo_limits: list[dict[str, Any]] | None = None) -> list[Finding]:
+          dynamo_limits: list[dict[str, Any]] | None = None, reads_only: bool = False) -> list[Finding]:
     """The findings of a run, most time lost first; ``dynamo_limits``: the ``dynamo_limit``
-    marks (torch.compile gave up on a function), with the barrier index they came before."""
+    marks (torch.compile gave up on a function), with the barrier index they came before;
+    ``reads_only``: a run that reached no barrier and ran no optimizer step (generation
+    driven by its reads, ``model.generate()``), whose reads are all it did."""
     findings: list[Finding] = []
     ordinal_of = _user_steps(steps)
     ords = steps["ordinal"].to_numpy()
     steady = len(pd.unique(ords[steps["work"].to_numpy(dtype=bool) & (ords >= 2)]))
-    last_barrier = int(steps["i"].max()) if len(steps) else -1
+    # Reads after the last barrier are a final print's, in no finding (but see ``reads_only``).
+    last_barrier = (1 << 62) if reads_only else int(steps["i"].max()) if len(steps) else -1
 
     groups: dict[FindingKey, list[int]] = {}
     for k, c in enumerate(causes):
@@ -716,6 +719,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     varying = [d for d in range(rank) if len({s[d] for s in shapes if len(s) > d}) > 1]
     kind, dim, pattern = "shape_change", None, None
     resized = False
+    minority_ords: list[int] = []
     if varying == [0]:
         dim = 0
         counts = series.value_counts(0)
@@ -739,8 +743,11 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     free = None
     if kind == "batch_size_change" and len(series.value_counts(0)) >= 3:
         free = series.other_free_size()
-    if (kind in ("batch_size_change", "dynamic_padding", "partial_batch") and series.rows_shared() is False) \
-            or free is not None:
+    # (a last partial batch keeps its name though no other input shares its rows: a second
+    # loader's batch, one size all epoch but a short last one, is still a batch)
+    rare_short = kind == "partial_batch" and len(minority_ords) * 4 <= len(series.ords)
+    if (kind in ("batch_size_change", "dynamic_padding", "partial_batch") and series.rows_shared() is False
+            and not rare_short) or free is not None:
         # No other input shares its dim 0, or another input's dim 0 changes on its own too:
         # not a batch of rows, so neither a batch size nor a tokenizer's padding (a graph's
         # nodes and edges, a sample of its own size).
@@ -787,8 +794,10 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         # tokens): fewer rows when they are longer, so both dims change every batch.
         values_txt += f" and its batch size changes with it ({len(row_counts)} sizes: {_first_few(row_counts)})"
         advice = ADVICE["padding_and_batch"]
-    staged = series.stages(dim) if dim is not None and not resized and not settled else None
-    if staged is not None and min(n for _, n in staged[:-1]) >= STAGE_STEPS:
+    # (a last partial batch is no stage; nor is a size seen once at the very end)
+    staged = (series.stages(dim) if dim is not None and not resized and not settled and kind != "partial_batch"
+              else None)
+    if staged is not None and min(n for _, n in staged[:-1]) >= STAGE_STEPS and staged[-1][1] >= 2:
         # One size for a stretch of steps, then the next, none back (a curriculum growing the
         # sequence length): a compile per stage, not padding that varies per batch.
         headline = f"{name} took {len(staged)} sizes of dim {dim} in stages"
@@ -798,6 +807,15 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         headline = f"{name} took {len(vals)} lengths of dim {dim}"
         values_txt = f" ({_first_few(vals)}), all by step {last}"
         advice = ADVICE["settled_padding"] + (" The what-if table shows what fewer would leave." if what_if else "")
+    step = bucket_step(vals) if kind in ("dynamic_padding", "shape_change") and dim and not resized else 0
+    if step and not settled and not (staged is not None and headline.endswith("in stages")):
+        # Every length a multiple of one step (16, 32, 48): padded to buckets already, each a
+        # graph of its own, compiled once. Not padding per batch to fix, but a trade to weigh.
+        headline = f"{name} is padded to multiples of {step}"
+        values_txt = f" ({len(vals)} lengths of dim {dim}: {_first_few(vals)}), a graph each"
+        advice = ADVICE["bucketed"] + (" The what-if table shows what fewer would leave." if what_if else "")
+    if kind == "partial_batch" and is_inference(steps):
+        advice = ADVICE["partial_batch_inference"]
     title = f"{headline}{values_txt}: {n} recompile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"
     lines: list[str] = []
     for k, barrier in zip(ks, rows["step"].tolist()):
@@ -977,13 +995,16 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         work = steps[steps["work"].astype(bool) & (steps["ordinal"] >= 1) & (steps["i"] >= comp_steps[0])]
         reused = int(((work["cached"] > 0) & (work["uncached"] == 0)).sum()) if len(work) else 0
         fewer = _graph_inputs_changed(rows, compiles)
+        # No input came from the host in these steps: tensors kept on the device fed them.
+        hostless = c0.evidence.startswith("no input came from the host")
+        same = "with no new input from the host" if hostless else "with the same input shapes"
         if not pattern and not reused and n >= 3 and n >= 0.8 * len(work):
-            kind, advice = "graph_every_step", ADVICE["graph_every_step"]
-            title = (f"The graph changed at every step with the same input shapes: {n} new graphs in "
+            kind, advice = "graph_every_step", ADVICE["state_grows" if hostless else "graph_every_step"]
+            title = (f"The graph changed at every step {same}: {n} new graphs in "
                      f"{len(work)} steps, none reused, {ms / 1e3:.2f} s")
         else:
             title = (f"The step graph changes {pattern}" if pattern else
-                     "The graph changed with the same input shapes") + (
+                     f"The graph changed {same}") + (
                 f": {n} extra graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s to compile"
                 f"{' once, cached afterwards' if reused else ''}")
     evidence = [c0.evidence] if c0.evidence else []
@@ -1067,7 +1088,7 @@ def _graph_inputs_changed(rows: pd.DataFrame, all_c: pd.DataFrame) -> list[tuple
     by_sig = {sig: (g["t"].to_numpy(), g["debug_inputs"].to_numpy(), g["graph_nodes"].to_numpy())
               for sig, g in known.groupby("sig", sort=False)}
     out: list[tuple[int, int, int]] = []
-    scalar = False
+    scalar = other = False
     for step, t, sig, inputs, nodes in zip(rows["step"], rows["t"], rows["sig"], rows["debug_inputs"],
                                           rows["graph_nodes"]):
         prior = by_sig.get(sig)
@@ -1080,8 +1101,12 @@ def _graph_inputs_changed(rows: pd.DataFrame, all_c: pd.DataFrame) -> list[tuple
         out.append((int(step), was, now))
         p_nodes = prior[2][k]
         near = pd.isna(nodes) or pd.isna(p_nodes) or abs(int(nodes) - int(p_nodes)) <= 3
-        scalar = scalar or (near and 1 <= abs(now - was) <= 3)
-    return out if scalar else []
+        small = near and 1 <= abs(now - was) <= 3
+        scalar = scalar or small
+        # A graph with many inputs more or fewer, or other ops, is not a scalar baked in (a block
+        # skipped at random leaves its parameters out of the optimizer's graph): none is then.
+        other = other or (now != was and not small)
+    return out if scalar and not other else []
 
 
 def _eval_pass_starts(steps: pd.DataFrame) -> list[int]:

@@ -39,8 +39,8 @@ def assign(steps: pd.DataFrame) -> None:
     steps["seq"] = np.where(work, np.cumsum(work) - 1, -1) if n else np.zeros(0, dtype=np.int64)
     opt = steps["opt"].to_numpy(dtype=np.int64) if "opt" in steps else np.zeros(n, dtype=np.int64)
     nograd = steps["nograd"].to_numpy(dtype=bool) if "nograd" in steps else np.zeros(n, dtype=bool)
-    if "eval_mode" in steps:
-        backward = steps["backward"].to_numpy(dtype=np.int64) > 0
+    backward = steps["backward"].to_numpy(dtype=np.int64) > 0 if "backward" in steps else None
+    if "eval_mode" in steps and backward is not None:
         nograd = (nograd | steps["eval_mode"].to_numpy(dtype=bool)) & ~backward
     phase = np.full(n, "empty", dtype=object)
     ordinal = np.full(n, -1, dtype=np.int64)
@@ -50,9 +50,12 @@ def assign(steps: pd.DataFrame) -> None:
         phase[dynamo] = "dynamo"
         ordinal[counted] = np.cumsum(counted)[counted] - 1
     else:
-        # Column by column (a long run has a million barriers): an optimizer step opens
-        # training step k; a graph barrier after it with grad on belongs to step k, and those
-        # before the first optimizer step to step 0; grad off and no optimizer step is eval.
+        # Column by column (a long run has a million barriers): the barrier of optimizer
+        # step k is training step k's. A graph barrier between two of them with grad on is
+        # a micro-batch of the next one when it ran a backward pass (its gradients feed that
+        # update; the last window's, never completed, stays with the last step), else the
+        # previous step's logging or checkpoint; those before the first optimizer step are
+        # step 0's. Grad off and no optimizer step is eval.
         is_opt = (opt > 0) & ~dynamo
         k = np.cumsum(is_opt) - 1
         other = ~dynamo & ~is_opt & work
@@ -62,7 +65,10 @@ def assign(steps: pd.DataFrame) -> None:
         phase[other & nograd] = "eval"
         belongs = other & ~nograd & ((k >= 0) | is_opt.any())
         phase[belongs] = "train"
-        ordinal[belongs] = np.maximum(k[belongs], 0)
+        own = np.maximum(k, 0)
+        if backward is not None:
+            own = np.where(backward & (k + 1 < int(is_opt.sum())), k + 1, own)
+        ordinal[belongs] = own[belongs]
     steps["phase"] = phase
     steps["ordinal"] = ordinal
     # The training step a barrier is reported under: its own; for eval, dynamo and empty
@@ -70,6 +76,23 @@ def assign(steps: pd.DataFrame) -> None:
     # (the ordinal of the last row with one, 0 before any: a forward fill)
     last_row = np.maximum.accumulate(np.where(ordinal >= 0, np.arange(n), -1)) if n else np.zeros(0, dtype=np.int64)
     steps["user_step"] = np.where(last_row >= 0, ordinal[np.clip(last_row, 0, None)], 0).astype(np.int64)
+
+
+def is_inference(steps: pd.DataFrame) -> bool:
+    """No optimizer step, no backward pass, and grad off (or the model in eval mode) at every
+    barrier that ran a graph: an inference run. (Files recorded before xprof saw backward
+    passes have none, but their training barriers ran with grad on.)"""
+    if not len(steps) or "work" not in steps or "nograd" not in steps:
+        return False
+    work = steps[steps["work"].astype(bool)]
+    if not len(work) or ("opt" in work and bool((work["opt"] > 0).any())):
+        return False
+    if "backward" in work and bool((work["backward"].fillna(0) > 0).any()):
+        return False
+    quiet = work["nograd"].astype(bool)
+    if "eval_mode" in work:
+        quiet = quiet | work["eval_mode"].astype(bool)
+    return bool(quiet.all())
 
 
 def training_steps(steps: pd.DataFrame) -> int:

@@ -28,7 +28,7 @@ from types import FrameType
 from typing import Any, Callable
 
 from xprof.recorder.core import Recorder
-from xprof.recorder.inputs import flatten_batch, name_from_comprehension, name_from_line
+from xprof.recorder.inputs import flatten_batch, name_from_comprehension, name_from_line, names_from_unpacking
 
 _MISSING = object()
 
@@ -567,11 +567,26 @@ def install_loaders(rec: Recorder, patches: Patches, tensor_type: type) -> None:
 
 def _make_next(rec: Recorder, original: Callable[..., Any], tensor_type: type,
                source: str) -> Callable[..., Any]:
+    frames = rec.frames
+
     def __next__(self: Any) -> Any:
         batch = original(self)
         if rec.active and threading.get_ident() == rec.owner:
             try:
-                rec.on_batch(flatten_batch(batch, tensor_type), source)
+                leaves = flatten_batch(batch, tensor_type)
+                if leaves and leaves[0][0] == "batch[0]":
+                    # A tuple batch is named by what the user's line unpacks it into (for x, y
+                    # in loader:), so two loaders' batch[0] are not one input.
+                    caller: FrameType | None = sys._getframe(1)
+                    for _ in range(3):
+                        if caller is None or frames.kind(caller.f_code.co_filename) == 0:
+                            break
+                        caller = caller.f_back  # (MpDeviceLoader's __next__ calls next)
+                    names = (names_from_unpacking(caller.f_code.co_filename, caller.f_lineno, len(leaves))
+                             if caller is not None else None)
+                    if names is not None:
+                        leaves = list(zip(names, (t for _, t in leaves)))
+                rec.on_batch(leaves, source)
             except Exception as exc:
                 rec.error("input hook", exc)
         return batch

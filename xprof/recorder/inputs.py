@@ -241,6 +241,44 @@ def _moved_slots(target: ast.expr, value: ast.expr | None, indent: int) -> tuple
     return tuple(slots)
 
 
+_UNPACKED: dict[tuple[str, int, int], tuple[str, ...] | None] = {}
+"""(file, line, leaves) -> the names a batch of that many leaves is unpacked into there."""
+
+
+def names_from_unpacking(filename: str, lineno: int, n: int) -> tuple[str, ...] | None:
+    """The names a loader's batch of ``n`` tensors is unpacked into on a line: ``for x, y in
+    loader:``, ``for i, (x, y) in enumerate(loader):``, ``(xu,) = next(it)``; None when the
+    line unpacks no one tuple of ``n`` plain names (two loaders zipped with batches of one
+    size: which is which is not on the line)."""
+    key = (filename, lineno, n)
+    if key in _UNPACKED:
+        return _UNPACKED[key]
+    found: tuple[str, ...] | None = None
+    text = linecache.getline(filename, lineno).strip()
+    target: ast.expr | None = None
+    if text.startswith(("for ", "async for ")) and text.endswith(":"):
+        try:
+            stmt = ast.parse(text + " pass").body[0]
+        except (SyntaxError, IndexError):
+            stmt = None
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            target = stmt.target
+    elif text:
+        try:
+            body = ast.parse(text).body
+        except SyntaxError:
+            body = []
+        if len(body) == 1 and isinstance(body[0], ast.Assign) and len(body[0].targets) == 1:
+            target = body[0].targets[0]
+    if target is not None:
+        tuples = [t for t in ast.walk(target) if isinstance(t, (ast.Tuple, ast.List)) and len(t.elts) == n
+                  and all(isinstance(e, ast.Name) for e in t.elts)]
+        if len(tuples) == 1:
+            found = tuple(e.id for e in tuples[0].elts)  # type: ignore[attr-defined]
+    _UNPACKED[key] = found
+    return found
+
+
 def name_from_comprehension(frame: FrameType) -> str | None:
     """In ``{k: v.to(dev) for k, v in batch.items()}``, the key being moved."""
     if frame.f_code.co_name != "<dictcomp>":

@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xprof.runfile import GROWING_READS as GROWING_READS  # (the analysis' too)
-from xprof.runfile import dynamo_func, grew, is_condition, is_fallback_counter, micro_batch_change
+from xprof.runfile import bucket_step, dynamo_func, grew, is_condition, is_fallback_counter, micro_batch_change
 from xprof.untrusted import visible
 
 WARMUP_STEPS = 2
@@ -230,6 +230,10 @@ class LiveNotices:
         self._k = -1
         """The last training step (an optimizer step's barrier; the analysis' ordinal)."""
         self._opt_seen = False
+        self._bw_seen = False
+        self._grad_on_seen = False
+        """A backward pass ran; a graph barrier ran with grad on and the model in train mode.
+        With neither, nor an optimizer step: an inference run so far (the analysis' test)."""
         self._prev_dynamo = False
         self._dynamo_sigs: set[int] = set()
         self._closure_compiled = False
@@ -565,10 +569,21 @@ class LiveNotices:
         i = self._k if self._opt_seen else self._work
         # The training step a graph barrier belongs to (the analysis' ``ordinal``): once the
         # run has optimizer steps, the optimizer step it follows, so a step's several
-        # barriers (a Trainer's loader sync before its optimizer step) share one.
+        # barriers (a Trainer's loader sync before its optimizer step) share one; but a
+        # micro-batch's (a backward pass, no optimizer step) is the next one's, whose update
+        # its gradients feed.
+        if rec.get("bw"):
+            self._bw_seen = True
+        if work and not (rec.get("ng") or rec.get("ev")):
+            self._grad_on_seen = True
+        if self._opt_seen and rec.get("bw") and not rec.get("o"):
+            i = self._k + 1
         ordinal = i if work else -1
         # torch.compile's own barrier or an eval pass's: not a training step (never warm-up)
-        eval_barrier = work and bool(rec.get("ng") or rec.get("ev")) and not rec.get("bw") and not rec.get("o")
+        # (a run with no optimizer step yet is read as the analysis reads a run with none: an
+        # inference loop's barriers, grad off, are its steps)
+        eval_barrier = (work and self._opt_seen and bool(rec.get("ng") or rec.get("ev")) and not rec.get("bw")
+                        and not rec.get("o"))
         apart = at_dynamo or eval_barrier
         if work and not apart:  # the analysis' training barriers (eager_steps)
             self._count_graphs(i, int(rec.get("mg") or 0), int(bu or 0) + int(rec.get("bc") or 0))
@@ -761,6 +776,15 @@ class LiveNotices:
                     why = f"; the condition on a tensor at {where}, read in this step, picks its ops"
                 self._add_cost(key, barrier_s, n_barrier, advice)
                 self._say(key, f"step {i} recompiled: same input shapes, different graph{why}; {so_far}")
+            elif sig is None and nodes is not None:
+                # Nothing came from the host: the analysis' graph change on tensors kept on the device.
+                key = ("graph_change", "device")
+                self._add_cost(key, barrier_s, n_barrier,
+                               "a tensor kept on the device changes shape each step (a KV cache or tokens grown "
+                               "with torch.cat): preallocate it and write each step in place")
+                self._say(key, f"step {i} recompiled: nothing new came from the host, so a tensor kept on the "
+                          f"device changed shape (a cache or tokens grown with torch.cat?) or a Python number "
+                          f"changed; {so_far}")
         elif steady:
             for op in fallback:
                 inside = self._op_call.get(op)
@@ -833,12 +857,20 @@ class LiveNotices:
         varying = [d for d in range(1, rank) if len({s[d] for s in seen if len(s) > d}) > 1]
         rows = sorted({s[0] for s in seen if s})
         shown = clean(name or "the inputs", 60)
+        lengths = sorted({s[varying[0]] for s in seen if len(s) > varying[0]}) if len(varying) == 1 else []
+        step = bucket_step(lengths)
         if rank and not varying and len(rows) >= 2:
             # only dim 0 changes: a batch size (the analysis' partial_batch / batch_size_change)
             listed = ", ".join(str(r) for r in rows[:5]) + (" ..." if len(rows) > 5 else "")
+            infer = not (self._opt_seen or self._bw_seen or self._grad_on_seen)  # (no sample may be dropped)
             advice = (f"{shown}'s batch size changes ({listed} rows): keep it fixed: "
-                      + (f"drop the short batch (DataLoader(..., drop_last=True)) or pad it to {rows[-1]} rows"
+                      + (f"pad the short batch to {rows[-1]} rows and drop the padded rows' outputs" if infer
+                         else f"drop the short batch (DataLoader(..., drop_last=True)) or pad it to {rows[-1]} rows"
                          if len(rows) == 2 else f"pad short batches to {rows[-1]} rows and mask them"))
+        elif step:
+            # every length a multiple of one step: padded to buckets already (the analysis' too)
+            advice = (f"{shown} is padded to multiples of {step} ({len(lengths)} lengths), a graph each: the price "
+                      "of its buckets (fewer, wider ones compile fewer graphs)")
         else:
             advice = (f"{shown} took {shapes} shape{'s' if shapes != 1 else ''}: "
                       + ("resize it to a fixed size" if len(varying) >= 2 else "pad it to a few fixed sizes"))

@@ -12,6 +12,7 @@ from typing import Any
 
 from xprof.analysis.model import MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, unmeasured
 from xprof.analysis.ranks import GROUP_MIN, RankFinding, RankGroup, RanksView, span
+from xprof.analysis.steps import is_inference
 from xprof.report import fmt
 from xprof.runfile import Run
 
@@ -118,6 +119,8 @@ def unwatched_work(analysis: Analysis) -> str | None:
     """When the run recorded nothing but torch_xla's debug output (``xprof run``) saw graphs
     compile and run: the training ran in a process ``watch()`` was not in (a worker that
     ``torch_xla.launch`` or ``xmp.spawn`` started)."""
+    if analysis.totals.compiles or analysis.totals.syncs or len(analysis.syncs):
+        return None  # this process compiled or read values itself: the work was watched
     for d in analysis.run.debug:
         if d.kind == "capture":
             compiles, runs = d.fields.get("compiles"), d.fields.get("executions")
@@ -150,8 +153,15 @@ def headline(analysis: Analysis) -> list[str]:
         # "2 eval passes (11 eval steps; 35 barriers in all)": an eval step is an eval barrier.
         counted = (f" and ran {fmt.plural(max(t.eval_passes, 1), 'eval pass', 'eval passes')} "
                    f"({fmt.plural(t.eval_steps, 'eval step')}; {t.barriers} barriers in all)")
+    inference = not t.optimizer_steps and is_inference(analysis.steps)
+    verb = "ran" if inference else "trained"
+    if inference:
+        counted += " with no backward pass or optimizer step (inference)"
+    ran = f"This run {verb} {fmt.plural(t.steps, 'step')}{counted} in {fmt.seconds(t.wall_seconds)}."
+    if t.steps == 0:
+        ran = f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}."
     out = [
-        f"This run trained {fmt.plural(t.steps, 'step')}{counted} in {fmt.seconds(t.wall_seconds)}.",
+        ran,
         f"Compiling took {fmt.seconds(t.compile_seconds)}, {fmt.percent(t.compile_share)} of "
         f"the wall time: {fmt.plural(t.compiles, 'uncached compile')} of "
         f"{fmt.plural(t.distinct_graphs, 'distinct graph')}.",
@@ -189,6 +199,9 @@ def headline(analysis: Analysis) -> list[str]:
                 f" that a loop with fixed shapes and graphs would not pay"
                 + (f" ({'; '.join(notes)})." if notes else ".")
             )
+    elif t.steps == 0:
+        out.append("No step barrier (torch_xla.sync()) ran a graph: every graph compiled and ran at a host "
+                   "read, so the reads below are what this run did, not extra work on top of steps.")
     elif t.steps <= WARMUP_STEPS:
         out.append(f"Only {fmt.plural(t.steps, 'training step')} recorded: too few to judge "
                    f"recompiles (warm-up is the first {WARMUP_STEPS} steps).")
