@@ -1,6 +1,6 @@
 """What does leaving ``xprof.watch()`` on cost a training loop?
 
-Three parts, one process (torch_xla is imported once):
+Four parts, one process (torch_xla is imported once):
 
 1. A realistic tiny training loop (DataLoader -> ``.to(device)`` -> MLP -> backward ->
    SGD -> ``xm.mark_step()``) run plain and under ``watch()`` in rotating blocks, so drift
@@ -15,6 +15,9 @@ Three parts, one process (torch_xla is imported once):
    ``next`` and ``cpu.to(device)``).
 3. Each hook's own work per call: the real wrapper around a no-op in place of the torch
    function (on a shared machine the torch call's own time swings by more than the hook).
+4. In place: inside one ``watch()``, 10-step blocks with the recorder on and off, and on
+   with one group of hooks put back (barrier, loader, ``Tensor.to``, backward): what the
+   recording costs where it runs, with an interval several times tighter than part 1's.
 
     PJRT_DEVICE=CPU .venv/bin/python benchmarks/overhead.py [--blocks 40] [--steps 100] [--cpu 0]
 """
@@ -389,11 +392,56 @@ def step_budget(lo: dict[str, Any], own: list[dict[str, Any]]) -> dict[str, floa
             "share": total / (lo["median_step_ms_plain"] * 1e3)}
 
 
+def in_place(loop: TinyLoop, tmp: str, rotations: int, block: int = 10) -> dict[str, Any]:
+    """What recording costs in place, measured finely: inside one ``watch()``, blocks of
+    ``block`` steps with the recorder on or off (``recorder.active``: every hook installed,
+    off passes straight through), rotated with the recorder on but one group of hooks put
+    back to the unwrapped function (the barrier, the loader, ``Tensor.to``, the backward
+    pass). A block is a hundredth of the 100-step blocks of :func:`loop_overhead`, so the
+    machine's drift hits both sides of a pair alike: the interval is several times tighter.
+    What it leaves out: the pass-through of the hooks when off (in the per-call table, below
+    a microsecond a call), and it spreads the writer thread's passes over every arm (its
+    CPU a step is measured apart)."""
+    arms = ("off", "on", "-barrier", "-loader", "-to", "-backward")
+    ratios: dict[str, list[float]] = {a: [] for a in arms[1:]}
+    medians: dict[str, list[float]] = {a: [] for a in arms}
+    with _watched(tmp, "inplace") as w:
+        rec = w.recorder
+        patched = w._patches._patches
+        groups = {"-barrier": ("_xla_step_marker",), "-loader": ("__next__", "next"), "-to": ("to",),
+                  "-backward": ("backward", "grad")}
+        parts = {arm: [p for p in patched if p.attr in attrs] for arm, attrs in groups.items()}
+        loop.timed_steps(50)
+        for r in range(rotations):
+            order = arms[r % len(arms):] + arms[:r % len(arms)]
+            got: dict[str, float] = {}
+            for arm in order:
+                rec.active = arm != "off"
+                for p in parts.get(arm, ()):
+                    setattr(p.owner, p.attr, p.original)
+                try:
+                    got[arm] = median(loop.timed_steps(block))
+                finally:
+                    for p in parts.get(arm, ()):
+                        setattr(p.owner, p.attr, p.wrapper)
+                    rec.active = True
+            for arm in arms:
+                medians[arm].append(got[arm])
+            for arm in arms[1:]:
+                ratios[arm].append(got[arm] / got["off"])
+    out: dict[str, Any] = {"rotations": rotations, "block": block,
+                           "step_ms_off": median(medians["off"]) * 1e3, "step_ms_on": median(medians["on"]) * 1e3}
+    for arm in arms[1:]:
+        out[arm] = {"ratio": median(ratios[arm]), "ci": median_ci(ratios[arm])}
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--blocks", type=int, default=40, help="rotations of the four arms")
     ap.add_argument("--steps", type=int, default=100, help="steps per block")
     ap.add_argument("--rounds", type=int, default=6, help="alternating rounds per hook measurement")
+    ap.add_argument("--rotations", type=int, default=200, help="rotations of the in-place arms (10-step blocks)")
     ap.add_argument("--json", help="write the figures here (for run_all.py)")
     ap.add_argument("--cpu", type=int, help="run on this one CPU only (os.sched_setaffinity, set before torch "
                     "is imported): no cross-CPU wake-ups, and the writer thread's work shows in wall time")
@@ -407,6 +455,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         hooks = hook_costs(loop, tmp, args.rounds)
         own = own_costs(loop, tmp, args.rounds)
         alone = writer_alone(loop, tmp, 2000, 3)
+        fine = in_place(loop, tmp, args.rotations)
     print(f"training loop: {lo['steps_each']} steps in each arm, {args.blocks} rotations of the four arms")
     print(table([["plain", lo["median_step_ms_plain"], lo["p10_step_ms_plain"], lo["cpu_ms_per_step_plain"]],
                  ["watched", lo["median_step_ms_watched"], lo["p10_step_ms_watched"],
@@ -449,8 +498,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"(barrier + 2 x cpu.to(device) + next(), own work) + {budget['writer_us']:.1f} µs of writer "
               f"CPU = {budget['total_us']:.1f} µs, {budget['share'] * 100:.1f}% of the plain median step "
               "(optimizer and backward counters not included: < 1 µs each)")
+    print(f"\nin place, one watch() with the recorder on and off in blocks of {fine['block']} steps "
+          f"({fine['rotations']} rotations; median step {fine['step_ms_off']:.3f} ms off, "
+          f"{fine['step_ms_on']:.3f} ms on):")
+    print(table([[arm if arm != "on" else "on (everything)", f"{fine[arm]['ratio']:.4f}",
+                  f"{fine[arm]['ci'][0]:.4f}-{fine[arm]['ci'][1]:.4f}"]
+                 for arm in ("on", "-barrier", "-loader", "-to", "-backward")],
+                ["recorder on, without", "median of per-pair ratios / off", "95% interval"]))
     print(f"\n(total {time.perf_counter() - t_start:.0f} s)")
-    figures = {"loop": lo, "hooks": hooks, "own": own, "budget": budget, "writer_alone": alone}
+    figures = {"loop": lo, "hooks": hooks, "own": own, "budget": budget, "writer_alone": alone, "in_place": fine}
     emit_json(args.json, figures)
     return figures
 

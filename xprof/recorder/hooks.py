@@ -568,6 +568,22 @@ def install_loaders(rec: Recorder, patches: Patches, tensor_type: type) -> None:
 def _make_next(rec: Recorder, original: Callable[..., Any], tensor_type: type,
                source: str) -> Callable[..., Any]:
     frames = rec.frames
+    named: dict[tuple[Any, int, int], tuple[str, ...] | None] = {}
+    """(user frame's code, its instruction, leaves) -> the names its line unpacks a batch into."""
+
+    def unpacked(n: int) -> tuple[str, ...] | None:
+        caller: FrameType | None = sys._getframe(2)
+        for _ in range(3):
+            if caller is None or frames.kind(caller.f_code.co_filename) == 0:
+                break
+            caller = caller.f_back  # (MpDeviceLoader's __next__ calls next)
+        if caller is None:
+            return None
+        key = (caller.f_code, caller.f_lasti, n)
+        names = named.get(key, _MISSING)
+        if names is _MISSING:
+            names = named[key] = names_from_unpacking(caller.f_code.co_filename, caller.f_lineno, n)
+        return names  # type: ignore[return-value]
 
     def __next__(self: Any) -> Any:
         batch = original(self)
@@ -577,15 +593,9 @@ def _make_next(rec: Recorder, original: Callable[..., Any], tensor_type: type,
                 if leaves and leaves[0][0] == "batch[0]":
                     # A tuple batch is named by what the user's line unpacks it into (for x, y
                     # in loader:), so two loaders' batch[0] are not one input.
-                    caller: FrameType | None = sys._getframe(1)
-                    for _ in range(3):
-                        if caller is None or frames.kind(caller.f_code.co_filename) == 0:
-                            break
-                        caller = caller.f_back  # (MpDeviceLoader's __next__ calls next)
-                    names = (names_from_unpacking(caller.f_code.co_filename, caller.f_lineno, len(leaves))
-                             if caller is not None else None)
+                    names = unpacked(len(leaves))
                     if names is not None:
-                        leaves = list(zip(names, (t for _, t in leaves)))
+                        leaves = list(zip(names, [t for _, t in leaves]))
                 rec.on_batch(leaves, source)
             except Exception as exc:
                 rec.error("input hook", exc)
