@@ -916,8 +916,9 @@ def test_a_loop_that_raised_before_its_first_step_is_not_called_clean(tmp_path: 
     first, how = next_step(a)
     assert first == "Nothing to judge yet." and "raised before its first step" in how
     # xprof run's exit lines and watch()'s live exit summary say the same
-    from xprof.recorder.live import NOTHING_TO_JUDGE, LiveNotices
+    from xprof.recorder.live import LiveNotices
     from xprof.report.prose import exit_lines
+    from xprof.runfile import NOTHING_TO_JUDGE
 
     assert exit_lines(a, "r.json")[2] == NOTHING_TO_JUDGE
     live = LiveNotices(started=T0)

@@ -131,6 +131,12 @@ def grew(nodes: Sequence[int | None]) -> bool:
     return known[-1] > known[0] and all(b >= a for a, b in zip(known, known[1:]))
 
 
+NOTHING_TO_JUDGE = ("xprof: nothing to judge yet: the loop raised before its first step; fix that error, "
+                    "then record it again")
+"""The exit summary's last line for a loop that raised before its first step, from the live
+notices and from the analysis alike (the report's 'Nothing to judge yet')."""
+
+
 def bucket_step(values: Sequence[int]) -> int:
     """The step every one of ``values`` (an input's lengths) is a multiple of, when that reads
     as padding to buckets (at least 8, or 16 for two lengths: lengths padded to the longest

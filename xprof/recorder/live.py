@@ -43,7 +43,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xprof.runfile import GROWING_READS as GROWING_READS  # (the analysis' too)
-from xprof.runfile import bucket_step, dynamo_func, grew, is_condition, is_fallback_counter, micro_batch_change
+from xprof.runfile import (
+    NOTHING_TO_JUDGE,
+    bucket_step,
+    dynamo_func,
+    grew,
+    is_condition,
+    is_fallback_counter,
+    micro_batch_change,
+)
 from xprof.untrusted import visible
 
 WARMUP_STEPS = 2
@@ -1130,10 +1138,6 @@ class LiveNotices:
         return lines
 
 
-NOTHING_TO_JUDGE = ("xprof: nothing to judge yet: the loop raised before its first step; fix that error, "
-                    "then record it again")
-"""The exit summary's last line for a loop that raised before its first step (the report's
-'Nothing to judge yet')."""
 
 
 def _quote(path: str) -> str:

@@ -14,7 +14,7 @@ from xprof.analysis.model import MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, u
 from xprof.analysis.ranks import GROUP_MIN, RankFinding, RankGroup, RanksView, span
 from xprof.analysis.steps import is_inference
 from xprof.report import fmt
-from xprof.runfile import Run
+from xprof.runfile import NOTHING_TO_JUDGE, Run
 
 CAUSE_LABELS = {
     "warmup": "warm-up",
@@ -409,8 +409,7 @@ def exit_lines(analysis: Analysis, run_path: str) -> list[str]:
     if first:
         lines.append(f"xprof: first thing to change: {first[0].title.rstrip('.')}")
     elif t.steps == 0 and t.status == "error":
-        lines.append("xprof: nothing to judge yet: the loop raised before its first step; fix that error, "
-                     "then record it again")
+        lines.append(NOTHING_TO_JUDGE)
     elif t.steps == 0 and unwatched_work(analysis) is not None:
         lines.append("xprof: nothing to judge here: the steps ran in worker processes (torch_xla.launch); "
                      "put xprof.watch() inside the worker function")
