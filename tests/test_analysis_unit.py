@@ -1207,7 +1207,24 @@ def test_a_run_that_reached_no_barrier_is_judged_by_its_reads(tmp_path: Path) ->
     said = headline(a)
     assert said[0].startswith("This run reached no step barrier")
     assert not any("worker" in line for line in said)
-    assert a.findings and a.findings[0].file == "/u/gen.py" and a.findings[0].line == 10
+    (f,) = a.findings
+    assert (f.cause, f.kind, f.file, f.line, f.compiles) == ("no_barrier", "reads_only", "/u/gen.py", 10, 6)
+    assert f.title.startswith("No step barrier: the graphs ran at host reads: 6 compiles at 6 reads")
+    assert "6 reads at gen.py:10 (inside transformers.generation.utils.GenerationMixin.generate)" in f.evidence[0]
+    assert 'cache_implementation="static"' in f.advice
+
+
+def test_a_graph_change_on_device_state_is_not_blamed_on_a_condition_read_in_its_steps(tmp_path: Path) -> None:
+    # Sampling with `tokens = torch.cat([tokens, nxt], 1)` and `if finished.all(): break` read
+    # every step: the same ops each step (same size), so the condition did not pick them.
+    b = Builder(tmp_path / "r.json")
+    b.step({"prompt": [1, 4]}, compile_ms=500, nodes=300, fields={"ng": True})
+    for k in range(6):
+        b.step(None, compile_ms=400 if k % 2 == 0 else 0, nodes=220, fields={"ng": True},
+               read=("bool", 20, "if finished.all():"))
+    f = next(f for f in b.done().findings if f.cause == "graph_change")
+    assert not any("condition" in e for e in f.evidence) and f.line is None
+    assert "KV cache" in f.advice
 
 
 def test_a_second_loaders_short_last_batch_is_a_partial_batch(tmp_path: Path) -> None:

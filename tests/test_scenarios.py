@@ -124,7 +124,7 @@ def test_last_partial_batch(scenario: Any) -> None:
     a, _ = scenario("partial_batch")
     assert [(f.cause, f.kind) for f in a.findings] == [("input_shape", "partial_batch")]
     f = a.findings[0]
-    assert f.input == "batch[0]" and f.dim == 0
+    assert f.input == "x" and f.dim == 0  # named as `for x, y in loader:` unpacks the batch
     assert f.shapes == [[8, 8], [4, 8]]
     assert f.compiles == 1  # compiled once, cached in the next two epochs
     assert "last batch of each epoch" in (f.pattern or "")

@@ -264,6 +264,14 @@ ADVICE = {
         "graph grows with every step until a value is read, and each read compiles and runs "
         "that whole history again."
     ),
+    "reads_only": (
+        "Without a step barrier each read runs, and compiles, the graph pending since the read "
+        "before; when that graph is new each time (a generated sequence and its cache growing a "
+        "token a read), every read compiles. Keep the shapes fixed so the graphs repeat and come "
+        "from the cache: a cache preallocated at the longest length (transformers: "
+        "generate(..., cache_implementation=\"static\")) and prompts padded to a few lengths; in a "
+        "loop of your own, end each iteration with torch_xla.sync()."
+    ),
     "never_ran": (
         "Their updates are not in the model: lazy ops run only at a barrier or a read. End the "
         "loop with torch_xla.sync() after the last optimizer step (and end every step with one, "

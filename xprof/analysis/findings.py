@@ -949,6 +949,8 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     n = len(rows)
     comp_steps = sorted({int(s) for s in rows["step"]})
     advice = ""
+    # No input came from the host in these steps: tensors kept on the device fed them.
+    hostless = c0.evidence.startswith("no input came from the host")
     if key == EVAL_KEY:
         kind = "eval_pass"
         starts = _eval_pass_starts(steps)
@@ -995,9 +997,9 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         work = steps[steps["work"].astype(bool) & (steps["ordinal"] >= 1) & (steps["i"] >= comp_steps[0])]
         reused = int(((work["cached"] > 0) & (work["uncached"] == 0)).sum()) if len(work) else 0
         fewer = _graph_inputs_changed(rows, compiles)
-        # No input came from the host in these steps: tensors kept on the device fed them.
-        hostless = c0.evidence.startswith("no input came from the host")
         same = "with no new input from the host" if hostless else "with the same input shapes"
+        if hostless and not pattern:
+            advice = ADVICE["state_grows"]
         if not pattern and not reused and n >= 3 and n >= 0.8 * len(work):
             kind, advice = "graph_every_step", ADVICE["state_grows" if hostless else "graph_every_step"]
             title = (f"The graph changed at every step {same}: {n} new graphs in "
@@ -1033,7 +1035,10 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     asked = (steps.loc[steps["i"].isin(comp_steps), "site"].dropna()
              if "site" in steps and kind == "eval_pass" else [])
     file = line = None
-    decided = _condition_in(syncs, comp_steps) if kind in ("graph_change", "periodic_graph") and not fewer else None
+    # (not for the same ops on tensors kept on the device: a condition whose outcome changed
+    # would have changed the ops)
+    decided = (_condition_in(syncs, comp_steps) if kind in ("graph_change", "periodic_graph") and not fewer
+               and not hostless else None)
     if decided is not None:
         # A Python `if` on a tensor ran in the steps that built the new graph: its outcome
         # decides which ops the step records, so when it flips, the graph is another one.
@@ -1382,9 +1387,15 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
     """Optimizer steps that never reached a step barrier (a loop ported from CUDA without
     ``torch_xla.sync()`` and without a device loader): the pending graph holds every step
     since the last barrier, and each host read compiles and runs that whole history."""
-    if end is None or end.tail_opt < 1 or end.tail_graphs:
-        return None  # (tail_graphs: the last step ran op by op, eager mode's tail step)
+    if end is None:
+        return None
     work = steps["work"].to_numpy(dtype=bool) if len(steps) else np.zeros(0, dtype=bool)
+    if end.tail_opt < 1:
+        # (graphs run outside the reads, fewer than the reads: ops on the CPU cutting them;
+        # more would be eager mode, op by op)
+        return None if work.any() or end.tail_graphs > len(syncs) else _reads_only(syncs, tail_ms, end.tail_graphs)
+    if end.tail_graphs:
+        return None  # (tail_graphs: the last step ran op by op, eager mode's tail step)
     if work.any():
         last = int(steps["i"].to_numpy()[work].max())
         if last + 1 < end.steps:  # barriers that ran nothing after the last graph: not this
@@ -1432,6 +1443,40 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
         execute_seconds=0.0, advice=ADVICE["no_barrier"], evidence=evidence, steps=[],
         file=str(tail_reads.iloc[0]["file"]) if len(tail_reads) else None,
         line=int(tail_reads.iloc[0]["line"]) if len(tail_reads) else None,
+    )
+
+
+def _reads_only(syncs: pd.DataFrame, tail_ms: np.ndarray, cut: int) -> Finding | None:
+    """No barrier and no optimizer step in the run, and graphs that ran (and compiled) at
+    host reads: generation driven by its reads (``model.generate()``), or a loop that never
+    syncs. Its reads are everything it ran."""
+    n_compiles = len(tail_ms)
+    if not len(syncs) or n_compiles < 2:
+        return None
+    compile_ms = float(tail_ms.sum())
+    wait_ms = float(syncs["ms"].sum())
+    evidence = []
+    keys = [k for k in ("file", "line", "via") if k in syncs]
+    for key, g in syncs.groupby(keys, sort=False, dropna=False):
+        file, line, via = (list(key) + [None, None, None])[:3]
+        via_txt = f" (inside {via})" if isinstance(via, str) and via else ""
+        code = g["code"].iloc[0] if "code" in g else ""
+        evidence.append(f"{len(g)} read{'s' if len(g) != 1 else ''} at {_loc(str(file), int(line))}{via_txt}: {code}")
+    evidence = evidence[:4]
+    ms = tail_ms.tolist()
+    evidence.append(f"{n_compiles} graphs compiled, {_dur(min(ms))} to {_dur(max(ms))} each: a new graph at almost "
+                    "every read")
+    if cut:
+        evidence.append(f"{cut} more graph{'s' if cut != 1 else ''} ran at ops without an XLA lowering, which run "
+                        "the graph before them early")
+    first = syncs.iloc[0]
+    return Finding(
+        id="no_barrier", cause="no_barrier", kind="reads_only",
+        title=(f"No step barrier: the graphs ran at host reads: {n_compiles} compiles at {len(syncs)} read"
+               f"{'s' if len(syncs) != 1 else ''}, {max(wait_ms, compile_ms) / 1e3:.2f} s"),
+        count=len(syncs), compiles=n_compiles, seconds=max(wait_ms, compile_ms) / 1e3,
+        compile_seconds=compile_ms / 1e3, execute_seconds=0.0, advice=ADVICE["reads_only"],
+        evidence=evidence, steps=[], file=str(first["file"]), line=int(first["line"]),
     )
 
 

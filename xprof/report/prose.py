@@ -210,7 +210,7 @@ def headline(analysis: Analysis) -> list[str]:
                    "the step graph is stable.")
     if t.syncs:
         extra = (f", {fmt.plural(t.extra_executions, 'extra execution')} beyond one a barrier"
-                 if t.extra_executions else "")
+                 if t.extra_executions and t.steps else "")
         if t.forced_reads >= t.syncs:
             out.append(f"{fmt.plural(t.syncs, 'implicit host read')} (such as .item(), print(tensor) "
                        f"or a boolean mask) made the device run early{extra}.")

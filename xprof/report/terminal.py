@@ -110,8 +110,9 @@ def render_summary(analysis: Analysis, console: Console) -> None:
     findings = prose.ranked(analysis.findings)
     if findings:
         console.print()
-        console.print(Text(f"Findings (most time lost first, information last; warm-up, the first graphs of the "
-                           f"first {WARMUP_STEPS} steps, not listed)", style="bold"))
+        warm = (f"; warm-up, the first graphs of the first {WARMUP_STEPS} steps, not listed"
+                if analysis.totals.steps else "")
+        console.print(Text(f"Findings (most time lost first, information last{warm})", style="bold"))
         for n, f in enumerate(findings[:MAX_FINDINGS], 1):
             console.print(_finding_block(f, n))
         if len(findings) > MAX_FINDINGS:
