@@ -130,6 +130,7 @@ def test_a_loader_batch_is_named_by_what_the_line_unpacks_it_into(tmp_path: Path
         for (a, b), (c, d) in zip(one, two):
         for batch in loader:
         for step, (x, y) in enumerate(loader, start=1):
+        for tok in loader:
     '''))
     f = str(src)
     assert names_from_unpacking(f, 2, 2) == ("xl", "yl")
@@ -140,3 +141,5 @@ def test_a_loader_batch_is_named_by_what_the_line_unpacks_it_into(tmp_path: Path
     assert names_from_unpacking(f, 7, 2) is None  # not unpacked on the line
     assert names_from_unpacking(f, 8, 2) == ("x", "y")
     assert names_from_unpacking(f, 2, 3) is None  # a batch of another size than the line unpacks
+    assert names_from_unpacking(f, 9, 1) == ("tok",)  # a batch that is one tensor
+    assert names_from_unpacking(f, 7, 1) == ("batch",)  # (the loop variable, whatever it holds)

@@ -217,7 +217,8 @@ def test_an_eval_pass_driven_by_the_trainer_owns_its_compiles(tmp_path: Path) ->
             recs.append({"type": "compile", "i": i, "t": t + i + 0.7, "ns": 500_000_000, "at": "barrier"})
     _write(tmp_path / "r.json", recs)
     a = analyze(load_run(tmp_path / "r.json"))
-    assert (a.totals.steps, a.totals.eval_steps, a.totals.eval_passes) == (4, 2, 1)
+    # (one eval step: the pass's second barrier took no batch)
+    assert (a.totals.steps, a.totals.eval_steps, a.totals.eval_passes) == (4, 1, 1)
     by_kind = {f.kind: f for f in a.findings}
     assert by_kind["hf_trainer_eval"].compiles == 1  # the eval's shape is the evaluation's
     assert "graph_change" not in {f.cause for f in a.findings}
@@ -446,3 +447,14 @@ def test_torch_compiles_own_syncs_while_tracing_the_first_steps_are_warm_up(tmp_
     a = analyze(load_run(tmp_path / "dz.json"))
     assert a.compiles["cause"].tolist() == ["warmup", "dynamo"]
     assert a.totals.recompiles == 1
+
+
+def test_an_eval_batch_with_two_barriers_is_one_eval_step() -> None:
+    # accelerate's gather_for_metrics syncs beside the loader's own sync: two eval barriers a
+    # batch, the batch's inputs at one of them.
+    df = _phase_table([(1, False, False, 1)] + [(0, True, True, 0)] * 8)
+    df["sig"] = pd.array([0] + [0, None] * 4, dtype="Int64")
+    steps_mod.assign(df)
+    assert steps_mod.eval_steps(df) == 4 and steps_mod.eval_passes(df) == 1
+    df["sig"] = pd.array([None] * 9, dtype="Int64")  # no inputs recorded: every eval barrier
+    assert steps_mod.eval_steps(df) == 8

@@ -102,7 +102,10 @@ ADVICE = {
         "It ran no graph early (the value was already computed: at the barrier before it, or "
         "by an earlier read), but the host waited for the device to finish that graph, time it "
         "could spend tracing the next step. "
-        "Read it in xm.add_step_closure(fn, (tensor,), run_async=True) so the host does not wait."
+        "Read it in xm.add_step_closure(fn, (tensor,), run_async=True) so the host does not wait. "
+        "Those closures run after the barrier on a thread of their own, and nothing waits for "
+        "it: the last step's may not have run when the loop ends, so leave run_async off for a "
+        "value the code right after the loop needs."
     ),
     "materialize": (
         "Materializing tensors mid-step (xm.unlazy, torch_xla._XLAC._xla_sync_multi) runs their "

@@ -101,7 +101,17 @@ def training_steps(steps: pd.DataFrame) -> int:
 
 
 def eval_steps(steps: pd.DataFrame) -> int:
-    return int((steps["phase"].to_numpy(dtype=object) == "eval").sum()) if len(steps) else 0
+    """Eval batches: the eval barriers that took a batch's inputs, when any did (an eval loop
+    with two barriers a batch, accelerate's gather_for_metrics beside the loader's sync, is
+    one step a batch); else every eval barrier that ran a graph."""
+    if not len(steps):
+        return 0
+    is_eval = steps["phase"].to_numpy(dtype=object) == "eval"
+    if "sig" in steps:
+        fed = is_eval & steps["sig"].notna().to_numpy(dtype=bool)
+        if fed.any():
+            return int(fed.sum())
+    return int(is_eval.sum())
 
 
 def eval_pass_ids(steps: pd.DataFrame) -> np.ndarray:

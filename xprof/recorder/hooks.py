@@ -590,7 +590,7 @@ def _make_next(rec: Recorder, original: Callable[..., Any], tensor_type: type,
         if rec.active and threading.get_ident() == rec.owner:
             try:
                 leaves = flatten_batch(batch, tensor_type)
-                if leaves and leaves[0][0] == "batch[0]":
+                if leaves and leaves[0][0] in ("batch[0]", "batch"):
                     # A tuple batch is named by what the user's line unpacks it into (for x, y
                     # in loader:), so two loaders' batch[0] are not one input.
                     names = unpacked(len(leaves))

@@ -247,7 +247,8 @@ _UNPACKED: dict[tuple[str, int, int], tuple[str, ...] | None] = {}
 
 def names_from_unpacking(filename: str, lineno: int, n: int) -> tuple[str, ...] | None:
     """The names a loader's batch of ``n`` tensors is unpacked into on a line: ``for x, y in
-    loader:``, ``for i, (x, y) in enumerate(loader):``, ``(xu,) = next(it)``; None when the
+    loader:``, ``for i, (x, y) in enumerate(loader):``, ``(xu,) = next(it)``, ``for tok in
+    loader:`` (a batch that is one tensor); None when the
     line unpacks no one tuple of ``n`` plain names (two loaders zipped with batches of one
     size: which is which is not on the line)."""
     key = (filename, lineno, n)
@@ -270,7 +271,9 @@ def names_from_unpacking(filename: str, lineno: int, n: int) -> tuple[str, ...] 
             body = []
         if len(body) == 1 and isinstance(body[0], ast.Assign) and len(body[0].targets) == 1:
             target = body[0].targets[0]
-    if target is not None:
+    if isinstance(target, ast.Name) and n == 1:
+        found = (target.id,)  # for tok in loader: (a batch that is one tensor)
+    elif target is not None:
         tuples = [t for t in ast.walk(target) if isinstance(t, (ast.Tuple, ast.List)) and len(t.elts) == n
                   and all(isinstance(e, ast.Name) for e in t.elts)]
         if len(tuples) == 1:
