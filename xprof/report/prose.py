@@ -150,7 +150,7 @@ def headline(analysis: Analysis) -> list[str]:
         counted = (f" ({fmt.plural(t.barriers, 'barrier')}: torch_xla.compile syncs on entering the "
                    "compiled function and runs its graph on leaving it)")
     if t.eval_steps:
-        # "2 eval passes (11 eval steps; 35 barriers in all)": an eval step is an eval barrier.
+        # "2 eval passes (4 eval steps; 35 barriers in all)": an eval step is an eval batch.
         counted = (f" and ran {fmt.plural(max(t.eval_passes, 1), 'eval pass', 'eval passes')} "
                    f"({fmt.plural(t.eval_steps, 'eval step')}; {t.barriers} barriers in all)")
     inference = not t.optimizer_steps and is_inference(analysis.steps)
