@@ -1239,3 +1239,17 @@ def test_a_second_loaders_short_last_batch_is_a_partial_batch(tmp_path: Path) ->
     f = b.done().findings[0]
     assert (f.kind, f.input) == ("partial_batch", "xu")
     assert "drop_last=True" in f.advice
+
+
+def test_a_barrier_graph_grown_by_ops_left_pending_says_so(tmp_path: Path) -> None:
+    # After an evaluation pass with no barrier of its own, whose loss is read (the read runs
+    # what it needs), the next training step's barrier compiles a larger graph: the pass's
+    # leftover ops joined it.
+    b = Builder(tmp_path / "r.json")
+    for k in range(10):
+        read = ("item", 46, "sched.step(val_loss)") if k == 6 else None
+        b.step({"x": [8, 16]}, compile_ms=500 if k in (0, 1, 6) else 0, nodes=122 if k == 6 else 87, read=read,
+               read_compile_ms=200 if k == 6 else 0)
+    f = next(f for f in b.done().findings if f.line == 46)
+    said = next(e for e in f.evidence if "at a step barrier" in e)
+    assert "122 nodes against the training step's 87" in said and "torch_xla.sync() after them" in said

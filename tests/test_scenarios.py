@@ -285,7 +285,8 @@ def test_live_notices_agree_with_the_analysis(scenario: Any, name: str) -> None:
                 notices.first[0], notices.first[0])
             assert cause == top.cause, (notices.first, top.title)
     else:
-        assert not [f for f in problems if f.compiles], "the summary missed a finding that compiled"
+        # (a minor one, under 1% of the run, is never the exit's first thing to change)
+        assert not [f for f in problems if f.compiles and not f.minor], "the summary missed a finding that compiled"
     # a loop with a problem after warm-up says so while it runs
     if any(f.cause in ("input_shape", "cpu_fallback") or f.kind in ("item", "tensor_condition")
            for f in problems):

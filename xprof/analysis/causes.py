@@ -612,9 +612,17 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
                 f"same inputs as before, but {via} at {os.path.basename(file)}:{line} ran in this step "
                 f"(with {', '.join(sorted(new_fallback))} on the CPU, which runs only in steps that call it), "
                 "and the graph at the barrier changed"))
+        grown = ""
+        if nodes is not None and train_nodes and nodes > train_nodes:
+            # More than the training graph: ops left pending before the step (an evaluation pass
+            # with no barrier of its own, what its reads did not need) ran with it.
+            grown = (f"; its graph had {nodes} nodes against the training step's {train_nodes}: ops left "
+                     "pending before the step (an evaluation pass with no barrier of its own, what the "
+                     "reads did not need) joined it, and a torch_xla.sync() after them keeps the step's "
+                     "graph as it was")
         return Cause("implicit_sync", FindingKey.sync(new_sites[0]), site=new_sites[0], evidence=(
             "same inputs as before, but a host read in this step materialized a tensor, "
-            "so the graph at the barrier changed"))
+            "so the graph at the barrier changed" + grown))
     if step.eval_mode and ctx.first_in_train_mode is not None and step.i > ctx.first_in_train_mode:
         return Cause("graph_change", EVAL_MODE_KEY, evidence=(
             "same input shapes as an earlier step, but this training step (a backward pass and an "

@@ -456,10 +456,16 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
             if mech is None and kind != "library_sync":
                 advice = ADVICE["growing_read"]
         at_barrier = [k for k in ks if compiles["at"].iat[k] == "barrier"]
-        if at_barrier and causes is not None and mech is None:
-            k = at_barrier[0]
+        joined = [k for k in at_barrier if causes is not None and "joined it" in causes[k].evidence]
+        if at_barrier and causes is not None and (mech is None or joined):
+            # (a library's read too, when what it left pending made the step's graph larger)
+            k = (joined or at_barrier)[0]
             step = ordinal_of.get(int(compiles["step"].iat[k]), int(compiles["step"].iat[k]))
-            evidence.append(f"{len(at_barrier)} of them at a step barrier (step {step}: {causes[k].evidence})")
+            said = f"{len(at_barrier)} of them at a step barrier (step {step}: {causes[k].evidence})"
+            if joined:
+                evidence.insert(1, said)
+            else:
+                evidence.append(said)
         early = _compiled_early(rows, [(int(s), 1) for s in g["step"].tolist()], ordinal_of)
         if early is not None:
             user, later = early
