@@ -1253,3 +1253,90 @@ def test_a_barrier_graph_grown_by_ops_left_pending_says_so(tmp_path: Path) -> No
     f = next(f for f in b.done().findings if f.line == 46)
     said = next(e for e in f.evidence if "at a step barrier" in e)
     assert "122 nodes against the training step's 87" in said and "torch_xla.sync() after them" in said
+
+
+def test_a_read_that_compiles_after_a_value_dependent_op_passes_the_compile_to_it(tmp_path: Path) -> None:
+    # `acc = (pred == labels)[labels != -100].float().mean().item()` every step: the mask's
+    # count changes, so the graph `.item()` runs takes a new shape. The compiles are the mask
+    # index's (a closure around the read leaves them all), in the analysis and the exit summary.
+    import json
+
+    from xprof.recorder.live import LiveNotices
+
+    w = RunWriter(tmp_path / "r.json", {"name": "unit", "started_unix": T0, "meta": {}})
+    code = "acc = (pred == labels)[labels != -100].float().mean().item()"
+    w.write({"type": "site", "id": 3, "kind": "mask_index", "file": "/u/t.py", "line": 16, "func": "main",
+             "via": None, "code": code})
+    w.write({"type": "site", "id": 1, "kind": "item", "file": "/u/t.py", "line": 16, "func": "main",
+             "via": None, "code": code})
+    w.write({"type": "sig", "id": 0, "inputs": [{"name": "x", "shape": [4, 8], "dtype": "int64", "src": "batch"}]})
+    t = T0
+    for k in range(10):
+        new_count = k in (0, 1, 3, 4, 6, 8)
+        w.write({"type": "sync", "i": k, "site": 3, "t0": t + 0.001, "t1": t + 0.002, "x": 1})
+        r0, r1 = t + 0.003, t + (0.403 if new_count else 0.004)
+        if new_count:
+            w.write({"type": "compile", "i": k, "t": r1 - 0.001, "ns": 4e8, "at": "step"})
+        w.write({"type": "sync", "i": k, "site": 1, "t0": r0, "t1": r1, "x": 1, **({"u": 1} if new_count else {})})
+        t1 = r1 + 0.01 + (0.5 if k < 2 else 0)
+        if k < 2:
+            w.write({"type": "compile", "i": k, "t": t1 - 0.001, "ns": 5e8, "at": "barrier"})
+        w.write({"type": "step", "i": k, "t0": t, "tb": r1 + 0.005, "t1": t1, "barrier": "mark_step", "o": 1,
+                 "bw": 1, "sig": 0, ("bu" if k < 2 else "bc"): 1,
+                 "c": {"ExecuteComputation": 3, "UncachedCompile": (k < 2) + new_count, "aten::nonzero": 1}})
+        t = t1
+    w.write({"type": "end", "t": t, "status": "ok", "exception": None, "steps": 10})
+    w.close()
+    a = analyze(load_run(tmp_path / "r.json"))
+    f = a.findings[0]
+    assert (f.cause, f.compiles) == ("data_dependent", 4) and f.seconds > 1.5
+    assert not any(g.kind == "item" and g.compiles for g in a.findings)
+    live = LiveNotices(T0, None)
+    live.feed([json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:-1]])
+    assert live.summary(t, "r.json")[2].startswith(
+        "xprof: first thing to change: boolean-mask indexing at t.py:16 has a value-dependent shape")
+
+
+def test_a_pattern_whose_every_occurrence_compiles_is_a_new_graph_each_time(tmp_path: Path) -> None:
+    # CutMix every other step with Python-int box bounds: the mixing steps' graphs (95 nodes)
+    # compile every time, the others reuse theirs: not a few variants cached once.
+    b = Builder(tmp_path / "r.json")
+    for k in range(14):
+        mix = k >= 2 and k % 2 == 1
+        b.step({"x": [8, 3, 16, 16]}, compile_ms=500 if k < 2 or mix else 0, nodes=95 if mix else 87)
+    f = b.done().findings[0]
+    assert f.kind == "graph_every_step"
+    assert f.title.startswith("The step graph changes every 2 steps, a new graph each time with the same input "
+                              "shapes: 6 new graphs, none reused")
+    # Variants that come back are cached: a few graphs, once.
+    b = Builder(tmp_path / "s.json")
+    for k in range(14):
+        mix = k >= 2 and k % 2 == 1
+        b.step({"x": [8, 3, 16, 16]}, compile_ms=500 if k < 2 or k == 3 else 0, nodes=95 if mix else 87)
+    f = b.done().findings[0]
+    assert f.kind == "periodic_graph" and "cached afterwards" in f.title
+
+
+def test_another_pass_run_inside_a_training_step_is_said_so(tmp_path: Path) -> None:
+    # An evaluation every 6 steps with no barrier of its own: its batches (vx, vy) and ops
+    # join the next training step's graph, 112 nodes against 84.
+    b = Builder(tmp_path / "r.json")
+    for k in range(12):
+        joined = k == 6
+        shapes = {"x": [16, 8], "y": [16]} | ({"vx": [32, 8], "vy": [32]} if joined else {})
+        b.step(shapes, compile_ms=500 if k < 2 or joined else 0, nodes=112 if joined else 84)
+    f = b.done().findings[0]
+    assert (f.cause, f.kind) == ("graph_change", "pass_joined")
+    assert "vx, vy" in f.evidence[0] and "112 nodes against the training step's 84" in f.evidence[0]
+    assert "torch_xla.sync()" in f.advice
+
+
+def test_an_input_moved_in_some_steps_only_is_named(tmp_path: Path) -> None:
+    # `box` moved to the device only in the steps that mix: a step without it is another graph.
+    b = Builder(tmp_path / "r.json")
+    for k in range(10):
+        shapes = {"x": [8, 16]} | ({"box": [4]} if k % 3 == 1 else {})
+        b.step(shapes, compile_ms=500 if k in (0, 1, 2) else 0)
+    f = b.done().findings[0]
+    assert f.title.startswith("box is an input of some steps and not others")
+    assert f.input == "box" and "same inputs every step" in f.advice

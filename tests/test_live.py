@@ -604,3 +604,23 @@ def test_an_inference_loop_whose_state_grows_gets_its_notice() -> None:
     assert live.summary(6.0, "run.json")[2] == (
         "xprof: first thing to change: a tensor kept on the device changes shape each step (a KV cache or tokens "
         "grown with torch.cat): preallocate it and write each step in place (4 compiles, 4.0 s)")
+
+
+def test_another_pass_inside_a_training_step_is_noticed_as_such() -> None:
+    # An evaluation with no barrier of its own: its batches join the next training step's
+    # inputs and its ops the graph (112 nodes against 84), as the analysis' pass_joined.
+    said: list[str] = []
+    live = LiveNotices(0.0, said.append)
+    x = {"name": "x", "shape": [16, 8], "dtype": "float32", "src": "to"}
+    vx = {"name": "vx", "shape": [32, 8], "dtype": "float32", "src": "to"}
+    recs: list[dict[str, Any]] = [{"type": "sig", "id": 0, "inputs": [x]}, {"type": "sig", "id": 1, "inputs": [x, vx]}]
+    for i in range(9):
+        joined, new = i == 6, i in (0, 1, 6)
+        if new:
+            recs.append({"type": "compile", "i": i, "t": i + 0.9, "ns": 1e9, "at": "barrier"})
+        recs.append({"type": "graph_sizes", "samples": [[i + 0.9, 112 if joined else 84]]})
+        recs.append({"type": "step", "i": i, "t0": i, "tb": i + 0.5, "t1": i + 1.0, "barrier": "mark_step",
+                     "o": 1, "bw": 1, "sig": 1 if joined else 0, **({"bu": 1} if new else {"bc": 1})})
+    live.feed(recs)
+    assert said == ["xprof: step 6 recompiled: another pass's ops and inputs (vx), with no barrier of their own, "
+                    "ran in this training step's graph; 1 recompile so far, 1.0 s"]

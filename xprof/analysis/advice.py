@@ -175,7 +175,7 @@ ADVICE = {
         "graph of its own."
     ),
     "graph_every_step": (
-        "Every step built a graph never seen before from inputs of the same shapes, so "
+        "Each of these steps built a graph never seen before from inputs of the same shapes, so "
         "something that changes each step is baked into the graph: most often a Python number "
         "used as a size, a slice bound or an offset (a random crop drawn with Python's random), "
         "or a Python scalar that becomes 0 or 1 (those two are baked in as constants; other "
@@ -286,6 +286,17 @@ ADVICE = {
         "which runs it as one graph; eager mode can stay on for the code around it (data "
         "preparation, logging). Or turn eager mode off (torch_xla.experimental.eager_mode(False)) "
         "so the step is traced lazily up to its barrier."
+    ),
+    "pass_joined": (
+        "An evaluation (or any other pass) with no barrier of its own leaves its ops pending, and "
+        "the next training step's barrier runs them with the step's: one more graph, and the "
+        "pass's results only then. End that pass with torch_xla.sync() (xm.mark_step()), so it "
+        "runs as a graph of its own and the training step's graph stays as it was."
+    ),
+    "input_set": (
+        "A step that moves another set of tensors to the device runs another graph. Move the "
+        "same inputs every step (one of the same shape where it is not needed), or make the "
+        "choice on the device (torch.where, a mask) so every step is one graph."
     ),
     "bucketed": (
         "Every length is already a multiple of one step: the batches are padded to buckets, and "

@@ -136,6 +136,17 @@ def _closest(sig: Signature, previous: list[Signature], index: SigIndex | None =
     return prev, name, dim, old, new
 
 
+def _added_inputs(sig: Signature, previous: list[Signature]) -> list[str]:
+    """The inputs ``sig`` has beyond an earlier signature whose every input it has, with the
+    same shape (the step's own inputs and another pass's); empty when there is none."""
+    mine = _shape_map(sig)
+    for prev in previous:
+        theirs = _shape_map(prev)
+        if theirs and len(mine) > len(theirs) and all(mine.get(n) == sh for n, sh in theirs.items()):
+            return [n for n in mine if n not in theirs]
+    return []
+
+
 def _shape_map(sig: Signature) -> dict[str, Shape]:
     """Input name -> shape (the last input of a name, where a signature repeats one)."""
     return {name: shape for name, shape, _, _ in sig}
@@ -592,6 +603,15 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
         return Cause("unknown", FindingKey("unknown", "noinputs"), evidence=(
             "no step inputs were recorded, and no graph size either"))
     if sig_id not in seen_sigs:
+        extra = _added_inputs(ctx.sigs.get(sig_id, ()), seen_sig_list)
+        if extra and nodes is not None and train_nodes and nodes > train_nodes:
+            # The step's inputs plus others, every shape seen before, and a graph larger than
+            # the training step's: a pass with no barrier of its own (an evaluation moving its
+            # batches) left its ops and inputs pending, and this barrier ran them with the step.
+            return Cause("graph_change", FindingKey("joined"), evidence=(
+                f"this step's graph also took {', '.join(extra[:3])}, inputs no training step had, and had "
+                f"{nodes} nodes against the training step's {train_nodes}: another pass's ops, with no barrier "
+                "of their own, ran in it"))
         return _shape_cause(sig_id, seen_sigs, seen_sig_list, ctx)
     if step.dynamo:
         return Cause("dynamo", FindingKey("dynamo"), evidence=(
@@ -696,6 +716,15 @@ def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature
         return Cause("input_shape", FindingKey("micro", base), input=base, old=(before,), new=(now,),
                      evidence=f"the step ran {now} micro-batch{'es' if now != 1 else ''} ({base} x{now}) where an "
                               f"earlier one ran {before}, every shape seen before")
+    gone = [name for name in _shape_map(prev) if name not in {n for n, _, _, _ in sig}] if prev else []
+    if prev is not None and gone:
+        # No input new or of another shape: one the nearest signature had is gone (moved to
+        # the device in some steps only).
+        base = base_input_name(gone[0])
+        said = f"{gone[0]} ({_fmt(_shape_map(prev)[gone[0]])} before) is missing from this step's inputs"
+        first_only = sig_id in ctx.sig_step and sig_id not in seen_sigs
+        return Cause("input_shape", FindingKey.input(base), input=base, old=_shape_map(prev)[gone[0]],
+                     evidence=said + (FIRST_STEP_ONLY if first_only else ""), first_step_only=first_only)
     if prev is None:
         # Only step 0 had inputs before: the shape is new to the steady-state graph.
         first = sig[0] if sig else None
@@ -792,6 +821,17 @@ def _mid_step(c: Any, step: _StepFacts, new_fallback: set[str], ctx: _Context, s
             if owner is not None:
                 return owner
             return _shape_cause(step.sig_id, seen_sigs, seen_sig_list, ctx)
+        if site in ctx.seen_sites and step.dd_sites and (step.sig_id is None or step.sig_id in seen_sigs):
+            # The same read, the same inputs, compiling again after an op with a value-dependent
+            # output shape earlier in the step (`.item()` of `acc[labels != -100].mean()`): the
+            # graph it ran took that op's new shape. Removing the read would not remove it.
+            earlier = syncs[(syncs["step"] == read["step"]) & (syncs["t1"] <= read["t0"])
+                            & syncs["site"].isin(step.dd_sites)]
+            if len(earlier):
+                dd = int(earlier["site"].iloc[-1])
+                return Cause("data_dependent", FindingKey.sync(dd), site=dd, evidence=(
+                    "compiled inside a later read of the step: an op with a value-dependent output "
+                    "shape ran before it, so the graph the read ran took a new shape"))
         return Cause("implicit_sync", FindingKey.sync(site), site=site,
                      evidence="compiled inside a host read of a tensor value")
     if step.dynamo:

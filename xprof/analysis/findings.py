@@ -315,9 +315,11 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         kind = "data_dependent"
     rows = compiles.iloc[ks] if ks else compiles.iloc[0:0]
     compile_ms = float(rows["ms"].sum()) if len(rows) else 0.0
-    # Compiles inside its reads are in the reads' waits; those at a barrier, or between two
-    # of its reads (a library call's, cut by an op on the CPU), are not.
-    outside = (rows["at"] == "barrier") | (rows["sync_row"] < 0) if len(rows) else None
+    # Compiles inside its reads are in the reads' waits; those at a barrier, between two of
+    # its reads (a library call's, cut by an op on the CPU), or inside another line's read
+    # (a value-dependent shape's, compiled by the `.item()` after it), are not.
+    outside = ((rows["at"] == "barrier") | (rows["sync_row"] < 0) | ~rows["sync_row"].isin(g.index)
+               if len(rows) else None)
     barrier_compile_ms = float(rows[outside]["ms"].sum()) if outside is not None else 0.0
     wait_ms = float(g["ms"].sum())
     # What removing the reads saves: their waits, less what the host would have waited for
@@ -787,12 +789,17 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         "batch_size_change": f"{name}'s batch size changes",
         "shape_change": f"{name} changes {'size' if resized else 'shape'}",
     }[kind]
+    # One shape, but some steps move it to the device and others do not: another input set is
+    # another graph (cutmix's box, moved only in the steps that mix).
+    input_set = kind == "shape_change" and len(shapes) == 1  # (one shape cannot change)
+    if input_set:
+        headline, values_txt = f"{name} is an input of some steps and not others", ""
     # Settled: every shape compiled early, and a long stretch after compiled nothing (length
     # buckets, a fixed set of image sizes): a one-off cost, not one that grows with the run.
     last = max((ordinal_of.get(s, s) for s in comp_steps), default=0)
     after = int((series.ords > last).sum())
     settled = bool(comp_steps) and after >= SETTLED_AFTER and after >= 3 * max(last, 1)
-    advice = ADVICE["resize"] if resized else ADVICE[kind]
+    advice = ADVICE["resize"] if resized else ADVICE["input_set"] if input_set else ADVICE[kind]
     row_counts = sorted({sh[0] for sh in shapes if sh}) if kind == "dynamic_padding" and 0 in varying else []
     # (a dynamic_size's dim 0 is no batch: its other dims changing with it are in the table)
     if row_counts:
@@ -957,6 +964,16 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     advice = ""
     # No input came from the host in these steps: tensors kept on the device fed them.
     hostless = c0.evidence.startswith("no input came from the host")
+    if key.group == "joined":
+        user = sorted({ordinal_of.get(s, s) for s in comp_steps})
+        return Finding(
+            id=str(key), cause="graph_change", kind="pass_joined",
+            title=(f"Another pass's ops ran inside a training step's graph: {n} extra graph{'s' if n != 1 else ''}, "
+                   f"{ms / 1e3:.2f} s"),
+            count=n, compiles=n, seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
+            advice=ADVICE["pass_joined"], evidence=[c0.evidence, f"compiled at step{'s' if len(user) != 1 else ''} "
+                                                    f"{', '.join(str(u) for u in user[:10])}"],
+            steps=comp_steps)
     if key == EVAL_KEY:
         kind = "eval_pass"
         starts = _eval_pass_starts(steps)
@@ -1006,7 +1023,17 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         same = "with no new input from the host" if hostless else "with the same input shapes"
         if hostless and not pattern:
             advice = ADVICE["state_grows"]
-        if not pattern and not reused and n >= 3 and n >= 0.8 * len(work):
+        if pattern:
+            # The steps of the pattern (a graph of this size) that reused a graph compiled before:
+            # none, with a compile at each, is a Python number that changes each time (cutmix's
+            # box), not control flow between a few variants.
+            again = ran[(ran["ordinal"] >= 1) & (ran["i"] >= comp_steps[0])]
+            reused = int(((again["cached"] > 0) & (again["uncached"] == 0)).sum()) if len(again) else 0
+        if pattern and not reused and n >= 3:
+            kind, advice = "graph_every_step", ADVICE["state_grows" if hostless else "graph_every_step"]
+            title = (f"The step graph changes {pattern}, a new graph each time {same}: {n} new graphs, "
+                     f"none reused, {ms / 1e3:.2f} s")
+        elif not pattern and not reused and n >= 3 and n >= 0.8 * len(work):
             kind, advice = "graph_every_step", ADVICE["state_grows" if hostless else "graph_every_step"]
             title = (f"The graph changed at every step {same}: {n} new graphs in "
                      f"{len(work)} steps, none reused, {ms / 1e3:.2f} s")

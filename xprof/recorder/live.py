@@ -661,7 +661,15 @@ class LiveNotices:
                         self._cost[key][0] = max(self._cost[key][0] - ns, 0.0)
                 else:
                     key = self._site_key(site)
-                    if key in self._cost:
+                    dd_key = self._dd_before(site, float(comp.get("t") or 0)) if site in self._sites_read else None
+                    if dd_key is not None:
+                        # The same read compiling again after an op with a value-dependent shape
+                        # earlier in the step: the op's new shape (the analysis' rule), not the read's.
+                        if key in self._cost:
+                            self._cost[key][0] = max(self._cost[key][0] - ns, 0.0)
+                        self._cost[dd_key][0] += ns
+                        self._cost[dd_key][1] += 1
+                    elif key in self._cost:
                         self._cost[key][1] += 1
             if not warm:  # what the analysis counts as recompiles
                 self._recompiles += 1
@@ -738,11 +746,27 @@ class LiveNotices:
                     self._say(("input_sharding", name), f"step {i} recompiled: {clean(name, 60)} sharded "
                               f"{clean(_spec(after), 60)} (before: {clean(_spec(before), 60)}), same shapes; "
                               f"{so_far}")
+                elif (added := self._added_inputs(sig)) and nodes is not None and train and nodes > train:
+                    # (the analysis' pass_joined: another pass's inputs and ops in the step's graph)
+                    key = ("graph_change", "joined")
+                    self._add_cost(key, barrier_s + read_s, n_barrier + read_n,
+                                   "another pass (an evaluation) with no barrier of its own ran inside a training "
+                                   "step's graph: end it with torch_xla.sync()")
+                    self._say(key, f"step {i} recompiled: another pass's ops and inputs "
+                              f"({', '.join(clean(a, 40) for a in added[:3])}), with no barrier of their own, ran in "
+                              f"this training step's graph; {so_far}")
                 else:
+                    if name is None:
+                        name, _old = self._gone_input(sig)  # (moved to the device in some steps only)
                     self._shape_cost(name, barrier_s + read_s, n_barrier + read_n, i)
+                    had = name is not None and new is not None and any(
+                        n == name and tuple(sh) == tuple(new) for other in self._steady_sigs
+                        for n, sh, _, _ in self._sigs.get(other, []))
                     seen = (", which only the one-off first step had" if sig == self._first_sig and self._first_seen
+                            else ", seen before but not with the other inputs' shapes" if had
                             else " (first seen)")
                     what = (f"{clean(name, 60)} took shape {_shape(new)}{seen}" if name and new is not None
+                            else f"{clean(name, 60)} is missing from its inputs" if name and _old is not None
                             else f"new input {clean(name, 60)}" if name else "the input shapes changed")
                     self._say(("input_shape", name or "?"), f"step {i} recompiled: {what}; {so_far}")
             elif read_sites - self._sites_read:
@@ -875,6 +899,10 @@ class LiveNotices:
                       + (f"pad the short batch to {rows[-1]} rows and drop the padded rows' outputs" if infer
                          else f"drop the short batch (DataLoader(..., drop_last=True)) or pad it to {rows[-1]} rows"
                          if len(rows) == 2 else f"pad short batches to {rows[-1]} rows and mask them"))
+        elif shapes == 1:
+            # one shape, moved in some steps only (the analysis' input_set)
+            advice = (f"{shown} is an input of some steps and not others: move the same inputs every step, "
+                      "or choose on the device (torch.where)")
         elif step:
             # every length a multiple of one step: padded to buckets already (the analysis' too)
             advice = (f"{shown} is padded to multiples of {step} ({len(lengths)} lengths), a graph each: the price "
@@ -914,6 +942,21 @@ class LiveNotices:
             if tb <= t <= t1:
                 return n
         return None
+
+    def _dd_before(self, site: int, t: float) -> tuple[str, str] | None:
+        """The cost key of a value-dependent op read in this step before the read at ``site``
+        that was running at ``t`` (a compile inside it), if one."""
+        start = next((float(s["t0"]) for s in self._step_syncs
+                      if int(s["site"]) == site and float(s["t0"]) <= t <= float(s["t1"])), None)
+        if start is None:
+            return None
+        found = None
+        for s in self._step_syncs:
+            if float(s["t1"]) <= start:
+                key = self._dd_key(int(s["site"]))
+                if key is not None:
+                    found = key
+        return found
 
     def _read_of(self, comp: dict[str, Any]) -> int | None:
         """The site of the host read a mid-step compile ran in (its time is in the read's
@@ -990,6 +1033,26 @@ class LiveNotices:
         if site.get("via") or site.get("chain"):
             return self._lib_key(sid)
         return ("sync", str(sid))
+
+    def _gone_input(self, sig: int) -> tuple[str | None, tuple[int, ...] | None]:
+        """An input of a steady signature that ``sig``, with every other input alike, lacks."""
+        mine = {n: tuple(sh) for n, sh, _, _ in self._sigs.get(sig, [])}
+        for other in self._steady_sigs:
+            theirs = {n: tuple(sh) for n, sh, _, _ in self._sigs.get(other, [])}
+            if len(theirs) > len(mine) and all(theirs.get(n) == sh for n, sh in mine.items()):
+                gone = next(n for n in theirs if n not in mine)
+                return gone, theirs[gone]
+        return None, None
+
+    def _added_inputs(self, sig: int) -> list[str]:
+        """Inputs of ``sig`` beyond a steady signature whose every input it has, same shapes
+        (the analysis' ``causes._added_inputs``)."""
+        mine = {n: tuple(sh) for n, sh, _, _ in self._sigs.get(sig, [])}
+        for other in self._steady_sigs:
+            theirs = {n: tuple(sh) for n, sh, _, _ in self._sigs.get(other, [])}
+            if theirs and len(mine) > len(theirs) and all(mine.get(n) == sh for n, sh in theirs.items()):
+                return [n for n in mine if n not in theirs]
+        return []
 
     def _changed_input(self, sig: int) -> tuple[str | None, tuple[int, ...] | None, tuple[int, ...] | None]:
         """The input that changed against the closest earlier steady signature."""

@@ -283,6 +283,9 @@ def next_step(analysis: Analysis) -> tuple[str, str]:
     if costly_:
         first = costly_[0]
         return f"Change this first: {first.title.rstrip('.')}.", first.advice
+    if analysis.findings and all(f.minor for f in analysis.findings):
+        return "Nothing costly to change.", ("What xprof found cost under 1% of the run each (folded into one "
+                                             "line below).")
     if analysis.findings:
         return "Nothing costly to change.", ("The findings below are for information: expected costs (an "
                                              "evaluation pass, a checkpoint now and then) or too small to matter.")
