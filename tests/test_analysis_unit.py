@@ -24,6 +24,8 @@ class Builder:
         self.i = 0
         self.t = T0
         self.sigs: dict[tuple[Any, ...], int] = {}
+        self.dtype = "int64"
+        """The dtype of every input the signatures record."""
 
     def step(self, shapes: dict[str, list[int]] | None = None, compile_ms: float = 0.0,
              nodes: int = 70, read: tuple[str, int, str] | None = None, read_compile_ms: float = 0.0,
@@ -74,7 +76,7 @@ class Builder:
             if key not in self.sigs:
                 self.sigs[key] = len(self.sigs)
                 self.w.write({"type": "sig", "id": self.sigs[key], "inputs": [
-                    {"name": k, "shape": v, "dtype": "int64", "src": "batch"} for k, v in shapes.items()]})
+                    {"name": k, "shape": v, "dtype": self.dtype, "src": "batch"} for k, v in shapes.items()]})
             rec["sig"] = self.sigs[key]
         self.w.write(rec)
         self.w.write({"type": "exec", "samples": [[t1 + 0.002, 1e6]]})
@@ -1340,3 +1342,16 @@ def test_an_input_moved_in_some_steps_only_is_named(tmp_path: Path) -> None:
     f = b.done().findings[0]
     assert f.title.startswith("box is an input of some steps and not others")
     assert f.input == "box" and "same inputs every step" in f.advice
+
+
+def test_values_padded_per_batch_get_no_tokenizer_advice(tmp_path: Path) -> None:
+    # Detection boxes padded to the most boxes in each batch: float values, no tokenizer.
+    b = Builder(tmp_path / "r.json")
+    b.dtype = "float32"
+    seen: set[int] = set()
+    for n in [6, 7, 6, 8, 7, 5, 6, 8]:
+        b.step({"boxes": [4, n, 4]}, compile_ms=0 if n in seen else 500)
+        seen.add(n)
+    f = b.done().findings[0]
+    assert f.kind == "dynamic_padding" and "tokenize" not in f.advice and "mask what was padded" in f.advice
+    assert not any("padding=" in str(r["strategy"]) for r in f.what_if or [])

@@ -772,7 +772,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         joint = series.with_rest(dim)
         co_varying = _still_varying(joint)
         what_if = bucketing_what_if(lengths, per_length, ms / 1e3, joint if co_varying else None,
-                                    tokens=kind == "dynamic_padding")
+                                    tokens=kind == "dynamic_padding" and _integer_input(name, sigs))
     n = len(ks)
     values_txt = ""
     vals = sorted({s[dim] for s in shapes if len(s) > dim}) if dim is not None else []
@@ -800,6 +800,9 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     after = int((series.ords > last).sum())
     settled = bool(comp_steps) and after >= SETTLED_AFTER and after >= 3 * max(last, 1)
     advice = ADVICE["resize"] if resized else ADVICE["input_set"] if input_set else ADVICE[kind]
+    if kind == "dynamic_padding" and not _integer_input(name, sigs):
+        # Values, not token ids (boxes, features): no tokenizer to ask for a fixed length.
+        advice = ADVICE["dynamic_size"]
     row_counts = sorted({sh[0] for sh in shapes if sh}) if kind == "dynamic_padding" and 0 in varying else []
     # (a dynamic_size's dim 0 is no batch: its other dims changing with it are in the table)
     if row_counts:
@@ -870,6 +873,15 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         evidence=evidence, steps=comp_steps, input=name, dim=dim,
         shapes=[list(s) for s in shapes], pattern=pattern, what_if=what_if,
     )
+
+
+def _integer_input(name: str, sigs: dict[int, Signature]) -> bool:
+    """Whether the input (any micro-batch of it) is integer-typed in the run: token ids, labels."""
+    for sig in sigs.values():
+        for n, _, dtype, _ in sig:
+            if base_input_name(n) == name:
+                return "int" in str(dtype) or str(dtype) == "bool"
+    return True
 
 
 STAGE_STEPS = 4
