@@ -136,6 +136,14 @@ def _closest(sig: Signature, previous: list[Signature], index: SigIndex | None =
     return prev, name, dim, old, new
 
 
+def _few_inputs(names: list[str]) -> str:
+    """``vx, vy`` for ``vx, vy, vx#2, vy#2`` (each micro-batch's copy is the same input), with
+    how many more where there are over three."""
+    bases = list(dict.fromkeys(base_input_name(n) for n in names))
+    more = f" and {len(bases) - 3} more" if len(bases) > 3 else ""
+    return ", ".join(bases[:3]) + more + (f" ({len(names)} tensors)" if len(names) > len(bases) else "")
+
+
 def _added_inputs(sig: Signature, previous: list[Signature]) -> list[str]:
     """The inputs ``sig`` has beyond an earlier signature whose every input it has, with the
     same shape (the step's own inputs and another pass's); empty when there is none."""
@@ -609,7 +617,7 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
             # the training step's: a pass with no barrier of its own (an evaluation moving its
             # batches) left its ops and inputs pending, and this barrier ran them with the step.
             return Cause("graph_change", FindingKey("joined"), evidence=(
-                f"this step's graph also took {', '.join(extra[:3])}, inputs no training step had, and had "
+                f"this step's graph also took {_few_inputs(extra)}, inputs no training step had, and had "
                 f"{nodes} nodes against the training step's {train_nodes}: another pass's ops, with no barrier "
                 "of their own, ran in it"))
         return _shape_cause(sig_id, seen_sigs, seen_sig_list, ctx)

@@ -45,6 +45,7 @@ from typing import Any
 from xprof.runfile import GROWING_READS as GROWING_READS  # (the analysis' too)
 from xprof.runfile import (
     NOTHING_TO_JUDGE,
+    base_input_name,
     bucket_step,
     dynamo_func,
     grew,
@@ -752,9 +753,11 @@ class LiveNotices:
                     self._add_cost(key, barrier_s + read_s, n_barrier + read_n,
                                    "another pass (an evaluation) with no barrier of its own ran inside a training "
                                    "step's graph: end it with torch_xla.sync()")
-                    self._say(key, f"step {i} recompiled: another pass's ops and inputs "
-                              f"({', '.join(clean(a, 40) for a in added[:3])}), with no barrier of their own, ran in "
-                              f"this training step's graph; {so_far}")
+                    bases = list(dict.fromkeys(base_input_name(a) for a in added))
+                    listed = ", ".join(clean(b, 40) for b in bases[:3]) + (
+                        f" and {len(bases) - 3} more" if len(bases) > 3 else "")
+                    self._say(key, f"step {i} recompiled: another pass's ops and inputs ({listed}), with no barrier "
+                              f"of their own, ran in this training step's graph; {so_far}")
                 else:
                     if name is None:
                         name, _old = self._gone_input(sig)  # (moved to the device in some steps only)
