@@ -1355,3 +1355,18 @@ def test_values_padded_per_batch_get_no_tokenizer_advice(tmp_path: Path) -> None
     f = b.done().findings[0]
     assert f.kind == "dynamic_padding" and "tokenize" not in f.advice and "mask what was padded" in f.advice
     assert not any("padding=" in str(r["strategy"]) for r in f.what_if or [])
+
+
+def test_a_graph_taking_other_device_tensors_gets_the_input_set_story(tmp_path: Path) -> None:
+    # BatchNorm put in eval mode and the backbone frozen at step 8, data made on the device:
+    # nothing from the host; torch_xla's debug records show 31 graph inputs, then 20.
+    b = Builder(tmp_path / "r.json")
+    for k in range(12):
+        b.step(None, compile_ms=500 if k in (0, 1, 8) else 0, nodes=51 if k >= 8 else 70, opt=1, fields={"bw": 1})
+    for n_inputs in (25, 31, 20):
+        b.w.write({"type": "debug", "kind": "compile", "cause": "user torch_xla.sync", "cause_kind": "barrier",
+                   "inputs": n_inputs, "frames": [], "user_frames": []})
+    f = b.done().findings[0]
+    assert f.title.startswith("The graph changed with no new input from the host")
+    assert any("takes 20 inputs, the one before it 31: another set of tensors" in e for e in f.evidence)
+    assert "frozen or unfrozen" in f.advice and "index_copy_" not in f.advice

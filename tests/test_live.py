@@ -598,12 +598,13 @@ def test_an_inference_loop_whose_state_grows_gets_its_notice() -> None:
             step["sig"] = 0
         live.feed([{"type": "compile", "i": i, "t": i + 0.9, "ns": 1e9, "at": "barrier"},
                    {"type": "graph_sizes", "samples": [[i + 0.6, 300.0 if i == 0 else 208.0]]}, step])
-    assert said == ["xprof: step 2 recompiled: nothing new came from the host, so a tensor kept on the device "
-                    "changed shape (a cache or tokens grown with torch.cat?) or a Python number changed; "
-                    "1 recompile so far, 1.0 s"]
+    assert said == ["xprof: step 2 recompiled: nothing new came from the host, yet the graph is new: a tensor "
+                    "kept on the device changed shape (a cache grown with torch.cat?), the step used other "
+                    "tensors, or a Python number changed; 1 recompile so far, 1.0 s"]
     assert live.summary(6.0, "run.json")[2] == (
-        "xprof: first thing to change: a tensor kept on the device changes shape each step (a KV cache or tokens "
-        "grown with torch.cat): preallocate it and write each step in place (4 compiles, 4.0 s)")
+        "xprof: first thing to change: the graph changes with nothing new from the host: a tensor kept on the "
+        "device grows (preallocate a cache and write in place), the step uses other tensors (frozen or unfrozen, "
+        "gradients kept or cleared), or a Python number changed (4 compiles, 4.0 s)")
 
 
 def test_another_pass_inside_a_training_step_is_noticed_as_such() -> None:

@@ -309,13 +309,20 @@ ADVICE = {
         "for every batch, and no sample left out."
     ),
     "state_grows": (
-        "Each step ran the same ops on tensors kept on the device, with nothing new from the "
-        "host, and still built a graph never seen before: a tensor carried from step to step "
-        "changes shape (a KV cache or the generated tokens extended with torch.cat, a list of "
-        "outputs stacked), or a Python number (a position, a length) is baked in. Preallocate it "
-        "at its largest size and write each step in place at a position kept as a device tensor "
-        "(index_copy_, or a slice assignment), with a mask for the part not written yet, so "
-        "every step has the same shapes."
+        "Each step ran on tensors kept on the device, with nothing new from the host, and still "
+        "built a graph never seen before. If a tensor carried from step to step grows (a KV cache "
+        "or the generated tokens extended with torch.cat, outputs stacked), preallocate it at its "
+        "largest size and write each step in place at a position kept as a device tensor "
+        "(index_copy_, or a slice assignment), with a mask for the part not written yet. If a "
+        "Python number changes (a position, a length, a momentum), keep it fixed or pass it as a "
+        "device tensor."
+    ),
+    "state_inputs": (
+        "Each step ran on tensors kept on the device, with nothing new from the host, but the "
+        "graph took other tensors or ran other ops: what the step trains or keeps changed "
+        "(parameters frozen or unfrozen, gradients kept in some steps and cleared in others, a "
+        "module switched to eval). A change made once (unfreezing a layer, a new phase) costs a "
+        "graph once; one that comes and goes, keep the same every step (zero_grad every step)."
     ),
     "unknown_debugged": (
         "xprof could not tell why this compiled from what it recorded; torch_xla's own reason "

@@ -975,7 +975,8 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     comp_steps = sorted({int(s) for s in rows["step"]})
     advice = ""
     # No input came from the host in these steps: tensors kept on the device fed them.
-    hostless = c0.evidence.startswith("no input came from the host")
+    hostless = c0.evidence.startswith("no input came from the host") or "(no input shapes recorded)" in c0.evidence
+    other_ops = False
     if key.group == "joined":
         user = sorted({ordinal_of.get(s, s) for s in comp_steps})
         return Finding(
@@ -1033,8 +1034,13 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         reused = int(((work["cached"] > 0) & (work["uncached"] == 0)).sum()) if len(work) else 0
         fewer = _graph_inputs_changed(rows, compiles)
         same = "with no new input from the host" if hostless else "with the same input shapes"
+        # torch_xla's debug records (xprof run): did the graph take another number of inputs?
+        took = _inputs_against_previous(rows, compiles) if hostless else None
+        # (a graph of a size not seen before ran other ops, not the same ones on other shapes)
+        other_ops = "(no input shapes recorded)" in c0.evidence
+        state = "state_inputs" if other_ops or (took and took[1] != took[2]) else "state_grows"
         if hostless and not pattern:
-            advice = ADVICE["state_grows"]
+            advice = ADVICE[state]
         if pattern:
             # The steps of the pattern (a graph of this size) that reused a graph compiled before:
             # none, with a compile at each, is a Python number that changes each time (cutmix's
@@ -1042,11 +1048,11 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
             again = ran[(ran["ordinal"] >= 1) & (ran["i"] >= comp_steps[0])]
             reused = int(((again["cached"] > 0) & (again["uncached"] == 0)).sum()) if len(again) else 0
         if pattern and not reused and n >= 3:
-            kind, advice = "graph_every_step", ADVICE["state_grows" if hostless else "graph_every_step"]
+            kind, advice = "graph_every_step", ADVICE[state if hostless else "graph_every_step"]
             title = (f"The step graph changes {pattern}, a new graph each time {same}: {n} new graphs, "
                      f"none reused, {ms / 1e3:.2f} s")
         elif not pattern and not reused and n >= 3 and n >= 0.8 * len(work):
-            kind, advice = "graph_every_step", ADVICE["state_grows" if hostless else "graph_every_step"]
+            kind, advice = "graph_every_step", ADVICE[state if hostless else "graph_every_step"]
             title = (f"The graph changed at every step {same}: {n} new graphs in "
                      f"{len(work)} steps, none reused, {ms / 1e3:.2f} s")
         else:
@@ -1055,6 +1061,13 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
                 f": {n} extra graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s to compile"
                 f"{' once, cached afterwards' if reused else ''}")
     evidence = [c0.evidence] if c0.evidence else []
+    if hostless and took is not None:
+        step_no, was, now = took
+        at = ordinal_of.get(step_no, step_no)
+        evidence.append(f"torch_xla's debug records: the graph compiled at step {at} takes {now} inputs, the one "
+                        f"before it {was}: " + ("another set of tensors" if now != was
+                                                else "the same number, with other ops" if other_ops
+                                                else "the same number, so other shapes or constants"))
     if kind != "eval_pass" and fewer:
         advice = ADVICE["baked_scalar"]
         if len(fewer) == 1 and fewer[0][2] < fewer[0][1]:
@@ -1157,6 +1170,22 @@ def _graph_inputs_changed(rows: pd.DataFrame, all_c: pd.DataFrame) -> list[tuple
         # skipped at random leaves its parameters out of the optimizer's graph): none is then.
         other = other or (now != was and not small)
     return out if scalar and not other else []
+
+
+def _inputs_against_previous(rows: pd.DataFrame, all_c: pd.DataFrame) -> tuple[int, int, int] | None:
+    """(step, inputs of the barrier graph compiled before it, its inputs) for the first of
+    these compiles torch_xla's debug records give both counts for; None without them."""
+    if "debug_inputs" not in rows or "debug_inputs" not in all_c:
+        return None
+    known = all_c[all_c["debug_inputs"].notna() & (all_c["at"] == "barrier")].sort_values("t", kind="stable")
+    ts, counts = known["t"].to_numpy(), known["debug_inputs"].to_numpy()
+    for step, t, inputs in zip(rows["step"], rows["t"], rows["debug_inputs"]):
+        if pd.isna(inputs):
+            continue
+        k = int(np.searchsorted(ts, t, side="left")) - 1
+        if k >= 0:
+            return int(step), int(counts[k]), int(inputs)
+    return None
 
 
 def _eval_pass_starts(steps: pd.DataFrame) -> list[int]:

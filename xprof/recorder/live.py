@@ -815,11 +815,12 @@ class LiveNotices:
                 # Nothing came from the host: the analysis' graph change on tensors kept on the device.
                 key = ("graph_change", "device")
                 self._add_cost(key, barrier_s, n_barrier,
-                               "a tensor kept on the device changes shape each step (a KV cache or tokens grown "
-                               "with torch.cat): preallocate it and write each step in place")
-                self._say(key, f"step {i} recompiled: nothing new came from the host, so a tensor kept on the "
-                          f"device changed shape (a cache or tokens grown with torch.cat?) or a Python number "
-                          f"changed; {so_far}")
+                               "the graph changes with nothing new from the host: a tensor kept on the device "
+                               "grows (preallocate a cache and write in place), the step uses other tensors "
+                               "(frozen or unfrozen, gradients kept or cleared), or a Python number changed")
+                self._say(key, f"step {i} recompiled: nothing new came from the host, yet the graph is new: a tensor "
+                          f"kept on the device changed shape (a cache grown with torch.cat?), the step used other "
+                          f"tensors, or a Python number changed; {so_far}")
         elif steady:
             for op in fallback:
                 inside = self._op_call.get(op)
