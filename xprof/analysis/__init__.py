@@ -320,7 +320,7 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, u
         notes.append("The run is incomplete: the process ended without closing the run file "
                      "(killed or crashed); everything up to the last step written is shown.")
     if totals.status == "error" and totals.exception:
-        notes.append(f"The training loop raised {totals.exception}; the run ends there.")
+        notes.append(f"The training loop raised {str(totals.exception).rstrip('.')}; the run ends there.")
     if totals.status == "interrupted":
         why = "SIGTERM" if totals.exception == "SIGTERM" else "Ctrl-C"
         notes.append(f"The run was stopped ({why}); everything up to the stop is shown.")

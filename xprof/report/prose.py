@@ -110,8 +110,9 @@ def status_banner(analysis: Analysis) -> str | None:
         return (f"Interrupted run: the loop was stopped (Ctrl-C) after "
                 f"{fmt.plural(t.steps, 'step')}; the numbers cover those steps.")
     if t.status == "error":
-        return (f"The training loop raised {t.exception or 'an exception'} after "
-                f"{fmt.plural(t.steps, 'step')}; the numbers cover those steps.")
+        raised = str(t.exception).rstrip(". ") if t.exception else "an exception"
+        return (f"The training loop raised {raised} after {fmt.plural(t.steps, 'step')}; the numbers cover "
+                "those steps.")
     return None
 
 
