@@ -175,6 +175,27 @@ def micro_batch_change(sig: Sequence[tuple[str, Sequence[int], str, str]],
     return None
 
 
+def added_inputs(sig: Sequence[tuple[str, Sequence[int], str, str]],
+                 earlier: Iterable[Sequence[tuple[str, Sequence[int], str, str]]]) -> list[str]:
+    """The inputs ``sig`` has beyond the first of ``earlier`` whose every input it has, with
+    the same shape (a step's own inputs and another pass's; read the other way round, an
+    input moved in some steps only); empty when none is. The analysis and the live notices
+    alike."""
+    mine = {n: tuple(shape) for n, shape, _, _ in sig}
+    for prev in earlier:
+        theirs = {n: tuple(shape) for n, shape, _, _ in prev}
+        if theirs and len(mine) > len(theirs) and all(mine.get(n) == shape for n, shape in theirs.items()):
+            return [n for n in mine if n not in theirs]
+    return []
+
+
+def listed_inputs(names: Sequence[str], most: int = 3) -> str:
+    """``vx, vy`` for ``vx, vy, vx#2, vy#2`` (a micro-batch's copy is the same input), the
+    first ``most``, and how many more."""
+    bases = list(dict.fromkeys(base_input_name(n) for n in names))
+    return ", ".join(bases[:most]) + (f" and {len(bases) - most} more" if len(bases) > most else "")
+
+
 # -- typed records -----------------------------------------------------------------------
 # What ``load_run`` hands on: each record decoded once, here, from its short keys
 # (docs/run-format.md) into named fields. NamedTuples rather than dataclasses: built in

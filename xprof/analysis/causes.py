@@ -41,7 +41,7 @@ from xprof.analysis.model import EVAL_KEY, EVAL_MODE_KEY, WARMUP_KEY, WARMUP_STE
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import fallback_rows, live_reads
-from xprof.runfile import Site, base_input_name, grew, micro_batch_change
+from xprof.runfile import Site, added_inputs, base_input_name, grew, listed_inputs, micro_batch_change
 
 EVAL_GRAPH_RATIO = 0.75
 """A barrier graph with fewer nodes than this share of the training graph is an eval pass."""
@@ -69,6 +69,12 @@ class Cause:
     first_step_only: bool = False
     """``input_shape``: these inputs ran before, but only in the one-off first step (two tasks
     taking turns: each one's second step compiles its steady graph)."""
+    no_host: str = ""
+    """``graph_change`` in a step with no input from the host: ``same`` when a graph of its
+    size ran before (the same ops: other shapes or constants), ``new`` when none did."""
+    leftovers: bool = False
+    """``implicit_sync`` at a barrier whose graph was larger than the training step's: ops
+    left pending before the step joined it."""
 
 
 FIRST_STEP_ONLY = "; these inputs ran before only in the one-off first step, whose graph differs"
@@ -134,25 +140,6 @@ def _closest(sig: Signature, previous: list[Signature], index: SigIndex | None =
     candidates.sort(key=lambda c: c[0])
     _, name, dim, old, new = candidates[0]
     return prev, name, dim, old, new
-
-
-def _few_inputs(names: list[str]) -> str:
-    """``vx, vy`` for ``vx, vy, vx#2, vy#2`` (each micro-batch's copy is the same input), with
-    how many more where there are over three."""
-    bases = list(dict.fromkeys(base_input_name(n) for n in names))
-    more = f" and {len(bases) - 3} more" if len(bases) > 3 else ""
-    return ", ".join(bases[:3]) + more + (f" ({len(names)} tensors)" if len(names) > len(bases) else "")
-
-
-def _added_inputs(sig: Signature, previous: list[Signature]) -> list[str]:
-    """The inputs ``sig`` has beyond an earlier signature whose every input it has, with the
-    same shape (the step's own inputs and another pass's); empty when there is none."""
-    mine = _shape_map(sig)
-    for prev in previous:
-        theirs = _shape_map(prev)
-        if theirs and len(mine) > len(theirs) and all(mine.get(n) == sh for n, sh in theirs.items()):
-            return [n for n in mine if n not in theirs]
-    return []
 
 
 def _shape_map(sig: Signature) -> dict[str, Shape]:
@@ -599,25 +586,27 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
                      evidence=f"ops without an XLA lowering ran on the CPU for the first time: {ops}")
     if sig_id is None:
         if nodes is not None and nodes not in ctx.seen_nodes:
-            return Cause("graph_change", FindingKey.graph(nodes),
+            return Cause("graph_change", FindingKey.graph(nodes), no_host="new",
                          evidence=f"a {nodes}-node graph not seen before (no input shapes recorded)")
         if nodes is not None:
             # Nothing came from the host: the graph's data are tensors the last steps left on
             # the device. The same ops (the same size), so other shapes or constants: one of
             # those tensors grew (a KV cache, generated tokens), or a Python number changed.
-            return Cause("graph_change", FindingKey.graph(nodes), evidence=(
+            return Cause("graph_change", FindingKey.graph(nodes), no_host="same", evidence=(
                 f"no input came from the host in this step, and a graph of the same size ({nodes} nodes) "
                 "ran before: the same ops on tensors kept on the device, with other shapes or constants"))
         return Cause("unknown", FindingKey("unknown", "noinputs"), evidence=(
             "no step inputs were recorded, and no graph size either"))
     if sig_id not in seen_sigs:
-        extra = _added_inputs(ctx.sigs.get(sig_id, ()), seen_sig_list)
+        extra = added_inputs(ctx.sigs.get(sig_id, ()), seen_sig_list)
         if extra and nodes is not None and train_nodes and nodes > train_nodes:
             # The step's inputs plus others, every shape seen before, and a graph larger than
             # the training step's: a pass with no barrier of its own (an evaluation moving its
             # batches) left its ops and inputs pending, and this barrier ran them with the step.
             return Cause("graph_change", FindingKey("joined"), evidence=(
-                f"this step's graph also took {_few_inputs(extra)}, inputs no training step had, and had "
+                f"this step's graph also took {listed_inputs(extra)}"
+                f"{f' ({len(extra)} tensors)' if len(extra) > len(set(map(base_input_name, extra))) else ''}, "
+                "inputs no training step had, and had "
                 f"{nodes} nodes against the training step's {train_nodes}: another pass's ops, with no barrier "
                 "of their own, ran in it"))
         return _shape_cause(sig_id, seen_sigs, seen_sig_list, ctx)
@@ -648,9 +637,9 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
                      "pending before the step (an evaluation pass with no barrier of its own, what the "
                      "reads did not need) joined it, and a torch_xla.sync() after them keeps the step's "
                      "graph as it was")
-        return Cause("implicit_sync", FindingKey.sync(new_sites[0]), site=new_sites[0], evidence=(
-            "same inputs as before, but a host read in this step materialized a tensor, "
-            "so the graph at the barrier changed" + grown))
+        return Cause("implicit_sync", FindingKey.sync(new_sites[0]), site=new_sites[0], leftovers=bool(grown),
+                     evidence=("same inputs as before, but a host read in this step materialized a tensor, "
+                               "so the graph at the barrier changed" + grown))
     if step.eval_mode and ctx.first_in_train_mode is not None and step.i > ctx.first_in_train_mode:
         return Cause("graph_change", EVAL_MODE_KEY, evidence=(
             "same input shapes as an earlier step, but this training step (a backward pass and an "
@@ -706,6 +695,7 @@ def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature
             return found
     sig = ctx.sigs.get(sig_id, ())
     prev, name, dim, old, new = _closest(sig, seen_sig_list, ctx.known_sigs)
+    first_only = sig_id in ctx.sig_step and sig_id not in seen_sigs
     if name is not None:
         # ``input_ids#2`` is the same input in the next micro-batch of the step: one finding.
         base = base_input_name(name)
@@ -713,7 +703,6 @@ def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature
                 else f"{name} {_fmt(new)} is an input no earlier step had" if new is not None
                 else f"{name} ({_fmt(old)} before) is missing from this step's inputs" if old is not None
                 else f"{name} appears or goes in this step's inputs")
-        first_only = sig_id in ctx.sig_step and sig_id not in seen_sigs
         if first_only:
             said += FIRST_STEP_ONLY
         return Cause("input_shape", FindingKey.input(base), input=base, dim=dim, old=old, new=new, evidence=said,
@@ -724,14 +713,14 @@ def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature
         return Cause("input_shape", FindingKey("micro", base), input=base, old=(before,), new=(now,),
                      evidence=f"the step ran {now} micro-batch{'es' if now != 1 else ''} ({base} x{now}) where an "
                               f"earlier one ran {before}, every shape seen before")
-    gone = [name for name in _shape_map(prev) if name not in {n for n, _, _, _ in sig}] if prev else []
-    if prev is not None and gone:
+    nearest = _shape_map(prev) if prev is not None else {}
+    gone = [n for n in nearest if n not in {n for n, _, _, _ in sig}]
+    if gone:
         # No input new or of another shape: one the nearest signature had is gone (moved to
         # the device in some steps only).
         base = base_input_name(gone[0])
-        said = f"{gone[0]} ({_fmt(_shape_map(prev)[gone[0]])} before) is missing from this step's inputs"
-        first_only = sig_id in ctx.sig_step and sig_id not in seen_sigs
-        return Cause("input_shape", FindingKey.input(base), input=base, old=_shape_map(prev)[gone[0]],
+        said = f"{gone[0]} ({_fmt(nearest[gone[0]])} before) is missing from this step's inputs"
+        return Cause("input_shape", FindingKey.input(base), input=base, old=nearest[gone[0]],
                      evidence=said + (FIRST_STEP_ONLY if first_only else ""), first_step_only=first_only)
     if prev is None:
         # Only step 0 had inputs before: the shape is new to the steady-state graph.

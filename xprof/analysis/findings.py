@@ -458,7 +458,7 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
             if mech is None and kind != "library_sync":
                 advice = ADVICE["growing_read"]
         at_barrier = [k for k in ks if compiles["at"].iat[k] == "barrier"]
-        joined = [k for k in at_barrier if causes is not None and "joined it" in causes[k].evidence]
+        joined = [k for k in at_barrier if causes is not None and causes[k].leftovers]
         if at_barrier and causes is not None and (mech is None or joined):
             # (a library's read too, when what it left pending made the step's graph larger)
             k = (joined or at_barrier)[0]
@@ -764,6 +764,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         kind, pattern = ("dynamic_size" if distinct >= 3 else "shape_change"), None
     what_if = None
     co_varying: list[str] = []
+    integer = _integer_input(name, sigs)  # (token ids: a tokenizer's padding; else values)
     if kind in ("dynamic_padding", "dynamic_size") and dim is not None and len(rows):
         lengths = series.values(dim)
         # What one more length cost in this run: every graph it compiled (the step's, its
@@ -772,7 +773,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         joint = series.with_rest(dim)
         co_varying = _still_varying(joint)
         what_if = bucketing_what_if(lengths, per_length, ms / 1e3, joint if co_varying else None,
-                                    tokens=kind == "dynamic_padding" and _integer_input(name, sigs))
+                                    tokens=kind == "dynamic_padding" and integer)
     n = len(ks)
     values_txt = ""
     vals = sorted({s[dim] for s in shapes if len(s) > dim}) if dim is not None else []
@@ -800,7 +801,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     after = int((series.ords > last).sum())
     settled = bool(comp_steps) and after >= SETTLED_AFTER and after >= 3 * max(last, 1)
     advice = ADVICE["resize"] if resized else ADVICE["input_set"] if input_set else ADVICE[kind]
-    if kind == "dynamic_padding" and not _integer_input(name, sigs):
+    if kind == "dynamic_padding" and not integer:
         # Values, not token ids (boxes, features): no tokenizer to ask for a fixed length.
         advice = ADVICE["dynamic_size"]
     row_counts = sorted({sh[0] for sh in shapes if sh}) if kind == "dynamic_padding" and 0 in varying else []
@@ -975,8 +976,8 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     comp_steps = sorted({int(s) for s in rows["step"]})
     advice = ""
     # No input came from the host in these steps: tensors kept on the device fed them.
-    hostless = c0.evidence.startswith("no input came from the host") or "(no input shapes recorded)" in c0.evidence
-    other_ops = False
+    hostless = bool(c0.no_host)
+    other_ops = c0.no_host == "new"  # (a graph of a size not seen before ran other ops)
     if key.group == "joined":
         user = sorted({ordinal_of.get(s, s) for s in comp_steps})
         return Finding(
@@ -1036,8 +1037,6 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         same = "with no new input from the host" if hostless else "with the same input shapes"
         # torch_xla's debug records (xprof run): did the graph take another number of inputs?
         took = _inputs_against_previous(rows, compiles) if hostless else None
-        # (a graph of a size not seen before ran other ops, not the same ones on other shapes)
-        other_ops = "(no input shapes recorded)" in c0.evidence
         state = "state_inputs" if other_ops or (took and took[1] != took[2]) else "state_grows"
         if hostless and not pattern:
             advice = ADVICE[state]
@@ -1145,7 +1144,7 @@ def _graph_inputs_changed(rows: pd.DataFrame, all_c: pd.DataFrame) -> list[tuple
     Empty when none does."""
     if "debug_inputs" not in rows or not len(rows) or "debug_inputs" not in all_c or "sig" not in all_c:
         return []
-    known = all_c[all_c["debug_inputs"].notna() & (all_c["at"] == "barrier")].sort_values("t", kind="stable")
+    known = _debug_barrier_compiles(all_c)
     # The graphs compiled before, by input signature, in time order: the one before a
     # compile is found by bisection (a run of thousands of compiles stays linear-ish).
     by_sig = {sig: (g["t"].to_numpy(), g["debug_inputs"].to_numpy(), g["graph_nodes"].to_numpy())
@@ -1172,12 +1171,18 @@ def _graph_inputs_changed(rows: pd.DataFrame, all_c: pd.DataFrame) -> list[tuple
     return out if scalar and not other else []
 
 
+def _debug_barrier_compiles(all_c: pd.DataFrame) -> pd.DataFrame:
+    """The compiles at a barrier that torch_xla's debug records give an input count for, in
+    time order."""
+    return all_c[all_c["debug_inputs"].notna() & (all_c["at"] == "barrier")].sort_values("t", kind="stable")
+
+
 def _inputs_against_previous(rows: pd.DataFrame, all_c: pd.DataFrame) -> tuple[int, int, int] | None:
     """(step, inputs of the barrier graph compiled before it, its inputs) for the first of
     these compiles torch_xla's debug records give both counts for; None without them."""
     if "debug_inputs" not in rows or "debug_inputs" not in all_c:
         return None
-    known = all_c[all_c["debug_inputs"].notna() & (all_c["at"] == "barrier")].sort_values("t", kind="stable")
+    known = _debug_barrier_compiles(all_c)
     ts, counts = known["t"].to_numpy(), known["debug_inputs"].to_numpy()
     for step, t, inputs in zip(rows["step"], rows["t"], rows["debug_inputs"]):
         if pd.isna(inputs):

@@ -45,12 +45,13 @@ from typing import Any
 from xprof.runfile import GROWING_READS as GROWING_READS  # (the analysis' too)
 from xprof.runfile import (
     NOTHING_TO_JUDGE,
-    base_input_name,
+    added_inputs,
     bucket_step,
     dynamo_func,
     grew,
     is_condition,
     is_fallback_counter,
+    listed_inputs,
     micro_batch_change,
 )
 from xprof.untrusted import visible
@@ -753,11 +754,9 @@ class LiveNotices:
                     self._add_cost(key, barrier_s + read_s, n_barrier + read_n,
                                    "another pass (an evaluation) with no barrier of its own ran inside a training "
                                    "step's graph: end it with torch_xla.sync()")
-                    bases = list(dict.fromkeys(base_input_name(a) for a in added))
-                    listed = ", ".join(clean(b, 40) for b in bases[:3]) + (
-                        f" and {len(bases) - 3} more" if len(bases) > 3 else "")
-                    self._say(key, f"step {i} recompiled: another pass's ops and inputs ({listed}), with no barrier "
-                              f"of their own, ran in this training step's graph; {so_far}")
+                    self._say(key, f"step {i} recompiled: another pass's ops and inputs "
+                              f"({clean(listed_inputs(added), 160)}), with no barrier of their own, ran in this "
+                              f"training step's graph; {so_far}")
                 else:
                     if name is None:
                         name, _old = self._gone_input(sig)  # (moved to the device in some steps only)
@@ -1040,23 +1039,17 @@ class LiveNotices:
 
     def _gone_input(self, sig: int) -> tuple[str | None, tuple[int, ...] | None]:
         """An input of a steady signature that ``sig``, with every other input alike, lacks."""
-        mine = {n: tuple(sh) for n, sh, _, _ in self._sigs.get(sig, [])}
+        mine = self._sigs.get(sig, [])
         for other in self._steady_sigs:
-            theirs = {n: tuple(sh) for n, sh, _, _ in self._sigs.get(other, [])}
-            if len(theirs) > len(mine) and all(theirs.get(n) == sh for n, sh in mine.items()):
-                gone = next(n for n in theirs if n not in mine)
-                return gone, theirs[gone]
+            theirs = self._sigs.get(other, [])
+            gone = added_inputs(theirs, [mine]) if mine else []
+            if gone:
+                return gone[0], next(tuple(sh) for n, sh, _, _ in theirs if n == gone[0])
         return None, None
 
     def _added_inputs(self, sig: int) -> list[str]:
-        """Inputs of ``sig`` beyond a steady signature whose every input it has, same shapes
-        (the analysis' ``causes._added_inputs``)."""
-        mine = {n: tuple(sh) for n, sh, _, _ in self._sigs.get(sig, [])}
-        for other in self._steady_sigs:
-            theirs = {n: tuple(sh) for n, sh, _, _ in self._sigs.get(other, [])}
-            if theirs and len(mine) > len(theirs) and all(mine.get(n) == sh for n, sh in theirs.items()):
-                return [n for n in mine if n not in theirs]
-        return []
+        """Inputs of ``sig`` beyond a steady signature whose every input it has, same shapes."""
+        return added_inputs(self._sigs.get(sig, []), (self._sigs[s] for s in self._steady_sigs if s in self._sigs))
 
     def _changed_input(self, sig: int) -> tuple[str | None, tuple[int, ...] | None, tuple[int, ...] | None]:
         """The input that changed against the closest earlier steady signature."""
@@ -1203,8 +1196,6 @@ class LiveNotices:
                             "(no recompile or host sync with a known cause after warm-up)"))
         lines.append(f"xprof: open the report: xprof report {_quote(run_path)} --open")
         return lines
-
-
 
 
 def _quote(path: str) -> str:
