@@ -174,3 +174,25 @@ def test_an_eval_loop_without_a_barrier_keeps_its_batches_out_of_the_next_step(d
     shapes = {tuple(tuple(e.shape) for e in run.signatures[s.sig]) for s in run.steps if s.sig is not None}
     assert shapes == {((4, 5),)}  # the eval batches fed the read's graph, not the next step's
     assert not any(f.cause == "input_shape" for f in analyze(run).findings)
+
+
+def test_tracing_tensors_printed_are_no_host_reads(device: Any, tmp_path: Path) -> None:
+    """aot_autograd formats fake XLA tensors while it traces (``scan_layers`` does, every
+    step): they say is_xla but hold no data, so only the real tensor's print is a read."""
+    import torch
+    import torch_xla
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    real = torch.ones(2, 3).to(device)
+    torch_xla.sync()
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fake = mode.from_tensor(real)
+    assert fake.is_xla
+    with xprof.watch(tmp_path / "r.json"):
+        for _ in range(2):
+            assert "FakeTensor" in repr(fake) and "device='xla" in f"{fake}"
+            repr(real)  # the read
+            torch_xla.sync()
+    run = load_run(tmp_path / "r.json")
+    sites = [run.sites[r.site] for r in run.syncs]
+    assert [(s.access, s.code) for s in sites] == [("repr", "repr(real)  # the read")] * 2

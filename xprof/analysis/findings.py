@@ -588,6 +588,9 @@ class _Series:
     """The input's shapes in each signature, in input order."""
     rests: list[tuple[tuple[str, tuple[int, ...]], ...]] = field(default_factory=list)
     """The other inputs' (name, shape) in each signature: what else a graph depends on."""
+    first: list[tuple[int, ...]] = field(default_factory=list)
+    """The input's shapes in the first step (ordinal 0, left out of the series as a one-off
+    graph), for counting the steps of a stage it began."""
 
     @classmethod
     def of(cls, name: str, steps: pd.DataFrame, sigs: dict[int, Signature]) -> _Series:
@@ -605,7 +608,11 @@ class _Series:
         groups = [shape_of.get(int(u), []) for u in uniques]
         rests = [rest_of.get(int(u), ()) for u in uniques]
         has = np.asarray([len(g) > 0 for g in groups], dtype=bool)[codes] if len(groups) else np.zeros(0, bool)
-        return cls(ords[has], codes[has], groups, rests)
+        at_first = (steps["work"].to_numpy(dtype=bool) & sig_col.notna().to_numpy(dtype=bool)
+                    & (steps["ordinal"].to_numpy() == 0))
+        first_sig = sig_col.to_numpy(dtype=np.int64, na_value=-1)[at_first]
+        first = shape_of.get(int(first_sig[0]), []) if len(first_sig) else []
+        return cls(ords[has], codes[has], groups, rests, first)
 
     def rows_shared(self) -> bool | None:
         """Whether the input's dim 0 is a batch's rows: another input had the same size there
@@ -668,6 +675,8 @@ class _Series:
                 runs.append([v, 1])
         if len(runs) < 2 or None in {v for v, _ in runs} or len({v for v, _ in runs}) != len(runs):
             return None
+        if self.first and len(self.first[0]) > dim and self.first[0][dim] == runs[0][0]:
+            runs[0][1] += 1  # the first step began the first stage
         return [(int(v), int(n)) for v, n in runs]
 
     def shapes(self) -> list[tuple[int, ...]]:

@@ -390,12 +390,27 @@ def _to_target_kind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None
     return kind if kind in ("cpu", "xla") else None
 
 
+def _tracing_types() -> tuple[type, ...]:
+    """Tensor types that stand for an XLA tensor while torch traces a function
+    (``torch.compile``, aot_autograd inside ``scan``/``scan_layers``): they say ``is_xla``,
+    but hold no data, so printing one (aot_autograd formats its metadata) reads nothing."""
+    out: list[type] = []
+    for module, name in (("torch._subclasses.fake_tensor", "FakeTensor"),
+                         ("torch._subclasses.functional_tensor", "FunctionalTensor")):
+        try:
+            out.append(getattr(__import__(module, fromlist=[name]), name))
+        except Exception:  # pragma: no cover - a torch without them
+            pass
+    return tuple(out)
+
+
 def _make_reader(rec: Recorder, kind: str, original: Callable[..., Any],
                  method: bool | None = True) -> Callable[..., Any]:
     """A host-read wrapper; ``method=False`` for a ``torch.*`` function whose first
     argument may be something other than a tensor (then it passes through); ``None`` for
     a function of XLA tensors only (``_xla_sync_multi``'s list)."""
     tls = rec.tls
+    tracing = frozenset(_tracing_types()) if method is not None else frozenset()
     counts = rec.counters.sync_counts
     counts_after = rec.counters.sync_counts_after
     site_of = rec.frames.user_site
@@ -403,7 +418,7 @@ def _make_reader(rec: Recorder, kind: str, original: Callable[..., Any],
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
         # CPU tensors first: this is every bool(cpu_tensor) in the process, torch's own too.
         if (not (method is None or (self.is_xla if method else getattr(self, "is_xla", False)))
-                or tls.depth or not rec.active):
+                or tls.depth or not rec.active or type(self) in tracing):
             return original(self, *args, **kwargs)
         try:
             before = counts()
