@@ -1370,3 +1370,22 @@ def test_a_graph_taking_other_device_tensors_gets_the_input_set_story(tmp_path: 
     assert f.title.startswith("The graph changed with no new input from the host")
     assert any("takes 20 inputs, the one before it 31: another set of tensors" in e for e in f.evidence)
     assert "frozen or unfrozen" in f.advice and "index_copy_" not in f.advice
+
+
+def test_a_read_that_ran_nothing_did_not_change_the_barrier_graph(tmp_path: Path) -> None:
+    """An epoch's running sum read after its last barrier (the value ready: nothing ran), then
+    reset with torch.zeros(device=...): the next step's new graph is the reset's, not the
+    read's (a read can only take ops out of the graph by running them)."""
+    def run(read_ran: bool) -> Any:
+        b = Builder(tmp_path / f"r{read_ran}.json")
+        for i in range(12):
+            b.step({"x": [16, 32]}, compile_ms=500 if i in (0, 1, 6) else 0, nodes=63 if i == 6 else 65, opt=1,
+                   read=("item", 20, "print(running.item())") if i == 6 else None, read_ran=read_ran)
+        return b.done()
+
+    ready = run(False)
+    (f,) = [f for f in ready.findings if not f.minor]
+    assert (f.cause, f.kind, f.line) == ("graph_change", "graph_change", None)
+    # The same read running the pending graph early cut it from the barrier's: its cause.
+    ran = run(True)
+    assert next((f.cause, f.line) for f in ran.findings if not f.minor) == ("implicit_sync", 20)

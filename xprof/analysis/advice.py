@@ -65,7 +65,8 @@ ADVICE = {
     "item": (
         "Don't read the value on the host mid-step: keep it on the device and log it "
         "through xm.add_step_closure(fn, (tensor,)) (runs after the barrier, no extra "
-        "execution)."
+        "execution; one added after a loop's last barrier waits for the next, so end the loop "
+        "with torch_xla.sync())."
     ),
     "print": (
         "Printing a device tensor copies it to the host and runs its graph early. Log it "
@@ -81,7 +82,10 @@ ADVICE = {
     ),
     "tensor_condition": (
         "Python control flow on a device tensor (if loss > x:) waits for its value. Keep the "
-        "decision on the device (torch.where, masking) or check it in a step closure."
+        "decision on the device (torch.where, masking) or check it in a step closure. A "
+        "decision the host must take (early stopping's break) can wait for a barrier: "
+        "torch_xla.sync() just before the if runs the pending ops as a graph of their own, "
+        "cached after, so the read compiles at most a tiny graph for the comparison."
     ),
     "scalar": (
         "int()/float() of a device tensor reads its value on the host. Keep it as a tensor, "
@@ -166,7 +170,12 @@ ADVICE = {
         "one while that lasts. At the end of a learning-rate schedule, keep the learning rate "
         "above 0 (a minimum lr: cosine_with_min_lr, eta_min); otherwise accept the recompiles: "
         "each of these graphs compiles once and is cached, so a ramp costs a few compiles, once. "
-        "XLA_NO_SPECIAL_SCALARS=1 did not prevent it where tried."
+        "XLA_NO_SPECIAL_SCALARS=1 did not prevent it where tried. A 0-dim tensor moved from the host "
+        "(torch.tensor(0.0).to(dev)) is baked in the same way; a 1-element one is not. A tensor "
+        "kept across steps and created again on the device (running = torch.zeros((), "
+        "device=dev) as each epoch starts) makes one graph of its own, compiled once and cached "
+        "for the later epochs; to keep the step's graph, reset it with the step's own ops "
+        "(running.mul_(keep[0]), keep = torch.tensor([0.0]).to(dev) that step and [1.0] the others)."
     ),
     "eval_mode_training": (
         "model.eval() (an evaluation, a checkpoint's validation) was not undone: call "

@@ -237,13 +237,19 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
         return causes
     live = live_reads(syncs)
     sites_by_step: dict[int, frozenset[int]] = {}
+    ran_sites: dict[int, set[int]] = {}
     dd_by_step: dict[int, list[int]] = {}
     index_by_step: dict[int, list[int]] = {}
     """Per step, sites where a device tensor was used as an index or slice bound (``t[:, :n]``)."""
     if len(live):
         read_sites: dict[int, set[int]] = {}
-        for step, site, access in zip(live["step"].tolist(), live["site"].tolist(), live["access"].tolist()):
+        ran = (live["executions"].to_numpy(dtype=np.int64) + live["uncached"].to_numpy(dtype=np.int64)
+               + live["cached"].to_numpy(dtype=np.int64)) > 0
+        for step, site, access, did in zip(live["step"].tolist(), live["site"].tolist(), live["access"].tolist(),
+                                           ran.tolist()):
             read_sites.setdefault(int(step), set()).add(int(site))
+            if did:
+                ran_sites.setdefault(int(step), set()).add(int(site))
             if access in DATA_DEPENDENT_ACCESS:
                 found_dd = dd_by_step.setdefault(int(step), [])
                 if int(site) not in found_dd:
@@ -315,7 +321,8 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
             step = _StepFacts(ordinal=ordinal, phase=phase, sig_id=sig_id, sites=sites, i=step_i,
                               dd_sites=dd_by_step.get(step_i, []), index_sites=index_by_step.get(step_i, []),
                               dynamo=kind == "dynamo" or prev_kind == "dynamo" or dz > 0 or step_i in dynamo_steps,
-                              barrier_site=bsite, eval_mode=bool(in_eval) and phase == "train")
+                              barrier_site=bsite, eval_mode=bool(in_eval) and phase == "train",
+                              ran_sites=frozenset(ran_sites.get(step_i, ())))
             read_compiled: set[int] = set()
             read_of = {k: _read_site(rows[k], ctx) for k in ks if rows[k]["at"] == "step"}
             growing = growing_reads([(site, rows[k]["graph_nodes"]) for k, site in read_of.items()])
@@ -421,6 +428,9 @@ class _StepFacts:
     """The barrier's index."""
     eval_mode: bool = False
     """A training step (backward, optimizer step) with the model in eval mode."""
+    ran_sites: frozenset[int] = frozenset()
+    """Sites of the step's reads that ran a graph (or looked one up): only those can have
+    taken ops out of the barrier's graph; a read of a value already computed changes nothing."""
 
 
 @dataclass
@@ -616,9 +626,9 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
             "so the step graph changed with it"))
     sites = step.sites
     seen_keys = ctx.seen_keys
-    if sites and (sig_id, sites) not in seen_keys:
+    if step.ran_sites and (sig_id, sites) not in seen_keys:
         earlier = set().union(*[s for (sg, s) in seen_keys if sg == sig_id]) if seen_keys else set()
-        new_sites = sorted(sites - earlier) or sorted(sites)
+        new_sites = sorted(step.ran_sites - earlier) or sorted(step.ran_sites)
         if call is not None:
             # The library call new in this step ran the fallback ops too: the graph it left
             # pending joined the barrier's. Its first read site stands for the call.

@@ -1087,10 +1087,13 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
             said = (f"the step's graph took {fewer[0][1]} inputs, then {', '.join(counts[:-1])}"
                     f"{' and ' if len(counts) > 1 else ''}{counts[-1]}, with the same ops: a value that is "
                     "an input in one graph is a constant in another, or shares an input with an equal value")
-        evidence.append(f"torch_xla's debug records: {said}. torch_xla bakes the Python scalars 0 and 1 into "
-                        "the graph (a learning rate that reaches 0, 1 - lr * weight_decay rounding to 1.0 in "
-                        "float32 near the end of a schedule, a loss weight ramped to 1) and passes equal "
-                        "scalars once")
+        evidence.append(f"torch_xla's debug records: {said}. torch_xla bakes the Python scalars 0 and 1 (and "
+                        "0-dim tensors of 0 or 1 moved from the host) into the graph (a learning rate that "
+                        "reaches 0, 1 - lr * weight_decay rounding to 1.0 in float32 near the end of a "
+                        "schedule, a loss weight ramped to 1) and passes equal "
+                        "scalars once; a tensor kept from step to step and created again on the device (a "
+                        "running sum reset with torch.zeros(..., device=...) as an epoch starts) is a constant "
+                        "in that step too, an input again after")
     user_steps = sorted({ordinal_of.get(s, s) for s in comp_steps})
     where = "after training step" if kind == "eval_pass" else "at step"
     evidence.append(f"compiled {where}{'s' if len(user_steps) != 1 else ''} "
