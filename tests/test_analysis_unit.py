@@ -1389,3 +1389,27 @@ def test_a_read_that_ran_nothing_did_not_change_the_barrier_graph(tmp_path: Path
     # The same read running the pending graph early cut it from the barrier's: its cause.
     ran = run(True)
     assert next((f.cause, f.line) for f in ran.findings if not f.minor) == ("implicit_sync", 20)
+
+
+def test_a_graph_larger_each_time_it_changes_is_state_that_grows(tmp_path: Path) -> None:
+    """losses.append(loss) every step, torch.stack(losses).mean().item() every 10: the step
+    graphs with the read take 10 more kept tensors each time (50, 60, 70 nodes against 39),
+    each compiled once. Not three unrelated graph changes, nor the read's (it ran a graph)."""
+    b = Builder(tmp_path / "r.json")
+    for i in range(30):
+        grown = (i + 1) % 10 == 0
+        b.step({"x": [16, 32]}, compile_ms=500 if i in (0, 1) or grown else 0,
+               nodes=39 + (i + 1) if grown else 39, opt=1,
+               read=("item", 16, "print(torch.stack(losses).mean().item())") if grown else None,
+               read_compile_ms=100 if grown else 0)
+    a = b.done()
+    grows = next(f for f in a.findings if f.kind == "graph_grows")
+    assert grows.title == ("The step graph grows: 3 new graphs from the same inputs, each larger than the last "
+                           "(49, 59, 69 nodes), none reused, 1.50 s")
+    assert grows.steps == [9, 19, 29] and "a host read ran in each of these steps: train.py:16" in grows.evidence[2]
+    # Two larger graphs are not yet a trend: each stays a graph change of its own.
+    b = Builder(tmp_path / "two.json")
+    for i in range(20):
+        b.step({"x": [16, 32]}, compile_ms=500 if i in (0, 1, 9, 19) else 0,
+               nodes=39 + (i + 1) if i in (9, 19) else 39, opt=1)
+    assert "graph_grows" not in {f.kind for f in b.done().findings}

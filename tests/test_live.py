@@ -625,3 +625,32 @@ def test_another_pass_inside_a_training_step_is_noticed_as_such() -> None:
     live.feed(recs)
     assert said == ["xprof: step 6 recompiled: another pass's ops and inputs (vx), with no barrier of their own, "
                     "ran in this training step's graph; 1 recompile so far, 1.0 s"]
+
+
+def test_a_ready_read_is_not_what_changed_the_graph() -> None:
+    # An epoch's running sum read after its last barrier (ready: it ran nothing), then reset
+    # with torch.zeros(device=...): step 10's new graph is a graph change, as in the analysis,
+    # not the read's (which had said nothing, and the exit summary "nothing stands out").
+    def notices(ran: bool) -> list[str]:
+        said: list[str] = []
+        live = LiveNotices(0.0, said.append)
+        recs: list[dict[str, Any]] = [{"type": "site", "id": 0, "kind": "item", "file": "/x/train.py", "line": 20,
+                                       "func": "main", "via": None, "code": "print(running.item())"}]
+        for i in range(14):
+            new = i in (0, 1, 10)
+            if i == 10:
+                ran_x = {"x": 1} if ran else {}
+                recs.append({"type": "sync", "i": i, "site": 0, "t0": i + 0.1, "t1": i + 0.2, **ran_x})
+            if new:
+                recs.append({"type": "compile", "i": i, "t": i + 0.9, "ns": 1e9, "at": "barrier"})
+            recs.append({"type": "graph_sizes", "samples": [[i + 0.9, 63 if i == 10 else 65]]})
+            recs.append({"type": "step", "i": i, "t0": i, "tb": i + 0.5, "t1": i + 1.0, "barrier": "mark_step",
+                         "o": 1, "bw": 1, "sig": 0, **({"bu": 1} if new else {"bc": 1})})
+        live.feed(recs)
+        return said + live.summary(14.0, "r.json")[2:3]
+
+    assert notices(False) == [
+        "xprof: step 10 recompiled: same input shapes, different graph; 1 recompile so far, 1.0 s",
+        "xprof: first thing to change: the graph changes with the same inputs: look for a Python value that "
+        "changes between steps (1 compile, 1.0 s)"]
+    assert notices(True)[0] == "xprof: step 10: running.item() at train.py:20 forces a host sync (1 of 11 steps so far)"

@@ -296,6 +296,14 @@ ADVICE = {
         "preparation, logging). Or turn eager mode off (torch_xla.experimental.eager_mode(False)) "
         "so the step is traced lazily up to its barrier."
     ),
+    "graph_grows": (
+        "Something kept from step to step grows inside the graph: most often a Python list of "
+        "device tensors appended to every step (losses.append(loss)) and stacked when read "
+        "(torch.stack(losses).mean()), which puts every kept tensor in the graph again. Clear "
+        "the list after reading it, or keep a running sum on the device (total += "
+        "loss.detach()) and read that. Layers unfrozen in stages grow the graph too; each "
+        "stage then compiles once."
+    ),
     "pass_joined": (
         "An evaluation (or any other pass) with no barrier of its own leaves its ops pending, and "
         "the next training step's barrier runs them with the step's: one more graph, and the "

@@ -291,6 +291,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
         for sid, sig in sigs.items():
             ctx.same_shapes.setdefault(sig, []).append(sid)
     ctx.eval_owner = _eval_pass_owners(steps, sites_by_step, ctx)
+    ctx.grown = _growing_graphs(steps, compiles, train_nodes)
     ctx.fallback_calls = _fallback_calls(steps, live, ctx.sites)
     # A recorder that counts backward passes marks eval barriers itself (steps.assign); the
     # graph-size guess below is only for files without that evidence.
@@ -454,6 +455,9 @@ class _Context:
     """For each barrier of an eval pass, the cause its compiles get (:func:`_eval_pass_owners`)."""
     known_sigs: SigIndex = field(default_factory=lambda: SigIndex())
     """The earlier signatures as :func:`_closest` compares them."""
+    grown: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    """(step, nodes) of each barrier graph in a run of graphs of one input signature, each
+    larger than every graph before it (:func:`_growing_graphs`) -> the node counts of that run."""
     fallback_calls: dict[str, tuple[str, str, int]] = field(default_factory=dict)
     """CPU-fallback ops that ran only in steps where one library call read values (outside the
     training loop's own lines): op -> that call (via, file, line). Its calls are the library
@@ -537,6 +541,46 @@ def _first_graph_was_steady(steps: pd.DataFrame, first: tuple[int | None, int | 
     later = np.flatnonzero(steps["work"].to_numpy(dtype=bool) & (steps["ordinal"].to_numpy() >= 1)
                            & sig.notna().to_numpy() & (sig.to_numpy(dtype=np.int64, na_value=0) == first[0]))
     return bool(len(later)) and int(steps["barrier_uncached"].iat[later[0]]) == 0
+
+
+GROWING_GRAPHS = 3
+"""Graphs of one input signature, each larger than the one before, that make a growing graph."""
+
+
+def _growing_graphs(steps: pd.DataFrame, compiles: pd.DataFrame,
+                    train_nodes: int | None) -> dict[tuple[int, int], list[int]]:
+    """The barrier compiles of training steps after warm-up where, for one input signature,
+    each new graph was larger than the training step's and every one before it, at least
+    :data:`GROWING_GRAPHS` times: (step, nodes) -> the node counts of that run (50, 60, 70 for
+    a list of 10 more losses stacked every 10 steps)."""
+    if not len(compiles) or train_nodes is None:
+        return {}
+    info = steps.set_index("i")[["sig", "ordinal", "phase", "work"]]
+    at = compiles["at"].to_numpy(dtype=object)
+    by_sig: dict[int, list[tuple[int, int]]] = {}
+    for k, (step, nodes) in enumerate(zip(compiles["step"].tolist(), compiles["graph_nodes"].tolist())):
+        if at[k] == "step" or nodes is None or pd.isna(nodes) or int(step) not in info.index:
+            continue
+        sig, ordinal, phase, work = info.loc[int(step)]
+        if phase == "train" and work and not pd.isna(sig) and ordinal >= WARMUP_STEPS:
+            by_sig.setdefault(int(sig), []).append((int(step), int(nodes)))
+    out: dict[tuple[int, int], list[int]] = {}
+    for seq in by_sig.values():
+        run: list[tuple[int, int]] = []
+        top = train_nodes
+        for step, nodes in seq:
+            if nodes <= top:
+                break
+            run.append((step, nodes))
+            top = nodes
+        if len(run) >= GROWING_GRAPHS:
+            sizes = [n for _, n in run]
+            out.update({key: sizes for key in run})
+    return out
+
+
+def _first_nodes(sizes: list[int]) -> str:
+    return ", ".join(str(n) for n in sizes[:6]) + (" ..." if len(sizes) > 6 else "")
 
 
 def _train_graph_nodes(steps: pd.DataFrame) -> int | None:
@@ -624,6 +668,13 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
         return Cause("dynamo", FindingKey("dynamo"), evidence=(
             "torch.compile traced a graph again in this step (same input shapes as before), "
             "so the step graph changed with it"))
+    sizes = ctx.grown.get((step.i, nodes)) if nodes is not None else None
+    if sizes is not None:
+        # Larger each time, from the same inputs: something kept from step to step grows in
+        # it (a Python list of device tensors, appended to every step and stacked at a read).
+        return Cause("graph_change", FindingKey("grows"), evidence=(
+            f"same input shapes each time, and a graph larger each time it changed: {_first_nodes(sizes)} "
+            f"nodes, against the training step's {ctx.train_nodes}"))
     sites = step.sites
     seen_keys = ctx.seen_keys
     if step.ran_sites and (sig_id, sites) not in seen_keys:

@@ -977,6 +977,35 @@ def _sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows:
     )
 
 
+def _grows_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
+                   ordinal_of: dict[int, int], sites: dict[int, Site], syncs: pd.DataFrame | None,
+                   comp_steps: list[int], ms: float) -> Finding:
+    """Graphs of the same inputs, larger each time: state kept across steps grows in them."""
+    n = len(rows)
+    sizes = {int(v) for v in rows["graph_nodes"].dropna()}
+    again = steps[steps["graph_nodes"].isin(list(sizes)) & ~steps["i"].isin(comp_steps)]
+    reused = int(((again["cached"] > 0) & (again["uncached"] == 0)).sum()) if len(again) else 0
+    user = sorted({ordinal_of.get(s, s) for s in comp_steps})
+    listed = ", ".join(str(u) for u in user[:10]) + (" ..." if len(user) > 10 else "")
+    evidence = [c0.evidence, f"compiled at steps {listed}"]
+    if syncs is not None and len(syncs):
+        # A read in every one of these steps: what it reads is likely what grows (stacked).
+        live = syncs[~syncs["deferred"].astype(bool)]
+        per_site = live[live["step"].isin(comp_steps)].groupby("site")["step"].nunique()
+        for sid in per_site[per_site == len(comp_steps)].index.tolist()[:1]:
+            site = sites.get(int(sid))
+            if site is not None:
+                evidence.append(f"a host read ran in each of these steps: {os.path.basename(site.file)}:{site.line} "
+                                f"{site.code.strip()}")
+    title = (f"The step graph grows: {n} new graphs from the same inputs, each larger than the last "
+             f"({', '.join(str(v) for v in sorted(sizes)[:6])}{' ...' if len(sizes) > 6 else ''} nodes), "
+             f"{'none reused' if not reused else 'each reused later'}, {ms / 1e3:.2f} s")
+    return Finding(
+        id=str(key), cause="graph_change", kind="graph_grows", title=title, count=n, compiles=n,
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["graph_grows"],
+        evidence=evidence, steps=comp_steps)
+
+
 def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
                    ordinal_of: dict[int, int], sites: dict[int, Site], compiles: pd.DataFrame,
                    syncs: pd.DataFrame | None = None) -> Finding:
@@ -997,6 +1026,8 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
             advice=ADVICE["pass_joined"], evidence=[c0.evidence, f"compiled at step{'s' if len(user) != 1 else ''} "
                                                     f"{', '.join(str(u) for u in user[:10])}"],
             steps=comp_steps)
+    if key.group == "grows":
+        return _grows_finding(key, c0, rows, steps, ordinal_of, sites, syncs, comp_steps, ms)
     if key == EVAL_KEY:
         kind = "eval_pass"
         starts = _eval_pass_starts(steps)

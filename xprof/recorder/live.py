@@ -698,6 +698,8 @@ class LiveNotices:
             so_far = (f"{self._recompiles} recompile{'s' if self._recompiles != 1 else ''} so far, "
                       f"{_seconds(self._recompile_s)}")
             read_sites = {int(s["site"]) for s in self._step_syncs}
+            # (only a read that ran a graph can have taken ops out of the barrier's: the analysis' rule 4)
+            ran_sites = {int(s["site"]) for s in self._step_syncs if s.get("x") or s.get("u") or s.get("c")}
             train = self._train_nodes
             dd = [k for k in (self._dd_key(int(s["site"])) for s in self._step_syncs) if k is not None]
             if nodes is not None and train and nodes < 0.75 * train and not (rec.get("o") or rec.get("bw")):
@@ -771,8 +773,8 @@ class LiveNotices:
                             else f"{clean(name, 60)} is missing from its inputs" if name and _old is not None
                             else f"new input {clean(name, 60)}" if name else "the input shapes changed")
                     self._say(("input_shape", name or "?"), f"step {i} recompiled: {what}; {so_far}")
-            elif read_sites - self._sites_read:
-                first_new = min(read_sites - self._sites_read)
+            elif ran_sites - self._sites_read:
+                first_new = min(ran_sites - self._sites_read)
                 key = ("sync", str(first_new))
                 if key in self._cost:
                     self._cost[key][0] += barrier_s
