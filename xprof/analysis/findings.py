@@ -773,6 +773,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         kind, pattern = ("dynamic_size" if distinct >= 3 else "shape_change"), None
     what_if = None
     co_varying: list[str] = []
+    alone_left = 0
     integer = _integer_input(name, sigs)  # (token ids: a tokenizer's padding; else values)
     if kind in ("dynamic_padding", "dynamic_size") and dim is not None and len(rows):
         lengths = series.values(dim)
@@ -781,8 +782,13 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         per_length = ms / 1e3 / max(len(set(lengths)) - 1, 1)
         joint = series.with_rest(dim)
         co_varying = _still_varying(joint)
-        what_if = bucketing_what_if(lengths, per_length, ms / 1e3, joint if co_varying else None,
-                                    tokens=kind == "dynamic_padding" and integer)
+        tokens = kind == "dynamic_padding" and integer
+        what_if = bucketing_what_if(lengths, per_length, ms / 1e3, joint if co_varying else None, tokens=tokens)
+        if any(co_varying):
+            # Other inputs padded on their own (a seq2seq batch's labels): the advice pads them
+            # the same way, and so does the table; "alone" says what this input's padding leaves.
+            alone_left = min(int(r["graphs"]) for r in what_if)  # type: ignore[call-overload]
+            what_if = bucketing_what_if(lengths, per_length, ms / 1e3, joint, tokens=tokens, rest_dim=dim)
     n = len(ks)
     values_txt = ""
     vals = sorted({s[dim] for s in shapes if len(s) > dim}) if dim is not None else []
@@ -874,8 +880,10 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         if other_inputs:
             many = len(other_inputs) > 1
             parts.append(f"{_and_list(other_inputs)} {'change' if many else 'changes'} shape on "
-                         f"{'their' if many else 'its'} own: padding {name} alone leaves {graphs} "
-                         f"(counted in the table): pad {'them' if many else 'it'} the same way")
+                         f"{'their' if many else 'its'} own: padding {name} alone leaves at least "
+                         f"{alone_left} graph{'s' if alone_left != 1 else ''}; pad {'them' if many else 'it'} "
+                         f"the same way (the table does, each to {'its' if not many else 'their'} own "
+                         "multiple or largest size)")
         evidence.insert(1 if settled else 0, "; ".join(parts))
     return Finding(
         id=str(FindingKey.input(name)), cause="input_shape", kind=kind, title=title, count=n, compiles=n,

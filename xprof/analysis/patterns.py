@@ -51,7 +51,7 @@ def bucket(value: int, multiple: int) -> int:
 
 def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_seconds: float,
                       with_rest: Collection[tuple[int, Hashable]] | None = None,
-                      tokens: bool = True) -> list[dict[str, object]]:
+                      tokens: bool = True, rest_dim: int | None = None) -> list[dict[str, object]]:
     """Graphs and recompile seconds left by padding the varying dim to multiples or to the max.
 
     ``lengths`` are the per-step values of the dimension. ``graphs`` is the number of
@@ -64,8 +64,10 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_sec
     more than the length changes (a token budget's batch size, a seq2seq batch's labels
     padded on their own): ``graphs`` then counts what padding the length alone leaves,
     the rest as recorded, and one more graph costs ``current_seconds`` over the recorded
-    graphs after the first. ``tokens``: the strategies in a tokenizer's words
-    (``pad_to_multiple_of=8``); else plain ones (``a multiple of 8``).
+    graphs after the first. ``rest_dim``: the other inputs (``with_rest``'s keys, as
+    ``(name, shape)`` pairs) are padded the same way along that dim too (labels padded to the
+    same multiple, or each to its own largest size). ``tokens``: the strategies in a
+    tokenizer's words (``pad_to_multiple_of=8``); else plain ones (``a multiple of 8``).
     """
     if not lengths:
         return []
@@ -73,11 +75,28 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_sec
     # through every step, without a bucket() call per step and strategy.
     counts = Counter(lengths)
     used = float(sum(lengths))
+    top_of: dict[str, int] = {}
+    if with_rest and rest_dim is not None:
+        for _, key in with_rest:
+            for name, shape in key:  # type: ignore[attr-defined]
+                if name and len(shape) > rest_dim and shape[rest_dim] >= 0:
+                    top_of[name] = max(top_of.get(name, 0), shape[rest_dim])
 
-    def graphs_of(padded: dict[int, int]) -> int:
+    def rest_padded(key: Hashable, m: int | None) -> Hashable:
+        if rest_dim is None:
+            return key
+        out = []
+        for name, shape in key:  # type: ignore[attr-defined]
+            if name and len(shape) > rest_dim and shape[rest_dim] >= 0:
+                v = bucket(shape[rest_dim], m) if m else top_of[name]
+                shape = shape[:rest_dim] + (v,) + shape[rest_dim + 1:]
+            out.append((name, shape))
+        return tuple(out)
+
+    def graphs_of(padded: dict[int, int], m: int | None = None, pad_rest: bool = False) -> int:
         if not with_rest:
             return len(set(padded.values()))
-        return len({(padded.get(v, v), rest) for v, rest in with_rest})
+        return len({(padded.get(v, v), rest_padded(rest, m) if pad_rest else rest) for v, rest in with_rest})
 
     recorded = graphs_of({v: v for v in counts})
     if with_rest:
@@ -93,11 +112,11 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_sec
         padded = {v: bucket(v, m) for v in counts}
         padded_sum = sum(padded[v] * n for v, n in counts.items())
         label = f"pad_to_multiple_of={m}" if tokens else f"a multiple of {m}"
-        out.append(_row(label, graphs_of(padded), compile_s_each, current_seconds,
+        out.append(_row(label, graphs_of(padded, m, True), compile_s_each, current_seconds,
                         padded_sum / used - 1.0))
     top = max(lengths)
     label = f"padding='max_length' (max_length={top})" if tokens else f"the largest size ({top})"
-    out.append(_row(label, graphs_of({v: top for v in counts}),
+    out.append(_row(label, graphs_of({v: top for v in counts}, None, True),
                     compile_s_each, current_seconds, top * len(lengths) / used - 1.0))
     return out
 
