@@ -1415,3 +1415,21 @@ def test_a_graph_larger_each_time_it_changes_is_state_that_grows(tmp_path: Path)
         b.step({"x": [16, 32]}, compile_ms=500 if i in (0, 1, 9, 19) else 0,
                nodes=39 + (i + 1) if i in (9, 19) else 39, opt=1)
     assert "graph_grows" not in {f.kind for f in b.done().findings}
+
+
+def test_a_new_graph_in_most_steps_with_some_reuse_is_a_baked_number(tmp_path: Path) -> None:
+    """A random crop x[:, :, i:i+L] with i from Python's random: a new graph in most steps, a
+    few offsets drawn again (their graph cached). Not 'changed once, cached afterwards'."""
+    b = Builder(tmp_path / "r.json")
+    offsets = [0, 0, 5, 9, 2, 5, 14, 7, 9, 3, 11, 8, 2, 6]
+    seen: set[int] = set()
+    for i, off in enumerate(offsets):
+        new = i < 2 or off not in seen
+        b.step({"x": [16, 4, 64]}, compile_ms=500 if new else 0, opt=1, nodes=72)
+        if i >= 2:
+            seen.add(off)
+    (f,) = b.done().findings
+    assert f.kind == "graph_every_step"
+    assert f.title == ("The graph changed in 9 of 12 steps with the same input shapes: 9 new graphs, "
+                       "3 steps reused one, 4.50 s")
+    assert "slice bound" in f.advice

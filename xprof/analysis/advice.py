@@ -154,7 +154,8 @@ ADVICE = {
     "graph_change": (
         "The same inputs produced a different graph: look for Python control flow that depends "
         "on the step or on values, Python scalars that change (0 and 1 are baked into the graph "
-        "as constants), or a different set of live tensors at the barrier."
+        "as constants; a Python int used as a slice bound, an index or a size is baked in at any "
+        "value), or a different set of live tensors at the barrier."
     ),
     "condition_graph": (
         "A Python `if` on a tensor's value picks which ops the step runs: each outcome is its own "
@@ -184,8 +185,8 @@ ADVICE = {
         "graph of its own."
     ),
     "graph_every_step": (
-        "Each of these steps built a graph never seen before from inputs of the same shapes, so "
-        "something that changes each step is baked into the graph: most often a Python number "
+        "These steps built graphs never seen before from inputs of the same shapes, so "
+        "something that changes from step to step is baked into the graph: most often a Python number "
         "used as a size, a slice bound or an offset (a random crop drawn with Python's random), "
         "or a Python scalar that becomes 0 or 1 (those two are baked in as constants; other "
         "values are passed as data). Draw such values as device tensors "

@@ -1102,6 +1102,12 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
             kind, advice = "graph_every_step", ADVICE[state if hostless else "graph_every_step"]
             title = (f"The graph changed at every step {same}: {n} new graphs in "
                      f"{len(work)} steps, none reused, {ms / 1e3:.2f} s")
+        elif not pattern and n >= 3 and n >= 0.5 * len(work) and not fewer:
+            # A new graph in most steps, a few values coming back (a random crop's offset drawn
+            # from a few dozen): the same story as every step, with some reuse.
+            kind, advice = "graph_every_step", ADVICE[state if hostless else "graph_every_step"]
+            title = (f"The graph changed in {n} of {len(work)} steps {same}: {n} new graphs, "
+                     f"{reused} step{'s' if reused != 1 else ''} reused one, {ms / 1e3:.2f} s")
         else:
             title = (f"The step graph changes {pattern}" if pattern else
                      f"The graph changed {same}") + (
