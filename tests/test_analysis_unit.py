@@ -61,7 +61,7 @@ class Builder:
         if barrier_site is not None:  # who asked for a barrier that compiled
             self.w.write({"type": "site", "id": 1000, "kind": "barrier", "file": "/u/train.py", "func": "main",
                           **barrier_site})
-            rec["site"] = 1000
+            rec["site"] = barrier_site.get("id", 1000)
         if compile_ms:
             rec["c"]["UncachedCompile"] = rec["c"].get("UncachedCompile", 0) + 1
             rec["bu"] = 1
@@ -1433,3 +1433,29 @@ def test_a_new_graph_in_most_steps_with_some_reuse_is_a_baked_number(tmp_path: P
     assert f.title == ("The graph changed in 9 of 12 steps with the same input shapes: 9 new graphs, "
                        "3 steps reused one, 4.50 s")
     assert "slice bound" in f.advice
+
+
+def test_a_library_calls_own_barrier_after_an_eval_pass_is_the_calls(tmp_path: Path) -> None:
+    """xm.mesh_reduce after an evaluation: its rendezvous syncs compile graphs of their own
+    (torch_xla's debug output: 'user torch_xla.sync' at the mesh_reduce line), which are the
+    call's, not the evaluation's; the eval loader's barriers stay the pass's."""
+    b = Builder(tmp_path / "r.json")
+    loader = {"line": 28, "via": "torch_xla.distributed.parallel_loader.PerDeviceLoader.__next__",
+              "code": "for x, y in test_dl:"}
+    reduce = {"id": 1001, "line": 32, "via": "torch_xla.core.xla_model.mesh_reduce",
+              "code": "acc = xm.mesh_reduce('acc', correct.item() / total, np.mean)"}
+    for epoch in range(2):
+        for i in range(6):
+            b.step({"x": [16, 20]}, compile_ms=500 if epoch == 0 and i < 2 else 0, opt=1, fields={"bw": 1})
+        for i in range(3):
+            b.step({"x": [16, 20]} if i < 2 else {"x": [2, 20]}, compile_ms=300 if epoch == 0 and i != 1 else 0,
+                   barrier_site=loader if epoch == 0 and i != 1 else None, fields={"ev": 1, "ng": 1})
+        b.step(compile_ms=100 if epoch == 0 else 0, barrier_site=reduce if epoch == 0 else None,
+               fields={"ev": 1, "ng": 1})
+    a = b.done()
+    by_kind = {f.kind: f for f in a.findings}
+    assert by_kind["eval_pass"].compiles == 2
+    own = by_kind["library_sync"]
+    assert own.title == ("torch_xla.core.xla_model.mesh_reduce (called from train.py:32) asked for a barrier of its "
+                         "own: 1 compile, 0.10 s")
+    assert (own.line, a.totals.compiles) == (32, 5)

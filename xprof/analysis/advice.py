@@ -305,6 +305,12 @@ ADVICE = {
         "loss.detach()) and read that. Layers unfrozen in stages grow the graph too; each "
         "stage then compiles once."
     ),
+    "own_barrier": (
+        "The library call syncs by itself (a collective's rendezvous, a metrics gather) and runs "
+        "the ops pending at that point as a graph of its own: compiled once per shape, cached "
+        "after. Call it where little is pending (after the pass's own barrier), and not every "
+        "step if it is only for logging."
+    ),
     "pass_joined": (
         "An evaluation (or any other pass) with no barrier of its own leaves its ops pending, and "
         "the next training step's barrier runs them with the step's: one more graph, and the "

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, loop_lines, mechanism
+from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, loop_lines, mechanism, own_barrier
 from xprof.analysis.model import EVAL_KEY, EVAL_MODE_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.steps import eval_pass_ids
@@ -503,6 +503,14 @@ def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[in
             if owner is not None:
                 break
         for k in ks:
+            asked = site_col[k]
+            asker = ctx.sites.get(asked) if asked is not None else None
+            if owner is None and asked is not None and own_barrier(asker):
+                # A library call's own sync after the pass's batches (xm.mesh_reduce's
+                # rendezvous): its graphs are the call's, not the evaluation's.
+                owners[int(step_ids[k])] = Cause("implicit_sync", FindingKey.sync(asked), site=asked, evidence=(
+                    f"{asker.via if asker else '?'} asked for this barrier itself and ran a graph of its own"))
+                continue
             owners[int(step_ids[k])] = owner or Cause("graph_change", EVAL_KEY, evidence=(
                 "compiled in an eval pass (no optimizer step or backward pass; grad off or the "
                 "model in eval mode)"))

@@ -136,6 +136,9 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
             mech = _mech.known(str(key))
             if mech is not None:
                 findings.append(_barrier_mechanism_finding(mech, compiles.iloc[ks], causes[ks[0]]))
+            elif causes[ks[0]].site is not None:
+                findings.append(_own_barrier_finding(str(key), compiles.iloc[ks], causes[ks[0]],
+                                                     site_info.get(int(causes[ks[0]].site or 0))))
 
     # -- compiles without a host read ----------------------------------------------------
     gave_up = _gave_up(dynamo_limits or [], compiles, causes, ordinal_of)
@@ -1517,6 +1520,23 @@ def _barrier_mechanism_finding(mech: _mech.Mechanism, rows: pd.DataFrame, c0: Ca
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=mech.advice,
         evidence=[c0.evidence] if c0.evidence else [], steps=sorted({int(s) for s in rows["step"]}),
     )
+
+
+def _own_barrier_finding(key: str, rows: pd.DataFrame, c0: Cause, site: Site | None) -> Finding:
+    """A library call that asked for barriers itself (no reads of its own recorded):
+    accelerate's gather, a rendezvous. Its graphs are the call's."""
+    ms = float(rows["ms"].sum())
+    n = len(rows)
+    who = (f"{site.via} (called from {_loc(site.file, site.line)})" if site is not None and site.via
+           else "A library call")
+    return Finding(
+        id=key, cause="implicit_sync", kind="library_sync",
+        title=f"{who} asked for a barrier of its own: {n} compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s",
+        count=n, compiles=n, seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
+        advice=ADVICE["own_barrier"], evidence=[c0.evidence] if c0.evidence else [],
+        steps=sorted({int(s) for s in rows["step"]}),
+        file=site.file if site is not None else None, line=site.line if site is not None else None,
+        code=site.code if site is not None else None)
 
 
 def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.ndarray) -> Finding | None:
