@@ -26,6 +26,8 @@ class Builder:
         self.sigs: dict[tuple[Any, ...], int] = {}
         self.dtype = "int64"
         """The dtype of every input the signatures record."""
+        self.src = "batch"
+        """Where every input came from (a DataLoader's batch; ``to``: moved by the loop)."""
 
     def step(self, shapes: dict[str, list[int]] | None = None, compile_ms: float = 0.0,
              nodes: int = 70, read: tuple[str, int, str] | None = None, read_compile_ms: float = 0.0,
@@ -76,7 +78,7 @@ class Builder:
             if key not in self.sigs:
                 self.sigs[key] = len(self.sigs)
                 self.w.write({"type": "sig", "id": self.sigs[key], "inputs": [
-                    {"name": k, "shape": v, "dtype": self.dtype, "src": "batch"} for k, v in shapes.items()]})
+                    {"name": k, "shape": v, "dtype": self.dtype, "src": self.src} for k, v in shapes.items()]})
             rec["sig"] = self.sigs[key]
         self.w.write(rec)
         self.w.write({"type": "exec", "samples": [[t1 + 0.002, 1e6]]})
@@ -1459,3 +1461,63 @@ def test_a_library_calls_own_barrier_after_an_eval_pass_is_the_calls(tmp_path: P
     assert own.title == ("torch_xla.core.xla_model.mesh_reduce (called from train.py:32) asked for a barrier of its "
                          "own: 1 compile, 0.10 s")
     assert (own.line, a.totals.compiles) == (32, 5)
+
+
+@pytest.mark.parametrize("src, sizes, kind", [
+    ("to", [8] * 9 + [6] + [8] * 6, "batch_size_change"),  # once, mid-run, no loader: no epoch said
+    ("batch", [8] * 9 + [6] + [8] * 6, "partial_batch"),  # a DataLoader's: a short last batch
+    ("to", ([8] * 3 + [6]) * 4, "partial_batch"),  # recurring: each epoch of a list of batches
+    ("to", [8] * 15 + [6], "partial_batch"),  # at the very end of the run
+])
+def test_a_short_batch_is_an_epochs_last_only_with_evidence(tmp_path: Path, src: str, sizes: list[int],
+                                                            kind: str) -> None:
+    b = Builder(tmp_path / "r.json")
+    b.src = src
+    seen: set[int] = set()
+    for i, n in enumerate(sizes):
+        b.step({"x": [n, 16], "y": [n]}, compile_ms=500 if i < 2 or n not in seen else 0, opt=1)
+        if i >= 1:
+            seen.add(n)
+    (f,) = b.done().findings
+    assert f.kind == kind
+    assert ("drop_last" in f.advice) and (f.pattern is None) == (kind == "batch_size_change")
+
+
+def test_generate_inside_the_trainers_evaluation_is_its_own_finding(tmp_path: Path) -> None:
+    """Seq2SeqTrainer(predict_with_generate=True): generate() reads its stop condition every
+    token, and torch.isin on the CPU cuts a graph just before each read. Those compiles, in
+    the reads and between them (a model's mask check on one side), are generate()'s, not the
+    evaluation pass's (torch_xla's debug output puts them at stopping_criteria and
+    generation/utils)."""
+    w = RunWriter(tmp_path / "r.json", {"name": "unit", "started_unix": T0, "meta": {}})
+    evaluate = "transformers.trainer_seq2seq.Seq2SeqTrainer.evaluate"
+    outer = ["transformers.generation.utils.GenerationMixin.generate",
+             "transformers.trainer_seq2seq.Seq2SeqTrainer.prediction_step",
+             "transformers.trainer.Trainer.evaluation_loop", evaluate]
+    for sid, inner, extra in [(10, "transformers.generation.utils.GenerationMixin._has_unfinished_sequences", []),
+                              (12, "transformers.masking_utils._ignore_bidirectional_mask_sdpa",
+                               ["transformers.models.t5.modeling_t5.T5Stack.forward"])]:
+        w.write({"type": "site", "id": sid, "kind": "bool", "file": "/u/train.py", "line": 17, "func": "<module>",
+                 "via": evaluate, "code": "print(trainer.evaluate())", "inner": inner,
+                 "chain": [inner, *extra, *outer]})
+    t = T0
+    for i in range(3):  # training steps
+        w.write({"type": "compile", "i": i, "t": t + 0.5, "ns": 5e8, "at": "barrier"} if i < 2 else
+                {"type": "graph_sizes", "samples": []})
+        w.write({"type": "step", "i": i, "t0": t, "tb": t + 0.1, "t1": t + 1, "barrier": "mark_step", "o": 1,
+                 "bw": 1, "c": {"MarkStep": 1}, **({"bu": 1} if i < 2 else {"bc": 1})})
+        t += 1
+    for _ in range(4):  # one eval step, four tokens: mask check, a cut graph, the stop check
+        w.write({"type": "sync", "i": 3, "site": 12, "t0": t, "t1": t + 0.01})
+        w.write({"type": "compile", "i": 3, "t": t + 0.05, "ns": 3e8, "at": "step"})
+        w.write({"type": "compile", "i": 3, "t": t + 0.15, "ns": 2e8, "at": "step"})
+        w.write({"type": "sync", "i": 3, "site": 10, "t0": t + 0.1, "t1": t + 0.3, "u": 1, "x": 1})
+        t += 1
+    w.write({"type": "compile", "i": 3, "t": t + 0.5, "ns": 4e8, "at": "barrier"})
+    w.write({"type": "step", "i": 3, "t0": 3 + T0, "tb": t, "t1": t + 1, "barrier": "mark_step", "ng": 1, "ev": 1,
+             "gd": 1, "bu": 1, "c": {"MarkStep": 1, "UncachedCompile": 9}})
+    w.write({"type": "end", "t": t + 1, "status": "ok", "exception": None, "steps": 4})
+    w.close()
+    by_kind = {f.kind: f for f in analyze(load_run(tmp_path / "r.json")).findings}
+    assert by_kind["hf_generate"].compiles == 8 and by_kind["hf_generate"].title.startswith("model.generate() ")
+    assert by_kind["hf_trainer_eval"].compiles == 1  # the pass's own barrier graph

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, loop_lines, mechanism, own_barrier
+from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, loop_lines, mechanism, mechanisms_through, own_barrier
 from xprof.analysis.model import EVAL_KEY, EVAL_MODE_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.steps import eval_pass_ids
@@ -495,8 +495,9 @@ def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[in
             barrier_site = site_col[k]
             for site in ([barrier_site] if barrier_site is not None else []) + sorted(
                     sites_by_step.get(int(step_ids[k]), frozenset())):
-                mech = mechanism(ctx.sites.get(site))
-                if mech is not None and mech.evaluates:
+                # (anywhere on the site's way: generate()'s reads inside the Trainer's evaluation)
+                mech = next((m for m in mechanisms_through(ctx.sites.get(site)) if m.evaluates), None)
+                if mech is not None:
                     owner = Cause("library", FindingKey.parse(mech.key), site=site, evidence=(
                         f"{mech.what} ran this eval pass (its barriers and reads go through it)"))
                     break
@@ -905,7 +906,9 @@ def _mid_step(c: Any, step: _StepFacts, new_fallback: set[str], ctx: _Context, s
                      evidence="compiled while torch.compile's XLA bridge traced a graph")
     owner = ctx.eval_owner.get(step.i)
     if owner is not None:
-        return owner
+        # (unless a mechanism inside the pass made the reads on both sides of it: generate()
+        # in a Seq2SeqTrainer's evaluation, an op on the CPU cutting its token graphs)
+        return _mechanism_around(c, step, ctx) or owner
     found = _step_mechanism(step, ctx)
     if found is not None:
         return found
@@ -923,6 +926,28 @@ def _mid_step(c: Any, step: _StepFacts, new_fallback: set[str], ctx: _Context, s
         return _shape_cause(step.sig_id, seen_sigs, seen_sig_list, ctx)
     return Cause("unknown", FindingKey("unknown", "step"),
                  evidence="compiled mid-step outside any recorded host read")
+
+
+def _mechanism_around(c: Any, step: _StepFacts, ctx: _Context) -> Cause | None:
+    """A known mechanism (not an eval pass's own) whose reads come right before and right
+    after a compile outside any read, in its step: the compile happened inside it."""
+    syncs = ctx.syncs
+    if not len(syncs):
+        return None
+    t = float(c["t"])
+    in_step = syncs[(syncs["step"] == step.i) & ~syncs["deferred"].astype(bool)]
+    before = in_step[in_step["t1"] <= t]
+    after = in_step[in_step["t0"] >= t]
+    if not len(before) or not len(after):
+        return None
+    first = int(before["site"].iloc[int(np.argmax(before["t1"].to_numpy()))])
+    then = int(after["site"].iloc[int(np.argmin(after["t0"].to_numpy()))])
+    theirs = mechanisms_through(ctx.sites.get(then))
+    mech = next((m for m in mechanisms_through(ctx.sites.get(first)) if m in theirs and not m.evaluates), None)
+    if mech is None:
+        return None
+    return Cause("library", FindingKey.parse(mech.key), site=first, evidence=(
+        f"compiled between two of {mech.what}'s reads, outside them (an op on the CPU cutting its graph)"))
 
 
 def _library_call_around(c: Any, step: _StepFacts, ctx: _Context) -> Cause | None:

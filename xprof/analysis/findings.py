@@ -774,6 +774,13 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         dim = dim or 0
         distinct = len({s[dim] for s in shapes if len(s) > dim})
         kind, pattern = ("dynamic_size" if distinct >= 3 else "shape_change"), None
+    srcs = {src for sig in sigs.values() for n, _, _, src in sig if base_input_name(n) == name}
+    if (kind == "partial_batch" and srcs and not srcs & {"batch", "loader", "?"} and len(minority_ords) == 1
+            and minority_ords[0] < int(series.ords.max())):
+        # No loader gave this input (moved with .to from tensors the loop made), and its one
+        # short batch neither recurs (each epoch) nor ends the run: nothing says it ended an
+        # epoch, only that the batch size changed once.
+        kind, pattern = "batch_size_change", None
     what_if = None
     co_varying: list[str] = []
     alone_left = 0

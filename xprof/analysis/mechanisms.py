@@ -58,7 +58,23 @@ _HF_CHECKPOINT = Mechanism(
         "save_steps (or save_strategy=\"epoch\") if it shows in step time."),
 )
 
+_HF_GENERATE = Mechanism(
+    key="lib:hf_generate", kind="hf_generate", what="model.generate()",
+    advice=(
+        "generate() decodes a token at a time and checks its stopping criteria on the host after "
+        "each one (unfinished_sequences.max() == 0, torch.isin for the end-of-sequence token), so "
+        "every token is a read that runs the pending graph; with a cache that grows a token a "
+        "step, each of those graphs is new. Where the model supports it, a static cache "
+        "(generate(..., cache_implementation=\"static\")) with prompts padded to a few lengths "
+        "lets the token graphs repeat from the cache. In a Seq2SeqTrainer, evaluate on the loss "
+        "during training (predict_with_generate=False) and generate once at the end, or cap "
+        "generation_max_length."),
+)
+
 _KNOWN: tuple[tuple[str, Mechanism], ...] = (
+    # (before the Trainer's evaluation: a site's innermost known function names it, and
+    # predict_with_generate runs generate() inside the evaluation loop)
+    ("transformers.generation.utils.GenerationMixin.generate", _HF_GENERATE),
     ("transformers.trainer.Trainer.evaluation_loop", _HF_EVAL),
     ("transformers.trainer.Trainer.prediction_loop", _HF_EVAL),
     ("transformers.trainer.Trainer.evaluate", _HF_EVAL),
@@ -95,6 +111,19 @@ def mechanism(site: Site | None) -> Mechanism | None:
             if name.startswith(prefix):
                 return mech
     return None
+
+
+def mechanisms_through(site: Site | None) -> list[Mechanism]:
+    """Every known mechanism a site went through, innermost first (a model's mask check
+    inside generate() inside the Trainer's evaluation)."""
+    if site is None:
+        return []
+    out: list[Mechanism] = []
+    for name in [*site.chain, *(n for n in (site.inner, site.via) if n)]:
+        for prefix, mech in _KNOWN:
+            if name.startswith(prefix) and mech not in out:
+                out.append(mech)
+    return out
 
 
 DYNAMO_MODULES = ("torch._dynamo", "torch_xla._dynamo")

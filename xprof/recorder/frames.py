@@ -149,7 +149,9 @@ class Site(NamedTuple):
     _maybe_log_save_evaluate``), when it is not ``via`` itself."""
     chain: tuple[str, ...] = ()
     """Installed-library functions between the read and the user's line, innermost first
-    (at most :data:`CHAIN_LIMIT`): which library mechanism did the read."""
+    (the innermost and the outermost :data:`CHAIN_LIMIT` of a deeper stack): which library
+    mechanism did the read (a model's mask check inside ``generate()`` inside the Trainer's
+    evaluation)."""
     inner_file: str | None = None
     """File of the innermost installed-library frame (the library line that did the read)."""
     inner_line: int = 0
@@ -221,6 +223,8 @@ class FrameClassifier:
                     return Site(code.co_filename, f.f_lineno, code.co_name, None)
                 via = _via(last_named or last_library)
                 inner = _via(innermost)
+                if len(chain) > 2 * CHAIN_LIMIT:
+                    chain = chain[:CHAIN_LIMIT] + chain[-CHAIN_LIMIT:]
                 names = tuple(n for n in (_via(c) for c in chain) if n)
                 at = innermost if innermost is not None else _line_in(frame, via, f) if via else None
                 return Site(code.co_filename, f.f_lineno, code.co_name, via,
@@ -236,8 +240,7 @@ class FrameClassifier:
             if k == FrameKind.LIBRARY and "-packages" in f.f_code.co_filename:
                 if innermost is None:
                     innermost = f
-                if len(chain) < CHAIN_LIMIT:
-                    chain.append(f)
+                chain.append(f)
             last_library = f
             if "<locals>" not in getattr(code, "co_qualname", ""):
                 last_named = f
