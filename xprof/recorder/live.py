@@ -1152,10 +1152,19 @@ class LiveNotices:
         self._open = []
         self._merge_library_calls()
         ranked = sorted(self._cost.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        # (the analysis folds a minor one away: under 1% of the run, or, for a read that runs
+        # the device every step, of the run past warm-up's compiles)
+        past_warm = max(wall - (self._compile_s - self._recompile_s), 0.0)
+
+        def minor(key: tuple[str, str], seconds: float) -> bool:
+            every = (key[0] == "sync" and int(key[1]) in self._forced
+                     and self._site_steps.get(int(key[1]), (0, 0))[1] >= 0.9 * max(steps - 1, 1))
+            return seconds < MINOR_SHARE * (past_warm if every else wall)
+
         ranked = [kv for kv in ranked if (kv[0][0] != "sync" or int(kv[0][1]) in self._forced)
                   and (kv[0][0] != "data_dependent" or kv[0] in self._forced_dd)
                   and (kv[0][0] != "lib" or kv[0] in self._forced_lib)
-                  and kv[1][0] >= MINOR_SHARE * wall]  # (the analysis folds a minor one away)
+                  and not minor(kv[0], kv[1][0])]
         if no_barrier:
             self.first = ("no_barrier", "")
             since = "the last barrier" if self._work else "the start"
