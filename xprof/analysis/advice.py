@@ -52,9 +52,10 @@ ADVICE = {
         "shapes): every new shape compiles a new graph."
     ),
     "resize": (
-        "Resize or crop to one fixed size: every new size is a new graph. For multi-scale "
-        "training keep the set of sizes small and fixed: each is compiled once, the first "
-        "time it comes."
+        "Resize or crop to one fixed size before the tensor reaches the device (in the "
+        "dataset's transform or the collate function): every new size moved to the device is "
+        "a new graph, even one resized there right after. For multi-scale training keep the "
+        "set of sizes small and fixed: each is compiled once, the first time it comes."
     ),
     "sharding_change": (
         "Shard every batch the same way: call xs.mark_sharding on each input with the same mesh "
@@ -169,7 +170,9 @@ ADVICE = {
         "one input (a momentum of 0.9 from a schedule meeting a dropout keep probability of "
         "0.9, a KL weight ramping through 0.5 meeting a 0.5 in the model): the graph is another "
         "one while that lasts. At the end of a learning-rate schedule, keep the learning rate "
-        "above 0 (a minimum lr: cosine_with_min_lr, eta_min); otherwise accept the recompiles: "
+        "above 0, and lr * weight_decay above about 3e-8, below which float32 rounds "
+        "1 - lr * weight_decay to 1.0 (with weight_decay 0.01, a final lr of 1e-5 or more: "
+        "cosine_with_min_lr, eta_min, OneCycleLR's final_div_factor); otherwise accept the recompiles: "
         "each of these graphs compiles once and is cached, so a ramp costs a few compiles, once. "
         "XLA_NO_SPECIAL_SCALARS=1 did not prevent it where tried. A 0-dim tensor moved from the host "
         "(torch.tensor(0.0).to(dev)) is baked in the same way; a 1-element one is not. A tensor "

@@ -126,12 +126,12 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         live = live[keys_of[live.index] != "dynamo"]
         for key, g in live.groupby(keys_of[live.index], sort=False):
             ks = groups.pop(FindingKey.parse(str(key)), [])
-            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady, site_info, causes))
+            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady, site_info, causes, steps))
     for key in [k for k in groups if k.group in ("sync", "lib", "dd")]:
         ks = groups.pop(key)
         g = syncs[keys_of == str(key)] if len(syncs) else syncs
         if len(g):
-            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady, site_info, causes))
+            findings.append(_sync_finding(str(key), g, compiles, ks, ordinal_of, steady, site_info, causes, steps))
         else:
             mech = _mech.known(str(key))
             if mech is not None:
@@ -301,7 +301,7 @@ def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.
 
 def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int],
                   ordinal_of: dict[int, int], steady: int, sites: dict[int, Site] | None = None,
-                  causes: list[Cause] | None = None) -> Finding:
+                  causes: list[Cause] | None = None, steps: pd.DataFrame | None = None) -> Finding:
     first = g.iloc[0]
     site = (sites or {}).get(int(first["site"]))
     mech = _mech.known(key)
@@ -433,6 +433,12 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     elif kind == "data_dependent":
         evidence.append("the op runs on the CPU and its output's length depends on the values, so "
                         "every new count is a new shape for the ops after it and the barrier graph")
+        mid = (int(steps.loc[steps["i"].isin(g["step"].unique()), "mid_graphs"].sum())
+               if steps is not None and "mid_graphs" in steps else 0)
+        if mid:
+            # (the overview's extra executions count these too)
+            evidence.append(f"in those steps {mid} more graph{'s' if mid != 1 else ''} ran early outside the reads "
+                            "(the ops after the op on the CPU, cut from the barrier's graph)")
     evidence.append(f"the host waited {_dur(wait_ms)} in total ({_dur(wait_ms / max(n, 1))} a read)")
     if wait_ms - saved_ms > max(0.05 * wait_ms, 1.0):
         evidence.append(f"{_dur(wait_ms - saved_ms)} of that was the device finishing the graph the previous "
