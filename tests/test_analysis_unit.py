@@ -932,6 +932,31 @@ def test_a_loop_that_raised_before_its_first_step_is_not_called_clean(tmp_path: 
     assert "nothing stands out" in live.summary(T0 + 0.01, "r.json")[2]  # (a loop that ended cleanly)
 
 
+def test_a_read_in_the_forward_that_raised_is_not_the_first_thing_to_change(tmp_path: Path) -> None:
+    # GPT-2 with torch.utils.checkpoint on XLA: the model's mask check reads once, then the
+    # checkpoint raises before the first barrier. The error is what to fix.
+    from xprof.recorder.live import LiveNotices
+    from xprof.report.prose import exit_lines, next_step
+    from xprof.runfile import NOTHING_TO_JUDGE
+
+    site = {"type": "site", "id": 0, "kind": "bool", "file": "/u/train.py", "line": 12, "func": "<module>",
+            "via": "torch.nn.modules.module.Module._wrapped_call_impl", "code": "out = model(input_ids=x)"}
+    read = {"type": "sync", "i": 0, "site": 0, "t0": T0 + 0.1, "t1": T0 + 0.15, "u": 1, "x": 1}
+    w = RunWriter(tmp_path / "r.json", {"name": "unit", "started_unix": T0, "meta": {}})
+    w.write(site)
+    w.write({"type": "compile", "i": 0, "t": T0 + 0.14, "ns": 5e7, "at": "step"})
+    w.write(read)
+    w.write({"type": "end", "t": T0 + 1.2, "status": "error", "steps": 0,
+             "exception": "AttributeError: module 'torch' has no attribute 'xla'"})
+    w.close()
+    a = analyze(load_run(tmp_path / "r.json"))
+    assert a.findings and next_step(a)[0] == "Nothing to judge yet."
+    assert exit_lines(a, "r.json")[2] == NOTHING_TO_JUDGE
+    live = LiveNotices(started=T0)
+    live.feed([site, read])
+    assert live.summary(T0 + 1.2, "r.json", raised=True)[2] == NOTHING_TO_JUDGE
+
+
 def test_a_read_compiling_for_an_eval_batch_is_the_eval_passs(tmp_path: Path) -> None:
     # A model's mask check reads in every forward; in the eval pass (batch 8 against 4) it
     # compiles again for the new shape: the pass's compile, not a training input's change.

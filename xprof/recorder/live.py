@@ -1165,7 +1165,10 @@ class LiveNotices:
                   and (kv[0][0] != "data_dependent" or kv[0] in self._forced_dd)
                   and (kv[0][0] != "lib" or kv[0] in self._forced_lib)
                   and not minor(kv[0], kv[1][0])]
-        if no_barrier:
+        if raised and steps == 0 and not tail_opt:
+            # (a read in the forward of the step that raised is no first thing to change: the error is)
+            lines.append(NOTHING_TO_JUDGE)
+        elif no_barrier:
             self.first = ("no_barrier", "")
             since = "the last barrier" if self._work else "the start"
             lines.append(f"xprof: first thing to change: no step barrier for {tail_opt} optimizer steps, so "
@@ -1198,8 +1201,6 @@ class LiveNotices:
             names = ", ".join(clean(op, 60) for op in ops.split(","))
             lines.append(f"xprof: first thing to change: {names} ran on the CPU in {n} steps, each cut there "
                          f"({graphs / n:.3g} graphs run early a step): use an op XLA lowers")
-        elif raised and steps == 0:
-            lines.append(NOTHING_TO_JUDGE)
         else:
             lines.append("xprof: first thing to change: nothing stands out "
                          + ("(the compiles after warm-up are expected, such as an evaluation pass's own "

@@ -278,8 +278,22 @@ def costly(analysis: Analysis) -> list[Finding]:
             if f.severity != "info" and (f.seconds > 0 or unmeasured(f))]
 
 
+_RAISED = ("Nothing to judge yet.", "The training loop raised before its first step: fix that error, then record "
+           "the loop again.")
+
+
+def raised_before_first_step(analysis: Analysis) -> bool:
+    """The loop raised before its first step (and ran no optimizer step without a barrier):
+    the error is the first thing to fix, not a read in the forward of the step that raised."""
+    t = analysis.totals
+    return t.steps == 0 and t.status == "error" and not t.optimizer_steps
+
+
 def next_step(analysis: Analysis) -> tuple[str, str]:
     """(what to change first, how): the costliest finding, or why there is nothing to do."""
+    t = analysis.totals
+    if raised_before_first_step(analysis):
+        return _RAISED
     costly_ = costly(analysis)
     if costly_:
         first = costly_[0]
@@ -290,10 +304,8 @@ def next_step(analysis: Analysis) -> tuple[str, str]:
     if analysis.findings:
         return "Nothing costly to change.", ("The findings below are for information: expected costs (an "
                                              "evaluation pass, a checkpoint now and then) or too small to matter.")
-    t = analysis.totals
     if t.steps == 0 and t.status == "error":
-        return ("Nothing to judge yet.", "The training loop raised before its first step: fix that error, "
-                "then record the loop again.")
+        return _RAISED
     if t.steps == 0 and unwatched_work(analysis) is not None:
         return ("Nothing to judge here.", "The steps ran in worker processes: record each with xprof.watch() "
                 "inside the function torch_xla.launch runs, then xprof summary on the run files' folder.")
@@ -410,7 +422,9 @@ def exit_lines(analysis: Analysis, run_path: str) -> list[str]:
         f"xprof: compiling took {fmt.seconds(t.compile_seconds)}, {fmt.percent(t.compile_share)} of the run",
     ]
     first = costly(analysis)
-    if first:
+    if raised_before_first_step(analysis):
+        lines.append(NOTHING_TO_JUDGE)
+    elif first:
         lines.append(f"xprof: first thing to change: {first[0].title.rstrip('.')}")
     elif t.steps == 0 and t.status == "error":
         lines.append(NOTHING_TO_JUDGE)
