@@ -1564,3 +1564,47 @@ def test_a_read_running_the_device_every_step_is_judged_against_the_steps_not_wa
     forced = read_finding(True)
     assert forced.pattern == "every step" and forced.seconds < 0.01 * 6.3 and not forced.minor
     assert read_finding(False).minor
+
+
+def test_eager_ops_before_a_compiled_call_compile_for_the_calls_inputs(tmp_path: Path) -> None:
+    """Eager mode with @torch_xla.compile: x = (x - x.mean()) / x.std() runs op by op before
+    the call, and one 6-row batch at step 9 compiles those ops again at the call's entry
+    sync. They are the batch size's (7 with the call's graph), reported at step 9, not a
+    graph change with nothing from the host; an op first run for logging at step 5 is an
+    eager op's first compile (info). The live notices agree."""
+    from xprof.recorder.live import LiveNotices
+
+    recs: list[dict[str, Any]] = []
+    sig = {8: 0, 6: 1}
+    for n in (8, 6):
+        recs.append({"type": "sig", "id": sig[n], "inputs": [{"name": "x", "shape": [n, 16], "dtype": "float32",
+                                                              "src": "to"}]})
+    t, i = T0, 0
+    for step in range(16):
+        rows = 6 if step == 9 else 8
+        ops = 6 if step in (0, 9) else 1 if step == 5 else 0
+        for _ in range(ops):
+            recs.append({"type": "compile", "i": i, "t": t + 0.01, "ns": 2e7, "at": "op"})
+        recs.append({"type": "step", "i": i, "t0": t, "tb": t + 0.02, "t1": t + 0.03, "barrier": "compile_entry",
+                     "mg": 8, "c": {"MarkStep": 1}})
+        i, t = i + 1, t + 0.03
+        new = step in (0, 1, 9)
+        if new:
+            recs.append({"type": "compile", "i": i, "t": t + 0.01, "ns": 1.5e8, "at": "barrier"})
+        recs.append({"type": "step", "i": i, "t0": t, "tb": t + 0.01, "t1": t + 0.2, "barrier": "compile", "o": 1,
+                     "bw": 1, "sig": sig[rows], "c": {"MarkStep": 1}, **({"bu": 1} if new else {"bc": 1})})
+        i, t = i + 1, t + 0.2
+    w = RunWriter(tmp_path / "r.json", {"name": "unit", "started_unix": T0, "meta": {}})
+    for r in recs:
+        w.write(r)
+    w.write({"type": "end", "t": t, "status": "ok", "exception": None, "steps": i})
+    w.close()
+    a = analyze(load_run(tmp_path / "r.json"))
+    by_kind = {f.kind: f for f in a.findings}
+    assert set(by_kind) == {"batch_size_change", "eager_op"}
+    assert by_kind["batch_size_change"].compiles == 7 and by_kind["batch_size_change"].steps == [9]
+    assert by_kind["eager_op"].steps == [5] and by_kind["eager_op"].severity == "info"
+    said: list[str] = []
+    live = LiveNotices(T0, said.append)
+    live.feed(recs)
+    assert said == ["xprof: step 9 recompiled: x took shape [6, 16] (first seen); 8 recompiles so far, 0.29 s"]

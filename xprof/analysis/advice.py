@@ -308,6 +308,11 @@ ADVICE = {
         "loss.detach()) and read that. Layers unfrozen in stages grow the graph too; each "
         "stage then compiles once."
     ),
+    "eager_op": (
+        "In eager mode each op outside the compiled step compiles once per input shape, the first "
+        "time it runs (a loss average for logging, a metric): expected, and cached after. If such "
+        "ops run every step, move them into the compiled step function."
+    ),
     "own_barrier": (
         "The library call syncs by itself (a collective's rendezvous, a metrics gather) and runs "
         "the ops pending at that point as a graph of its own: compiled once per shape, cached "

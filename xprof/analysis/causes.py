@@ -292,6 +292,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
             ctx.same_shapes.setdefault(sig, []).append(sid)
     ctx.eval_owner = _eval_pass_owners(steps, sites_by_step, ctx)
     ctx.grown = _growing_graphs(steps, compiles, train_nodes)
+    ctx.entry_sig = _compile_entry_sigs(steps)
     ctx.fallback_calls = _fallback_calls(steps, live, ctx.sites)
     # A recorder that counts backward passes marks eval barriers itself (steps.assign); the
     # graph-size guess below is only for files without that evidence.
@@ -455,6 +456,9 @@ class _Context:
     """For each barrier of an eval pass, the cause its compiles get (:func:`_eval_pass_owners`)."""
     known_sigs: SigIndex = field(default_factory=lambda: SigIndex())
     """The earlier signatures as :func:`_closest` compares them."""
+    entry_sig: dict[int, int] = field(default_factory=dict)
+    """torch_xla.compile's entry barrier -> the signature of the call it leads to (the inputs
+    moved before the entry are the call's: eager ops on them compile for the call's shapes)."""
     grown: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     """(step, nodes) of each barrier graph in a run of graphs of one input signature, each
     larger than every graph before it (:func:`_growing_graphs`) -> the node counts of that run."""
@@ -609,6 +613,8 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
         return Cause("warmup", WARMUP_KEY)
     if c["at"] == "step":
         return _mid_step(c, step, new_fallback, ctx, seen_sigs, seen_sig_list)
+    if c["at"] == "op":
+        return _op_compile(step, seen_sigs, seen_sig_list, ctx)
     if step.phase == "dynamo":
         return Cause("dynamo", FindingKey("dynamo"), evidence="compiled at a sync of torch.compile's XLA bridge")
     owner = ctx.eval_owner.get(step.i)
@@ -926,6 +932,29 @@ def _mid_step(c: Any, step: _StepFacts, new_fallback: set[str], ctx: _Context, s
         return _shape_cause(step.sig_id, seen_sigs, seen_sig_list, ctx)
     return Cause("unknown", FindingKey("unknown", "step"),
                  evidence="compiled mid-step outside any recorded host read")
+
+
+def _op_compile(step: _StepFacts, seen_sigs: set[int], seen_sig_list: list[Signature], ctx: _Context) -> Cause:
+    """An op run on its own (eager mode) compiled after warm-up: for inputs of a new shape
+    (the step's, or, at torch_xla.compile's entry, the call's), the shape's; else an op that
+    ran for the first time (a logging op, a metric), compiled once and cached after."""
+    sig_id = step.sig_id if step.sig_id is not None else ctx.entry_sig.get(step.i)
+    if sig_id is not None and sig_id not in seen_sigs and ctx.sigs.get(sig_id):
+        return _shape_cause(sig_id, seen_sigs, seen_sig_list, ctx)
+    return Cause("graph_change", FindingKey("eager_ops"), evidence=(
+        "an op run on its own (eager mode, outside the compiled step) compiled the first time it ran "
+        "with these shapes"))
+
+
+def _compile_entry_sigs(steps: pd.DataFrame) -> dict[int, int]:
+    """Each torch_xla.compile entry barrier -> the signature of the call's barrier after it."""
+    kinds = steps["barrier"].to_numpy(dtype=object)
+    at = np.flatnonzero(kinds[:-1] == "compile_entry") if len(kinds) > 1 else np.zeros(0, dtype=np.int64)
+    if not len(at):
+        return {}
+    ids, sig = steps["i"].to_numpy(), steps["sig"]
+    return {int(ids[k]): int(sig.iat[k + 1]) for k in at.tolist()
+            if kinds[k + 1] == "compile" and not pd.isna(sig.iat[k + 1])}
 
 
 def _mechanism_around(c: Any, step: _StepFacts, ctx: _Context) -> Cause | None:

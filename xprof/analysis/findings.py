@@ -1050,6 +1050,16 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
             advice=ADVICE["pass_joined"], evidence=[c0.evidence, f"compiled at step{'s' if len(user) != 1 else ''} "
                                                     f"{', '.join(str(u) for u in user[:10])}"],
             steps=comp_steps)
+    if key.group == "eager_ops":
+        user = sorted({ordinal_of.get(s, s) for s in comp_steps})
+        return Finding(
+            id=str(key), cause="graph_change", kind="eager_op",
+            title=(f"Ops run one by one outside the compiled step compiled on their first run: {n} "
+                   f"compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s once, cached afterwards"),
+            count=n, compiles=n, seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
+            advice=ADVICE["eager_op"], severity="info",
+            evidence=[c0.evidence, f"compiled at step{'s' if len(user) != 1 else ''} "
+                                   f"{', '.join(str(u) for u in user[:10])}"], steps=comp_steps)
     if key.group == "grows":
         return _grows_finding(key, c0, rows, steps, ordinal_of, sites, syncs, comp_steps, ms)
     if key == EVAL_KEY:

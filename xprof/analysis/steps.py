@@ -66,8 +66,13 @@ def assign(steps: pd.DataFrame) -> None:
         belongs = other & ~nograd & ((k >= 0) | is_opt.any())
         phase[belongs] = "train"
         own = np.maximum(k, 0)
+        # torch_xla.compile's entry sync, like a micro-batch's backward, leads to the next
+        # update: what ran since the last call (inputs moved, ops run eagerly on them) is the
+        # next call's.
+        ahead = steps["barrier"].to_numpy(dtype=object) == "compile_entry" if n else np.zeros(0, dtype=bool)
         if backward is not None:
-            own = np.where(backward & (k + 1 < int(is_opt.sum())), k + 1, own)
+            ahead = ahead | backward
+        own = np.where(ahead & (k + 1 < int(is_opt.sum())), k + 1, own)
         ordinal[belongs] = own[belongs]
     steps["phase"] = phase
     steps["ordinal"] = ordinal

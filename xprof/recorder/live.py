@@ -541,7 +541,15 @@ class LiveNotices:
             return
         self._fast = None
         quiet_before = not (self._held or self._pending_compiles or self._step_syncs or self._open)
+        carried = []
+        if rec.get("barrier") == "compile_entry" and rec.get("sig") is None and self._pending_compiles:
+            # Ops run eagerly on the inputs of the torch_xla.compile call this entry leads to:
+            # their compiles are the call's (its shapes), as the analysis has it.
+            carried = [x for x in self._pending_compiles if x.get("at") == "op"]
+            self._pending_compiles = [x for x in self._pending_compiles if x.get("at") != "op"]
         self._full_step(rec)
+        if carried:
+            self._pending_compiles = carried + self._pending_compiles
         # A step the next one may repeat through the path above: past warm-up, a training
         # step that compiled nothing and ran no graph outside its barrier, no reads, no op on
         # the CPU, and nothing the first steps still wait to learn.
@@ -620,6 +628,7 @@ class LiveNotices:
             barrier_s = sum(float(x.get("ns") or 0) / 1e9 for x in at_barrier)
             n_barrier = len(at_barrier) or n_barrier
             own = own or any(x.get("at") == "op" for x in at_barrier)
+        op_only = bool(compiles) and not bu and all(x.get("at") == "op" for x in compiles)
         if c is not self._last_c:  # a steady step's counters are the same dict as the last one's
             self._last_c = c
             self._last_fallback = [k for k in c if is_fallback_counter(k) and k not in DATA_DEPENDENT_FALLBACKS]
@@ -796,6 +805,8 @@ class LiveNotices:
                                "evaluating")
                 self._say(key, f"step {i} recompiled: it trains with the model in eval mode (model.eval() "
                           f"not undone: dropout off, batch-norm statistics frozen); {so_far}")
+            elif op_only:
+                pass  # an op run eagerly, compiled on its first run (the analysis' eager_op: info)
             elif sig is not None:
                 key = ("graph_change", "")
                 sites = [(sid, self._sites.get(sid, {})) for sid in sorted(read_sites)]
