@@ -654,3 +654,31 @@ def test_a_ready_read_is_not_what_changed_the_graph() -> None:
         "xprof: first thing to change: the graph changes with the same inputs: look for a Python value that "
         "changes between steps (1 compile, 1.0 s)"]
     assert notices(True)[0] == "xprof: step 10: running.item() at train.py:20 forces a host sync (1 of 11 steps so far)"
+
+
+def test_a_step_graph_that_grows_is_said_at_its_third_growth() -> None:
+    # losses.append(loss) every step, torch.stack(losses).mean().item() every 10: the steps
+    # with the read compile graphs of 50, 60, 70 nodes (39 a training step), as the
+    # analysis' graph_grows; the exit summary's first thing agrees.
+    said: list[str] = []
+    live = LiveNotices(0.0, said.append)
+    x = {"name": "x", "shape": [16, 32], "dtype": "float32", "src": "to"}
+    recs: list[dict[str, Any]] = [{"type": "sig", "id": 0, "inputs": [x]},
+                                  {"type": "site", "id": 0, "kind": "item", "file": "/x/train.py", "line": 16,
+                                   "func": "main", "via": None, "code": "print(torch.stack(losses).mean().item())"}]
+    for i in range(30):
+        grown = (i + 1) % 10 == 0
+        new = i in (0, 1) or grown
+        if grown:
+            recs.append({"type": "sync", "i": i, "site": 0, "t0": i + 0.1, "t1": i + 0.2, "x": 1})
+        if new:
+            recs.append({"type": "compile", "i": i, "t": i + 0.9, "ns": 3e8, "at": "barrier"})
+        recs.append({"type": "graph_sizes", "samples": [[i + 0.9, 40 + i if grown else 39]]})
+        recs.append({"type": "step", "i": i, "t0": i, "tb": i + 0.5, "t1": i + 1.0, "barrier": "mark_step",
+                     "o": 1, "bw": 1, "sig": 0, **({"bu": 1} if new else {"bc": 1})})
+    live.feed(recs)
+    assert said[-1] == ("xprof: step 29 recompiled: same input shapes, a graph larger each time it changed "
+                        "(49, 59, 69 nodes): something kept across steps grows in it (a list of device tensors "
+                        "stacked at a read?); 3 recompiles so far, 0.90 s")
+    first = live.summary(30.0, "r.json")[2]
+    assert first.startswith("xprof: first thing to change: the step graph grows") and "(3 compiles, 0.90 s)" in first

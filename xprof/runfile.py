@@ -131,6 +131,11 @@ def grew(nodes: Sequence[int | None]) -> bool:
     return known[-1] > known[0] and all(b >= a for a, b in zip(known, known[1:]))
 
 
+GROWING_GRAPHS = 3
+"""Barrier graphs of one input signature, each larger than the training graph and the one
+before, that make a step graph that grows (a list of device tensors stacked at a read)."""
+
+
 NOTHING_TO_JUDGE = ("xprof: nothing to judge yet: the loop raised before its first step; fix that error, "
                     "then record it again")
 """The exit summary's last line for a loop that raised before its first step, from the live

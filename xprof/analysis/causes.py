@@ -41,7 +41,15 @@ from xprof.analysis.model import EVAL_KEY, EVAL_MODE_KEY, WARMUP_KEY, WARMUP_STE
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import fallback_rows, live_reads
-from xprof.runfile import Site, added_inputs, base_input_name, grew, listed_inputs, micro_batch_change
+from xprof.runfile import (
+    GROWING_GRAPHS,
+    Site,
+    added_inputs,
+    base_input_name,
+    grew,
+    listed_inputs,
+    micro_batch_change,
+)
 
 EVAL_GRAPH_RATIO = 0.75
 """A barrier graph with fewer nodes than this share of the training graph is an eval pass."""
@@ -554,10 +562,6 @@ def _first_graph_was_steady(steps: pd.DataFrame, first: tuple[int | None, int | 
     later = np.flatnonzero(steps["work"].to_numpy(dtype=bool) & (steps["ordinal"].to_numpy() >= 1)
                            & sig.notna().to_numpy() & (sig.to_numpy(dtype=np.int64, na_value=0) == first[0]))
     return bool(len(later)) and int(steps["barrier_uncached"].iat[later[0]]) == 0
-
-
-GROWING_GRAPHS = 3
-"""Graphs of one input signature, each larger than the one before, that make a growing graph."""
 
 
 def _growing_graphs(steps: pd.DataFrame, compiles: pd.DataFrame,

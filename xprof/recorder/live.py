@@ -42,8 +42,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xprof.runfile import GROWING_READS as GROWING_READS  # (the analysis' too)
 from xprof.runfile import (
+    GROWING_GRAPHS,
     NOTHING_TO_JUDGE,
     added_inputs,
     bucket_step,
@@ -54,10 +54,15 @@ from xprof.runfile import (
     listed_inputs,
     micro_batch_change,
 )
+from xprof.runfile import GROWING_READS as GROWING_READS  # (the analysis' too)
 from xprof.untrusted import visible
 
 WARMUP_STEPS = 2
 """Steps that ran a graph before the steady state (the analysis' ``WARMUP_STEPS``)."""
+
+GROWS_KEY = ("graph_change", "grows")
+GROWS_ADVICE = ("the step graph grows: clear a list of device tensors after reading it (losses.clear()), "
+                "or keep a running sum on the device")
 
 MINOR_SHARE = 0.01
 """A cost under this share of the run is no first thing to change (the analysis' ``MINOR_SHARE``)."""
@@ -179,6 +184,9 @@ class LiveNotices:
         self._compiles = 0
         self._compile_s = 0.0
         self._recompiles = 0
+        self._grown: list[tuple[tuple[str, str], float, int, int]] = []
+        """Step graphs each larger than the last, same inputs: (cost key, seconds, compiles, nodes)."""
+        self._grown_top = 0
         self._recompile_s = 0.0
         self._pending_compiles: list[dict[str, Any]] = []
         self._last_c: dict[str, Any] | None = None
@@ -331,6 +339,26 @@ class LiveNotices:
         self.said.append((key, line))
         if self.emit is not None:
             self.emit(line)
+
+    def _grow(self, key: tuple[str, str], seconds: float, compiles: int, nodes: int, i: int, so_far: str) -> bool:
+        """A step graph larger than every one before, from the same inputs, charged to ``key``:
+        at the third in a row, they are one graph that grows, their costs moved to it and said.
+        True when said (so the caller says nothing more)."""
+        self._grown.append((key, seconds, compiles, nodes))
+        self._grown_top = nodes
+        if len(self._grown) < GROWING_GRAPHS:
+            return False
+        for k, s, n, _ in self._grown:
+            entry = self._cost.get(k)
+            if entry is not None:
+                entry[0] = max(entry[0] - s, 0.0)
+                entry[1] = max(entry[1] - n, 0)
+            self._add_cost(GROWS_KEY, s, n, GROWS_ADVICE)
+        sizes = ", ".join(str(n) for _, _, _, n in self._grown)
+        self._say(GROWS_KEY, f"step {i} recompiled: same input shapes, a graph larger each time it changed "
+                  f"({sizes} nodes): something kept across steps grows in it (a list of device tensors "
+                  f"stacked at a read?); {so_far}")
+        return True
 
     def _add_cost(self, key: tuple[str, str], seconds: float, compiles: int, advice: str) -> None:
         entry = self._cost.setdefault(key, [0.0, 0, advice])
@@ -710,6 +738,10 @@ class LiveNotices:
             # (only a read that ran a graph can have taken ops out of the barrier's: the analysis' rule 4)
             ran_sites = {int(s["site"]) for s in self._step_syncs if s.get("x") or s.get("u") or s.get("c")}
             train = self._train_nodes
+            # A graph larger than the training graph and every one since, same inputs: maybe a
+            # step graph that grows (the analysis' graph_grows, said at the third).
+            bigger = (nodes is not None and train is not None and sig is not None and sig in self._steady_sigs
+                      and nodes > max(self._grown_top, train))
             dd = [k for k in (self._dd_key(int(s["site"])) for s in self._step_syncs) if k is not None]
             if nodes is not None and train and nodes < 0.75 * train and not (rec.get("o") or rec.get("bw")):
                 pass  # a much smaller graph, no optimizer step or backward: an eval pass (info)
@@ -782,12 +814,17 @@ class LiveNotices:
                             else f"{clean(name, 60)} is missing from its inputs" if name and _old is not None
                             else f"new input {clean(name, 60)}" if name else "the input shapes changed")
                     self._say(("input_shape", name or "?"), f"step {i} recompiled: {what}; {so_far}")
+            elif bigger and len(self._grown) >= GROWING_GRAPHS:
+                self._add_cost(GROWS_KEY, barrier_s, n_barrier, GROWS_ADVICE)  # (said already)
+                self._grown_top = nodes or 0
             elif ran_sites - self._sites_read:
                 first_new = min(ran_sites - self._sites_read)
                 key = ("sync", str(first_new))
                 if key in self._cost:
                     self._cost[key][0] += barrier_s
                     self._cost[key][1] += n_barrier
+                    if bigger:
+                        self._grow(key, barrier_s, n_barrier, nodes or 0, i, so_far)
             elif ((ix := self._index_read(read_sites)) is not None and nodes is not None and train
                   and abs(nodes - train) <= max(2, train // 20)):
                 # The same inputs, a graph of the training graph's size: a tensor read as a slice
@@ -822,7 +859,8 @@ class LiveNotices:
                               "on the device (torch.where)")
                     why = f"; the condition on a tensor at {where}, read in this step, picks its ops"
                 self._add_cost(key, barrier_s, n_barrier, advice)
-                self._say(key, f"step {i} recompiled: same input shapes, different graph{why}; {so_far}")
+                if not (bigger and self._grow(key, barrier_s, n_barrier, nodes or 0, i, so_far)):
+                    self._say(key, f"step {i} recompiled: same input shapes, different graph{why}; {so_far}")
             elif sig is None and nodes is not None:
                 # Nothing came from the host: the analysis' graph change on tensors kept on the device.
                 key = ("graph_change", "device")
