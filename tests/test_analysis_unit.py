@@ -1608,3 +1608,21 @@ def test_eager_ops_before_a_compiled_call_compile_for_the_calls_inputs(tmp_path:
     live = LiveNotices(T0, said.append)
     live.feed(recs)
     assert said == ["xprof: step 9 recompiled: x took shape [6, 16] (first seen); 8 recompiles so far, 0.29 s"]
+
+
+def test_a_varying_number_of_micro_batches_is_not_another_pass(tmp_path: Path) -> None:
+    """Gradient accumulation over 1-3 micro-batches (a token budget): the step with three ran
+    x#3 and a larger graph, which read as another pass's inputs joining the step. Every shape
+    was seen: it is the accumulation window's length."""
+    b = Builder(tmp_path / "r.json")
+    seen: set[int] = set()
+    for i, n in enumerate([1, 2, 3, 2, 1, 3, 2, 2, 1, 3]):
+        shapes = {"x": [4, 16]}
+        shapes.update({f"x#{k}": [4, 16] for k in range(2, n + 1)})
+        b.step(shapes, compile_ms=500 if i < 2 or n not in seen else 0, nodes=60 + 45 * n, opt=1,
+               fields={"bw": n})
+        if i >= 1:
+            seen.add(n)
+    (f,) = b.done().findings
+    assert (f.kind, f.compiles) == ("micro_batches", 2)
+    assert "torch_xla.sync() after its backward" in f.advice

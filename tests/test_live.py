@@ -252,7 +252,8 @@ def test_a_short_accumulation_window_is_said_as_such() -> None:
                     "1 recompile so far, 1.0 s"]
     assert live.summary(10.0, "r.json")[2] == (
         "xprof: first thing to change: steps accumulating 2 micro-batches of input_ids instead of 4 are graphs "
-        "of their own: make the batches per epoch a multiple of the accumulation steps (1 compile, 1.0 s)")
+        "of their own: keep the count fixed (batches per epoch a multiple of it), or torch_xla.sync() after each "
+        "micro-batch's backward (1 compile, 1.0 s)")
 
 
 def test_an_image_size_change_asks_for_a_fixed_size_not_padding() -> None:

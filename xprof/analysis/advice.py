@@ -22,11 +22,13 @@ ADVICE = {
         "compiled. The what-if table counts what padding the length alone would leave."
     ),
     "micro_batches": (
-        "A step that accumulates gradients over fewer micro-batches is another graph: the last "
-        "accumulation window of an epoch is short when the batches per epoch are not a multiple "
-        "of the accumulation steps (gradient_accumulation_steps). Make them a multiple (the "
-        "dataset's size or the batch size), or accept one graph per window length: it is "
-        "cached after its first epoch."
+        "A step that accumulates gradients over another number of micro-batches is another "
+        "graph: the last accumulation window of an epoch is short when the batches per epoch "
+        "are not a multiple of the accumulation steps (gradient_accumulation_steps), and a count "
+        "that follows the data (a token budget) varies at will. Make the count fixed (batches per "
+        "epoch a multiple of it), or end each micro-batch with torch_xla.sync() after its "
+        "backward, so the graphs are a micro-batch's and the update's, the same whatever the "
+        "count; else each window length is one graph, cached after its first time."
     ),
     "settled_padding": (
         "A fixed set of lengths (buckets, or data with few lengths): each compiled once, early, "

@@ -672,7 +672,10 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
             "no step inputs were recorded, and no graph size either"))
     if sig_id not in seen_sigs:
         extra = added_inputs(ctx.sigs.get(sig_id, ()), seen_sig_list)
-        if extra and nodes is not None and train_nodes and nodes > train_nodes:
+        if (extra and nodes is not None and train_nodes and nodes > train_nodes
+                and micro_batch_change(ctx.sigs.get(sig_id, ()), seen_sig_list) is None):
+            # (more micro-batches of the step's own inputs, x#3, are a longer accumulation
+            # window, not another pass)
             # The step's inputs plus others, every shape seen before, and a graph larger than
             # the training step's: a pass with no barrier of its own (an evaluation moving its
             # batches) left its ops and inputs pending, and this barrier ran them with the step.
@@ -774,6 +777,14 @@ def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature
         if found is not None:
             return found
     sig = ctx.sigs.get(sig_id, ())
+    micro = micro_batch_change(sig, seen_sig_list)
+    if micro is not None:
+        # Every shape seen before, another number of micro-batches (x#3 is x again): a longer
+        # or shorter accumulation window, not an input of its own.
+        before, now, base = micro
+        return Cause("input_shape", FindingKey("micro", base), input=base, old=(before,), new=(now,),
+                     evidence=f"the step ran {now} micro-batch{'es' if now != 1 else ''} ({base} x{now}) where an "
+                              f"earlier one ran {before}, every shape seen before")
     prev, name, dim, old, new = _closest(sig, seen_sig_list, ctx.known_sigs)
     first_only = sig_id in ctx.sig_step and sig_id not in seen_sigs
     if name is not None:
@@ -787,12 +798,6 @@ def _shape_cause(sig_id: int, seen_sigs: set[int], seen_sig_list: list[Signature
             said += FIRST_STEP_ONLY
         return Cause("input_shape", FindingKey.input(base), input=base, dim=dim, old=old, new=new, evidence=said,
                      first_step_only=first_only)
-    micro = micro_batch_change(sig, seen_sig_list)
-    if micro is not None:
-        before, now, base = micro
-        return Cause("input_shape", FindingKey("micro", base), input=base, old=(before,), new=(now,),
-                     evidence=f"the step ran {now} micro-batch{'es' if now != 1 else ''} ({base} x{now}) where an "
-                              f"earlier one ran {before}, every shape seen before")
     nearest = _shape_map(prev) if prev is not None else {}
     gone = [n for n in nearest if n not in {n for n, _, _, _ in sig}]
     if gone:

@@ -771,9 +771,10 @@ class LiveNotices:
             elif sig is not None and sig not in self._steady_sigs:
                 name, _old, new = self._changed_input(sig)
                 resharded = self._changed_sharding(sig, self._steady_sigs) if name is None else None
+                # (more or fewer micro-batches of the step's own inputs: x#3 is no new input)
                 micro = (micro_batch_change(self._sigs.get(sig, []), (self._sigs[s] for s in self._steady_sigs
                                                                         if s in self._sigs))
-                         if name is None and resharded is None else None)
+                         if resharded is None else None)
                 if micro is not None:
                     # A gradient-accumulation window of another length (the analysis'
                     # micro_batches): every shape seen, another number of micro-batches.
@@ -781,8 +782,8 @@ class LiveNotices:
                     key = ("input_shape", "micro")
                     self._add_cost(key, barrier_s + read_s, n_barrier + read_n,
                                    f"steps accumulating {now} micro-batches of {clean(base, 60)} instead of {was} "
-                                   "are graphs of their own: make the batches per epoch a multiple of the "
-                                   "accumulation steps")
+                                   "are graphs of their own: keep the count fixed (batches per epoch a multiple "
+                                   "of it), or torch_xla.sync() after each micro-batch's backward")
                     self._say(key, f"step {i} recompiled: it accumulated {now} micro-batches instead of {was}; "
                               f"{so_far}")
                 elif resharded is not None:
