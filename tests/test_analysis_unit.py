@@ -866,7 +866,8 @@ def test_a_graph_that_lost_an_input_names_the_baked_in_scalar(tmp_path: Path) ->
     f = b.done().findings[0]
     assert f.kind == "graph_change"
     assert any(e.startswith("torch_xla's debug records: the new graph takes 99 inputs where the step's graph "
-                            "took 100") and "1 - lr * weight_decay" in e for e in f.evidence)
+                            "took 100") and "0 and 1" in e for e in f.evidence)
+    assert "1 - lr * weight_decay rounds to 1.0" in f.advice
 
 
 def test_a_guard_on_a_python_number_gets_the_tensor_advice() -> None:
@@ -987,7 +988,7 @@ def test_graphs_that_trade_an_input_for_a_constant_either_way_name_the_scalars(t
         b.w.write({"type": "debug", "kind": "compile", "cause": "user torch_xla.sync", "cause_kind": "barrier",
                    "inputs": n_inputs, "frames": [], "user_frames": []})
     f = b.done().findings[0]
-    assert f.kind == "graph_change" and f.advice.startswith("A Python number passed to the graph became 0 or 1")
+    assert f.kind == "graph_change" and f.advice.startswith("A value the step's graph took as an input is a constant")
     assert ("torch_xla's debug records: the step's graph took 30 inputs, then 31 at step 2, 30 at step 5 and "
             "30 at step 10, with the same ops") in " ".join(f.evidence)
     # Other ops at each change (a graph that changed for another reason): no scalar evidence.
@@ -1626,3 +1627,20 @@ def test_a_varying_number_of_micro_batches_is_not_another_pass(tmp_path: Path) -
     (f,) = b.done().findings
     assert (f.kind, f.compiles) == ("micro_batches", 2)
     assert "torch_xla.sync() after its backward" in f.advice
+
+
+def test_a_condition_read_where_the_graph_lost_an_input_names_the_condition(tmp_path: Path) -> None:
+    """`if logit_scale > 4.6: logit_scale.fill_(4.6)`, taken in some steps: the graph of those
+    steps takes one input fewer (the filled value), which alone reads as a baked scalar. The
+    condition read in that step is named first, as the live notice does."""
+    b = Builder(tmp_path / "r.json")
+    for k in range(12):
+        b.step({"x": [8, 16]}, compile_ms=500 if k in (0, 1, 6) else 0, nodes=90, opt=1,
+               read=("bool", 25, "if logit_scale > 4.6:"))
+    for n_inputs in (30, 30, 29):
+        b.w.write({"type": "debug", "kind": "compile", "cause": "user torch_xla.sync", "cause_kind": "barrier",
+                   "inputs": n_inputs, "frames": [], "user_frames": []})
+    f = next(f for f in b.done().findings if f.cause == "graph_change")
+    assert f.line == 25 and f.evidence[0].startswith("a Python condition on a tensor was read in that step")
+    assert f.advice.startswith("A Python `if` on a tensor's value picks which ops the step runs")
+    assert "If its outcome never changed, a Python number that became 0 or 1" in f.advice

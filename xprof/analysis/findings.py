@@ -1158,13 +1158,8 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
             said = (f"the step's graph took {fewer[0][1]} inputs, then {', '.join(counts[:-1])}"
                     f"{' and ' if len(counts) > 1 else ''}{counts[-1]}, with the same ops: a value that is "
                     "an input in one graph is a constant in another, or shares an input with an equal value")
-        evidence.append(f"torch_xla's debug records: {said}. torch_xla bakes the Python scalars 0 and 1 (and "
-                        "0-dim tensors of 0 or 1 moved from the host) into the graph (a learning rate that "
-                        "reaches 0, 1 - lr * weight_decay rounding to 1.0 in float32 near the end of a "
-                        "schedule, a loss weight ramped to 1) and passes equal "
-                        "scalars once; a tensor kept from step to step and created again on the device (a "
-                        "running sum reset with torch.zeros(..., device=...) as an epoch starts) is a constant "
-                        "in that step too, an input again after")
+        evidence.append(f"torch_xla's debug records: {said} (torch_xla bakes Python numbers 0 and 1 into the "
+                        "graph as constants, and passes equal scalars once)")
     user_steps = sorted({ordinal_of.get(s, s) for s in comp_steps})
     where = "after training step" if kind == "eval_pass" else "at step"
     evidence.append(f"compiled {where}{'s' if len(user_steps) != 1 else ''} "
@@ -1177,16 +1172,20 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     file = line = None
     # (not for the same ops on tensors kept on the device: a condition whose outcome changed
     # would have changed the ops)
-    decided = (_condition_in(syncs, comp_steps) if kind in ("graph_change", "periodic_graph") and not fewer
+    decided = (_condition_in(syncs, comp_steps) if kind in ("graph_change", "periodic_graph")
                and not hostless else None)
     if decided is not None:
         # A Python `if` on a tensor ran in the steps that built the new graph: its outcome
         # decides which ops the step records, so when it flips, the graph is another one.
+        # (With fewer graph inputs too, a branch that sets a value, logit_scale.fill_(4.6), or
+        # a Python number turned 0 or 1: the condition's line first, the scalar story after.)
         file, line, code = decided
         where = "each of these steps" if n > 1 else "that step"
         evidence.insert(0, f"a Python condition on a tensor was read in {where}: {_loc(file, line)}: {code}; "
                            "which ops the step runs depends on its outcome, so a new outcome is a new graph")
-        advice = ADVICE["condition_graph"]
+        advice = ADVICE["condition_graph"] + (
+            " If its outcome never changed, a Python number that became 0 or 1 (or equal to another in the "
+            "step) is baked into the graph instead: see the evidence." if fewer else "")
     for sid in dict.fromkeys(int(v) for v in asked):
         site = sites.get(sid)
         if site is not None and site.via:  # (the user's own mark_step line says nothing new)
