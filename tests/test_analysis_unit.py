@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -1644,3 +1645,30 @@ def test_a_condition_read_where_the_graph_lost_an_input_names_the_condition(tmp_
     assert f.line == 25 and f.evidence[0].startswith("a Python condition on a tensor was read in that step")
     assert f.advice.startswith("A Python `if` on a tensor's value picks which ops the step runs")
     assert "If its outcome never changed, a Python number that became 0 or 1" in f.advice
+
+
+def test_a_no_grad_pass_before_every_update_is_part_of_the_step(tmp_path: Path) -> None:
+    """Distillation: the teacher's forward under no_grad with a sync of its own before each
+    student update. Not 16 evaluation passes with a graph 'compiled after warm-up': the
+    teacher's barrier belongs to the step it leads to, and its first graph is warm-up."""
+    b = Builder(tmp_path / "r.json")
+    for k in range(12):
+        b.step({"x": [8, 16]}, compile_ms=300 if k == 0 else 0, nodes=20, fields={"ng": 1, "ev": 1, "gd": 1})
+        b.step({"y": [8]}, compile_ms=500 if k < 2 else 0, nodes=80, opt=1, fields={"bw": 1})
+    a = b.done()
+    assert (a.totals.steps, a.totals.barriers, a.totals.recompiles, a.totals.eval_passes) == (12, 24, 0, 0)
+    assert not a.findings
+    from xprof.recorder.live import LiveNotices
+
+    said: list[str] = []
+    live = LiveNotices(T0, said.append)
+    live.feed([json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:]
+               if json.loads(line).get("type") != "end"])
+    assert said == [] and "0 after warm-up" in live.summary(b.t, "r.json")[0]
+    # An evaluation every 4 updates stays an evaluation.
+    b = Builder(tmp_path / "every4.json")
+    for k in range(12):
+        if k % 4 == 3:
+            b.step({"x": [32, 16]}, compile_ms=300 if k == 3 else 0, nodes=20, fields={"ng": 1, "ev": 1})
+        b.step({"x": [8, 16]}, compile_ms=500 if k < 2 else 0, nodes=80, opt=1, fields={"bw": 1})
+    assert b.done().totals.eval_passes == 3

@@ -271,9 +271,12 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     first_rows = np.flatnonzero(steps["work"].to_numpy(dtype=bool) & (steps["phase"].to_numpy(dtype=object) == "train")
                                 & (steps["ordinal"].to_numpy() == 0))
     first: tuple[int | None, int | None] = (None, None)
+    first_sigs: set[int] = set()
+    """Every signature of step 0's barriers (a teacher's sync and the student's update are two)."""
     if len(first_rows):
         fs, fn = steps["sig"].iat[first_rows[0]], steps["graph_nodes"].iat[first_rows[0]]
         first = (None if pd.isna(fs) else int(fs), None if pd.isna(fn) else int(fn))
+        first_sigs = {int(v) for v in steps["sig"].iloc[first_rows].dropna()}
     first_steady = _first_graph_was_steady(steps, first)
 
     # Walk the steps in order, remembering what steady-state steps have shown so far. The
@@ -339,7 +342,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
             for k in ks:
                 c = rows[k]
                 if (ordinal == 1 and phase == "train" and c["at"] != "step" and sig_id is not None
-                        and first[0] is not None and sig_id != first[0] and (first_steady or (
+                        and first[0] is not None and sig_id not in first_sigs and (first_steady or (
                             first[1] is not None and not pd.isna(c["graph_nodes"])
                             and int(c["graph_nodes"]) == first[1]))):
                     # The first graph was the steady one: this compile is the new shape's.

@@ -74,6 +74,16 @@ def assign(steps: pd.DataFrame) -> None:
             ahead = ahead | backward
         own = np.where(ahead & (k + 1 < int(is_opt.sum())), k + 1, own)
         ordinal[belongs] = own[belongs]
+        # A short no-grad pass before (nearly) every update, with a barrier of its own (a
+        # teacher's forward for distillation, a target network): part of the training step it
+        # leads to, not an evaluation run every step.
+        ev = phase == "eval"
+        n_opt = int(is_opt.sum())
+        if ev.any() and n_opt >= 3:
+            n_pass = int((ev & ~np.concatenate(([False], ev[:-1]))).sum())
+            if n_pass >= 0.8 * n_opt and int(ev.sum()) <= 2 * n_pass:
+                phase[ev] = "train"
+                ordinal[ev] = np.where(k + 1 < n_opt, k + 1, own)[ev]
     steps["phase"] = phase
     steps["ordinal"] = ordinal
     # The training step a barrier is reported under: its own; for eval, dynamo and empty

@@ -187,6 +187,7 @@ class LiveNotices:
         self._grown: list[tuple[tuple[str, str], float, int, int]] = []
         """Step graphs each larger than the last, same inputs: (cost key, seconds, compiles, nodes)."""
         self._grown_top = 0
+        self._first_sigs: set[int] = set()
         self._recompile_s = 0.0
         self._pending_compiles: list[dict[str, Any]] = []
         self._last_c: dict[str, Any] | None = None
@@ -724,10 +725,12 @@ class LiveNotices:
         if work and ordinal == 0 and not self._first_seen:
             self._first_seen = True  # the analysis' first step graph: its first barrier's
             self._first_sig = sig
+        if work and ordinal == 0 and sig is not None:
+            self._first_sigs.add(sig)  # (step 0's barriers: a teacher's sync and the update are two)
         if work and ordinal <= 1 and nodes is not None:
             self._train_nodes = nodes  # the graph the steady state runs
         if work and ordinal == 1:
-            if own and sig is not None and self._first_sig is not None and sig != self._first_sig:
+            if own and sig is not None and self._first_sig is not None and sig not in self._first_sigs:
                 self._second = (sig, barrier_s, n_barrier)
         elif work and ordinal > 1 and sig is not None and sig == self._first_sig and self._first_sig_back is None:
             self._first_sig_back = not own
