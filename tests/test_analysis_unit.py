@@ -1672,3 +1672,18 @@ def test_a_no_grad_pass_before_every_update_is_part_of_the_step(tmp_path: Path) 
             b.step({"x": [32, 16]}, compile_ms=300 if k == 3 else 0, nodes=20, fields={"ng": 1, "ev": 1})
         b.step({"x": [8, 16]}, compile_ms=500 if k < 2 else 0, nodes=80, opt=1, fields={"bw": 1})
     assert b.done().totals.eval_passes == 3
+
+
+def test_tasks_taking_turns_are_kinds_of_batches_not_shapes_to_pad(tmp_path: Path) -> None:
+    """Two heads, classification targets [16] and regression targets [16, 3], every other
+    step: each task's first two steps compile (its head's Adam state at the first update),
+    then both graphs stay cached. Not 'pad y', nor a graph change every 2 steps."""
+    b = Builder(tmp_path / "r.json")
+    for k in range(20):
+        y = [16] if k % 2 == 0 else [16, 3]
+        b.step({"x": [16, 20], "y": y}, compile_ms=500 if k < 4 else 0, nodes=90 + (k % 2) * 3 + (k in (2, 3)),
+               opt=1, fields={"bw": 1})
+    (f,) = b.done().findings
+    assert f.kind == "input_kinds" and f.severity == "info" and f.compiles == 2
+    assert f.title.startswith("y comes in 2 kinds ([16] int64, [16, 3] int64): batches of different kinds")
+    assert "run every head every step" in f.advice

@@ -308,6 +308,15 @@ ADVICE = {
         "loss.detach()) and read that. Layers unfrozen in stages grow the graph too; each "
         "stage then compiles once."
     ),
+    "input_kinds": (
+        "Steps of different kinds (tasks with their own heads and targets, taking turns) are "
+        "different graphs, each compiled once and cached: expected in multi-task training, a "
+        "few compiles in all, each kind's first steps doing what warm-up does for one. Padding "
+        "does not merge them: the ops differ. For one graph, run every head every step and "
+        "weight each task's loss by a 1-element tensor (0.0 or 1.0), with targets of one shape "
+        "and dtype (note that with Adam a head whose loss is weighted 0 still moves with its "
+        "momentum)."
+    ),
     "eager_op": (
         "In eager mode each op outside the compiled step compiles once per input shape, the first "
         "time it runs (a loss average for logging, a metric): expected, and cached after. If such "

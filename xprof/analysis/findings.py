@@ -185,6 +185,7 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
     if eager is not None:
         findings.append(eager)
     _same_steps_value_shapes([f for f in findings if f.cause == "data_dependent"])
+    findings = _kinds_first_steps(findings, steps)
     if any(str(site.via or "").startswith("transformers.trainer") for site in site_info.values()):
         for f in findings:  # the loader is the Trainer's: its setting, not DataLoader's
             if f.kind in ("partial_batch", "batch_size_change"):
@@ -192,6 +193,36 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
     _to_training_steps(findings, ordinal_of)
     findings.sort(key=lambda f: (-f.seconds, f.id))
     return findings
+
+
+def _kinds_first_steps(findings: list[Finding], steps: pd.DataFrame) -> list[Finding]:
+    """Batches of different kinds taking turns (``input_kinds``): each kind's first two steps
+    do what warm-up does for a single kind (its head's optimizer state is made at its first
+    update, its steady graph runs at the second). A graph change whose every compile is at
+    the second step of its signature is that kind's, folded into the kinds finding."""
+    kinds = next((f for f in findings if f.kind == "input_kinds"), None)
+    if kinds is None:
+        return findings
+    train = steps[(steps["phase"] == "train") & steps["work"].astype(bool) & steps["sig"].notna()]
+    nth = train.groupby("sig").cumcount().to_numpy()
+    second = set(train["i"].to_numpy()[nth == 1].tolist())
+    out = []
+    for f in findings:
+        if f.kind in ("graph_change", "periodic_graph") and f.steps and set(f.steps) <= second:
+            kinds.compiles += f.compiles
+            kinds.count += f.compiles
+            kinds.seconds += f.seconds
+            kinds.compile_seconds += f.compile_seconds
+            kinds.steps = sorted(set(kinds.steps) | set(f.steps))
+            kinds.evidence.append(f"{f.compiles} more at the second step of a kind "
+                                  f"(same inputs as its first, another graph: {f.evidence[0]})")
+            continue
+        out.append(f)
+    n = kinds.compiles
+    kinds.title = re.sub(r": \d+ recompiles?, [0-9.]+ s$", f": {n} recompile{'s' if n != 1 else ''}, "
+                         f"{kinds.seconds:.2f} s", kinds.title)
+    kinds.severity = "info"
+    return out
 
 
 def _compiled_early(rows: pd.DataFrame, occurrences: list[tuple[int, int]],
@@ -741,6 +772,24 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     comp_steps = [int(s) for s in rows["step"]]
     series = _Series.of(name, steps, sigs)
     shapes = series.shapes()
+    forms = list(dict.fromkeys((tuple(shape), str(dtype)) for sig in sigs.values()
+                               for n, shape, dtype, _ in sig if base_input_name(n) == name))
+    if len({len(sh) for sh, _ in forms}) > 1 or len({dt for _, dt in forms}) > 1:
+        # Another rank or dtype is no padding or batch size: batches of another kind (a task's
+        # targets: class ids [16] int64 against regression targets [16, 3] float32).
+        listed = ", ".join(f"{list(sh)} {dt}" for sh, dt in forms[:4]) + (" ..." if len(forms) > 4 else "")
+        n = len(ks)
+        user = sorted({ordinal_of.get(s, s) for s in comp_steps})
+        return Finding(
+            id=str(FindingKey.input(name)), cause="input_shape", kind="input_kinds",
+            title=(f"{name} comes in {len(forms)} kinds ({listed}): batches of different kinds take turns, "
+                   f"each its own graph: {n} recompile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"),
+            count=n, compiles=n, seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
+            advice=ADVICE["input_kinds"], evidence=[c0.evidence, "another rank or dtype, not another length: "
+                                                    "not padding nor a batch size",
+                                                    f"compiled at step{'s' if len(user) != 1 else ''} "
+                                                    f"{', '.join(str(u) for u in user[:10])}"],
+            steps=comp_steps, input=name, shapes=[list(sh) for sh, _ in forms])
     rank = max((len(s) for s in shapes), default=0)
     varying = [d for d in range(rank) if len({s[d] for s in shapes if len(s) > d}) > 1]
     kind, dim, pattern = "shape_change", None, None

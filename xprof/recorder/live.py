@@ -188,6 +188,8 @@ class LiveNotices:
         """Step graphs each larger than the last, same inputs: (cost key, seconds, compiles, nodes)."""
         self._grown_top = 0
         self._first_sigs: set[int] = set()
+        self._sig_runs: dict[int, int] = {}
+        """Training steps that ran each signature so far."""
         self._recompile_s = 0.0
         self._pending_compiles: list[dict[str, Any]] = []
         self._last_c: dict[str, Any] | None = None
@@ -848,6 +850,8 @@ class LiveNotices:
                           f"not undone: dropout off, batch-norm statistics frozen); {so_far}")
             elif op_only:
                 pass  # an op run eagerly, compiled on its first run (the analysis' eager_op: info)
+            elif sig is not None and self._sig_runs.get(sig, 0) == 1 and self._kinds_of_batches():
+                pass  # a kind's second step (the analysis' input_kinds: its own warm-up, info)
             elif sig is not None:
                 key = ("graph_change", "")
                 sites = [(sid, self._sites.get(sid, {})) for sid in sorted(read_sites)]
@@ -885,6 +889,8 @@ class LiveNotices:
             self._trained_in_train_mode = True
         if work and not at_dynamo:
             self._work += 1
+            if sig is not None and not apart:
+                self._sig_runs[sig] = self._sig_runs.get(sig, 0) + 1
             if ordinal >= 1 and sig is not None and not quiet:
                 self._steady_sigs.add(sig)
             if ordinal >= 1 and sig is not None and not apart:
@@ -938,8 +944,20 @@ class LiveNotices:
                        "use an op XLA lowers")
         return key
 
+    def _kinds_of_batches(self) -> bool:
+        """An input came with another rank or dtype (a task's targets): batches of different
+        kinds take turns (the analysis' input_kinds)."""
+        forms: dict[str, set[tuple[int, str]]] = {}
+        for entries in self._sigs.values():
+            for n, shape, dtype, _ in entries:
+                forms.setdefault(n, set()).add((len(shape), str(dtype)))
+        return any(len({r for r, _ in f}) > 1 or len({d for _, d in f}) > 1 for f in forms.values())
+
     def _shape_cost(self, name: str | None, seconds: float, compiles: int, step: int = 1) -> None:
         self._shape_last[name or "?"] = max(step, self._shape_last.get(name or "?", 0))
+        forms = {(len(s), str(d)) for v in self._sigs.values() for n, s, d, _ in v if n == name}
+        if len({r for r, _ in forms}) > 1 or len({d for _, d in forms}) > 1:
+            return  # another rank or dtype: batches of another kind, expected (input_kinds: info)
         seen = {tuple(s) for v in self._sigs.values() for n, s, _, _ in v if n == name}
         shapes = len(seen)
         # several non-batch dims changing together is a size (images), not a padded length
