@@ -953,10 +953,12 @@ def test_a_read_in_the_forward_that_raised_is_not_the_first_thing_to_change(tmp_
     w.close()
     a = analyze(load_run(tmp_path / "r.json"))
     assert a.findings and next_step(a)[0] == "Nothing to judge yet."
-    assert exit_lines(a, "r.json")[2] == NOTHING_TO_JUDGE
+    lines = exit_lines(a, "r.json")
+    assert lines[2] == NOTHING_TO_JUDGE and "in 1.20 s, then the loop raised AttributeError; " in lines[0]
     live = LiveNotices(started=T0)
     live.feed([site, read])
-    assert live.summary(T0 + 1.2, "r.json", raised=True)[2] == NOTHING_TO_JUDGE
+    said = live.summary(T0 + 1.2, "r.json", raised=True, exception="AttributeError: module 'torch' has no ...")
+    assert said[2] == NOTHING_TO_JUDGE and ", then the loop raised AttributeError; " in said[0]
 
 
 def test_a_read_compiling_for_an_eval_batch_is_the_eval_passs(tmp_path: Path) -> None:

@@ -43,7 +43,8 @@ ADVICE = {
     ),
     "partial_batch": (
         "Drop the last partial batch (DataLoader(..., drop_last=True)) or pad it to the full "
-        "batch size and mask the padding out of the loss."
+        "batch size and mask the padding out of the loss (where rows are compared with each "
+        "other, in-batch negatives or batch statistics, mask the padded columns too)."
     ),
     "batch_size_change": (
         "Keep the batch size fixed: every batch size is a separate graph. Pad short batches "

@@ -1175,7 +1175,8 @@ class LiveNotices:
                   "dispatched one at a time; compile the step with torch_xla.compile")
 
     def summary(self, ended: float, run_path: str, tail_step: bool = False, tail_opt: int = 0,
-                tail_compile_s: Sequence[float] = (), raised: bool = False) -> list[str]:
+                tail_compile_s: Sequence[float] = (), raised: bool = False,
+                exception: str | None = None) -> list[str]:
         """Three lines (steps, compile share, the first thing to change) and the command
         that opens the report; ``raised``: the loop ended with an exception. ``tail_step``:
         the run's last training step ran after its last barrier (eager mode), so no step
@@ -1208,8 +1209,9 @@ class LiveNotices:
         steps = (self._k + 1 if self._opt_seen else self._work) + (max(tail_opt, 1) if tail_step else 0)
         warm = min(steps, WARMUP_STEPS)
         share = self._compile_s / wall if wall > 0 else 0.0
+        raised_as = f", then the loop raised {clean(exception.split(':', 1)[0], 60)}" if raised and exception else ""
         lines = [
-            f"xprof: {steps} step{'s' if steps != 1 else ''} ({warm} warm-up) in {_seconds(wall)}; "
+            f"xprof: {steps} step{'s' if steps != 1 else ''} ({warm} warm-up) in {_seconds(wall)}{raised_as}; "
             f"{self._compiles} compile{'s' if self._compiles != 1 else ''}, {self._recompiles} after warm-up",
             f"xprof: compiling took {_seconds(self._compile_s)}, {share:.0%} of the run",
         ]

@@ -267,7 +267,7 @@ class watch:
                         for line in self.notices.summary(rec.ended or time.time(), self.path,
                                                          tail_step=rec.tail_step, tail_opt=rec.tail_opt,
                                                          tail_compile_s=rec.tail_compile_s,
-                                                         raised=status == "error"):
+                                                         raised=status == "error", exception=text):
                             stderr_line(line)
                     except Exception as exc:
                         log.warning("xprof: the exit summary failed (%s: %s)", type(exc).__name__, exc)

@@ -416,8 +416,10 @@ def exit_lines(analysis: Analysis, run_path: str) -> list[str]:
 
     t = analysis.totals
     warm = min(t.steps, WARMUP_STEPS)
+    ended = (f", then the loop raised {t.exception.split(':', 1)[0]}" if t.status == "error" and t.exception
+             else "")
     lines = [
-        f"xprof: {fmt.plural(t.steps, 'step')} ({warm} warm-up) in {fmt.seconds(t.wall_seconds)}; "
+        f"xprof: {fmt.plural(t.steps, 'step')} ({warm} warm-up) in {fmt.seconds(t.wall_seconds)}{ended}; "
         f"{fmt.plural(t.compiles, 'compile')}, {t.recompiles} after warm-up",
         f"xprof: compiling took {fmt.seconds(t.compile_seconds)}, {fmt.percent(t.compile_share)} of the run",
     ]
