@@ -1491,6 +1491,13 @@ def test_a_library_calls_own_barrier_after_an_eval_pass_is_the_calls(tmp_path: P
     assert own.title == ("torch_xla.core.xla_model.mesh_reduce (called from train.py:32) asked for a barrier of its "
                          "own: 1 compile, 0.10 s")
     assert (own.line, a.totals.compiles) == (32, 5)
+    from xprof.recorder.live import LiveNotices  # the exit summary names the call too
+
+    live = LiveNotices(T0, lambda _: None)
+    live.feed([json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:]
+               if json.loads(line).get("type") != "end"])
+    assert live.summary(b.t, "r.json")[2].startswith(
+        "xprof: first thing to change: torch_xla.core.xla_model.mesh_reduce (called from train.py:32) syncs by itself")
 
 
 @pytest.mark.parametrize("src, sizes, kind", [

@@ -131,6 +131,31 @@ def grew(nodes: Sequence[int | None]) -> bool:
     return known[-1] > known[0] and all(b >= a for a, b in zip(known, known[1:]))
 
 
+STEP_BARRIER_APIS = (
+    "torch_xla.core.xla_model.mark_step", "torch_xla.torch_xla.sync", "torch_xla.core.xla_model.optimizer_step",
+    "torch_xla.distributed.parallel_loader.", "torch_xla.torch_xla.step", "torch_xla.torch_xla.compile",
+    "contextlib.", "torch_xla.debug.profiler.StepTrace",
+)
+"""The calls a loop asks for its barriers with (``torch_xla.step()`` is a context manager)."""
+
+
+EVALUATING_CALLS = (
+    "transformers.trainer.Trainer.evaluation_loop", "transformers.trainer.Trainer.prediction_loop",
+    "transformers.trainer.Trainer.evaluate",
+)
+"""Library functions that run an evaluation pass themselves, its barriers included."""
+
+
+def is_own_barrier_call(via: object, chain: Sequence[str] = ()) -> bool:
+    """A barrier site's library call that syncs by itself (``xm.mesh_reduce``'s rendezvous,
+    accelerate's ``gather_for_metrics``): none of the loop's step APIs, and not a library
+    that runs the evaluation itself (the HF Trainer's). The analysis and the live notices
+    alike."""
+    if not isinstance(via, str) or not via or via.startswith(STEP_BARRIER_APIS):
+        return False
+    return not any(str(n).startswith(EVALUATING_CALLS) for n in (via, *chain))
+
+
 GROWING_GRAPHS = 3
 """Barrier graphs of one input signature, each larger than the training graph and the one
 before, that make a step graph that grows (a list of device tensors stacked at a read)."""

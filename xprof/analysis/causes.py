@@ -39,7 +39,7 @@ import pandas as pd
 from xprof.analysis.mechanisms import DATA_DEPENDENT_ACCESSES, loop_lines, mechanism, mechanisms_through, own_barrier
 from xprof.analysis.model import EVAL_KEY, EVAL_MODE_KEY, WARMUP_KEY, WARMUP_STEPS, FindingKey
 from xprof.analysis.patterns import Shape, changed_dims, shape_distance
-from xprof.analysis.steps import eval_pass_ids
+from xprof.analysis.steps import eval_pass_ids, training_barrier_sites
 from xprof.analysis.tables import fallback_rows, live_reads
 from xprof.runfile import (
     GROWING_GRAPHS,
@@ -301,10 +301,11 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     if ctx.specs:
         for sid, sig in sigs.items():
             ctx.same_shapes.setdefault(sig, []).append(sid)
+    ctx.loops = loop_lines(ctx.sites, training_barrier_sites(steps))
     ctx.eval_owner = _eval_pass_owners(steps, sites_by_step, ctx)
     ctx.grown = _growing_graphs(steps, compiles, train_nodes)
     ctx.entry_sig = _compile_entry_sigs(steps)
-    ctx.fallback_calls = _fallback_calls(steps, live, ctx.sites)
+    ctx.fallback_calls = _fallback_calls(steps, live, ctx.sites, ctx.loops)
     # A recorder that counts backward passes marks eval barriers itself (steps.assign); the
     # graph-size guess below is only for files without that evidence.
     ctx.size_guess = not ("backward" in steps and bool(steps["backward"].to_numpy().any()))
@@ -467,6 +468,8 @@ class _Context:
     """For each barrier of an eval pass, the cause its compiles get (:func:`_eval_pass_owners`)."""
     known_sigs: SigIndex = field(default_factory=lambda: SigIndex())
     """The earlier signatures as :func:`_closest` compares them."""
+    loops: frozenset[tuple[str, int]] = frozenset()
+    """The user lines the training loop asks for its barriers from (mechanisms.loop_lines)."""
     entry_sig: dict[int, int] = field(default_factory=dict)
     """torch_xla.compile's entry barrier -> the signature of the call it leads to (the inputs
     moved before the entry are the call's: eager ops on them compile for the call's shapes)."""
@@ -521,7 +524,8 @@ def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[in
         for k in ks:
             asked = site_col[k]
             asker = ctx.sites.get(asked) if asked is not None else None
-            if owner is None and asked is not None and own_barrier(asker):
+            if (owner is None and asked is not None and own_barrier(asker) and asker is not None
+                    and (asker.file, asker.line) not in ctx.loops):
                 # A library call's own sync after the pass's batches (xm.mesh_reduce's
                 # rendezvous): its graphs are the call's, not the evaluation's.
                 owners[int(step_ids[k])] = Cause("implicit_sync", FindingKey.sync(asked), site=asked, evidence=(
@@ -735,14 +739,13 @@ def _one(c: Any, step: _StepFacts, warm: bool, seen_sigs: set[int], seen_sig_lis
         + (f" ({nodes} nodes)" if nodes is not None else "")))
 
 
-def _fallback_calls(steps: pd.DataFrame, reads: pd.DataFrame,
-                    sites: dict[int, Site]) -> dict[str, tuple[str, str, int]]:
+def _fallback_calls(steps: pd.DataFrame, reads: pd.DataFrame, sites: dict[int, Site],
+                    loops: frozenset[tuple[str, int]]) -> dict[str, tuple[str, str, int]]:
     """The CPU-fallback ops each of whose steps had reads of one library call made at a user
     line outside the training loop's own (see :attr:`_Context.fallback_calls`)."""
     rows = fallback_rows(steps)
     if not len(rows) or not len(reads):
         return {}
-    loops = loop_lines(sites)
     call_steps: dict[tuple[str, str, int], set[int]] = {}
     for step, sid in zip(reads["step"].tolist(), reads["site"].tolist()):
         key = _call_key(sites.get(int(sid)))

@@ -26,7 +26,7 @@ from xprof.analysis.causes import (
 )
 from xprof.analysis.model import EAGER_KEY, EVAL_KEY, EVAL_MODE_KEY, SETTLED_AFTER, WARMUP_STEPS, Finding, FindingKey
 from xprof.analysis.patterns import bucketing_what_if, describe_period
-from xprof.analysis.steps import eval_pass_ids, is_inference
+from xprof.analysis.steps import eval_pass_ids, is_inference, training_barrier_sites
 from xprof.analysis.tables import barrier_graphs, fallback_rows, live_reads
 from xprof.runfile import Site, bucket_step, dynamo_func, grew, is_condition
 
@@ -108,7 +108,7 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
     # -- host reads (and the compiles they forced), one finding per mechanism ------------
     site_info = sites or {}
 
-    loops = _mech.loop_lines(site_info)
+    loops = _mech.loop_lines(site_info, training_barrier_sites(steps))
 
     def gkey(site: int) -> str:
         return _mech.group_key(site, site_info.get(site), loops)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xprof.runfile import Site
+from xprof.runfile import Site, is_own_barrier_call
 
 
 @dataclass(frozen=True)
@@ -160,25 +160,19 @@ def group_key(site_id: int, site: Site | None, loop_lines: frozenset[tuple[str, 
     return f"sync:{site_id}"
 
 
-STEP_BARRIER_APIS = (
-    "torch_xla.core.xla_model.mark_step", "torch_xla.torch_xla.sync", "torch_xla.core.xla_model.optimizer_step",
-    "torch_xla.distributed.parallel_loader.", "torch_xla.torch_xla.step", "torch_xla.torch_xla.compile",
-    "contextlib.", "torch_xla.debug.profiler.StepTrace",
-)
-"""The calls a loop asks for its barriers with (``torch_xla.step()`` is a context manager)."""
-
-
 def own_barrier(site: Site | None) -> bool:
     """A barrier a library call asked for itself (``xm.mesh_reduce``'s rendezvous syncs,
     ``broadcast_master_param``): not one of the loop's step APIs, nor a known mechanism's."""
-    return (site is not None and site.access == "barrier" and bool(site.via)
-            and not str(site.via).startswith(STEP_BARRIER_APIS) and mechanism(site) is None)
+    return (site is not None and site.access == "barrier" and is_own_barrier_call(site.via, site.chain)
+            and mechanism(site) is None)
 
 
-def loop_lines(sites: dict[int, Site]) -> frozenset[tuple[str, int]]:
+def loop_lines(sites: dict[int, Site], train_sites: frozenset[int] = frozenset()) -> frozenset[tuple[str, int]]:
     """The user lines step barriers were asked for from (their sites): a library call at one
-    of them runs the training loop (a library's own barriers do not count)."""
-    return frozenset((s.file, s.line) for s in sites.values() if s.access == "barrier" and not own_barrier(s))
+    of them runs the training loop. A library's own sync (:func:`own_barrier`) counts only
+    when it ended a training step (``train_sites``: ``trainer.train()``'s barriers)."""
+    return frozenset((s.file, s.line) for sid, s in sites.items()
+                     if s.access == "barrier" and (sid in train_sites or not own_barrier(s)))
 
 
 def known(key: str) -> Mechanism | None:

@@ -153,3 +153,13 @@ def eval_passes(steps: pd.DataFrame) -> int:
     """How often the loop evaluated: the number of eval passes."""
     ids = eval_pass_ids(steps)
     return int(ids.max()) + 1 if len(ids) else 0
+
+
+def training_barrier_sites(steps: pd.DataFrame) -> frozenset[int]:
+    """Sites of barriers that ended training steps (where a compiling barrier was asked for):
+    whoever asked for them runs the training loop (``trainer.train()``), even a library."""
+    if "site" not in steps or not len(steps):
+        return frozenset()
+    site = steps["site"]
+    keep = (steps["phase"].to_numpy(dtype=object) == "train") & site.notna().to_numpy()
+    return frozenset(int(v) for v in site[keep].tolist())

@@ -51,6 +51,7 @@ from xprof.runfile import (
     grew,
     is_condition,
     is_fallback_counter,
+    is_own_barrier_call,
     listed_inputs,
     micro_batch_change,
 )
@@ -312,8 +313,8 @@ class LiveNotices:
                     self._specs[sid] = specs
             elif kind == "site":
                 self._sites[int(rec["id"])] = rec
-                if rec.get("kind") == "barrier":
-                    self._loop_lines.add((rec.get("file"), rec.get("line")))
+                if rec.get("kind") == "barrier" and not is_own_barrier_call(rec.get("via"), rec.get("chain") or ()):
+                    self._loop_lines.add((rec.get("file"), rec.get("line")))  # (not a library's own sync)
             elif kind == "debug" and rec.get("kind") == "hook":
                 # A hook armed mid-run (the mask hooks, once aten::nonzero first ran): its
                 # reads are seen from the next step on (the step it was armed in may have read
@@ -660,6 +661,20 @@ class LiveNotices:
             n_barrier = len(at_barrier) or n_barrier
             own = own or any(x.get("at") == "op" for x in at_barrier)
         op_only = bool(compiles) and not bu and all(x.get("at") == "op" for x in compiles)
+        asker = self._sites.get(int(rec["site"])) if rec.get("site") is not None else None
+        if asker is not None and (rec.get("o") or rec.get("bw")):
+            # whoever asked for a training step's barrier runs the loop (trainer.train())
+            self._loop_lines.add((asker.get("file"), asker.get("line")))
+        if (eval_barrier and bu and asker is not None
+                and is_own_barrier_call(asker.get("via"), asker.get("chain") or ())
+                and (asker.get("file"), asker.get("line")) not in self._loop_lines):
+            # A library call's own sync after an evaluation (xm.mesh_reduce's rendezvous): its
+            # graphs are the call's, as the analysis has them, not the evaluation's.
+            own_call = self._call_key(int(rec["site"]))
+            own_name, own_where = own_call[1].rsplit("@", 1)
+            self._add_cost(own_call, barrier_s, n_barrier, f"{own_name} (called from {own_where}) syncs by itself "
+                           "and runs a graph of its own: call it where little is pending")
+            self._forced_lib.add(own_call)
         if c is not self._last_c:  # a steady step's counters are the same dict as the last one's
             self._last_c = c
             self._last_fallback = [k for k in c if is_fallback_counter(k) and k not in DATA_DEPENDENT_FALLBACKS]
