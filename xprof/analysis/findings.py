@@ -779,7 +779,6 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         # targets: class ids [16] int64 against regression targets [16, 3] float32).
         listed = ", ".join(f"{list(sh)} {dt}" for sh, dt in forms[:4]) + (" ..." if len(forms) > 4 else "")
         n = len(ks)
-        user = sorted({ordinal_of.get(s, s) for s in comp_steps})
         return Finding(
             id=str(FindingKey.input(name)), cause="input_shape", kind="input_kinds",
             title=(f"{name} comes in {len(forms)} kinds ({listed}): batches of different kinds take turns, "
@@ -787,8 +786,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
             count=n, compiles=n, seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
             advice=ADVICE["input_kinds"], evidence=[c0.evidence, "another rank or dtype, not another length: "
                                                     "not padding nor a batch size",
-                                                    f"compiled at step{'s' if len(user) != 1 else ''} "
-                                                    f"{', '.join(str(u) for u in user[:10])}"],
+                                                    _compiled_at(comp_steps, ordinal_of)],
             steps=comp_steps, input=name, shapes=[list(sh) for sh, _ in forms])
     rank = max((len(s) for s in shapes), default=0)
     varying = [d for d in range(rank) if len({s[d] for s in shapes if len(s) > d}) > 1]
@@ -1050,6 +1048,23 @@ def _sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows:
     )
 
 
+def _compiled_at(comp_steps: list[int], ordinal_of: dict[int, int]) -> str:
+    """``compiled at steps 9, 19, 29`` in the user's training steps (ten at most)."""
+    user = sorted({ordinal_of.get(s, s) for s in comp_steps})
+    return (f"compiled at step{'s' if len(user) != 1 else ''} {', '.join(str(u) for u in user[:10])}"
+            + (" ..." if len(user) > 10 else ""))
+
+
+def _plain_graph_finding(key: FindingKey, kind: str, title: str, c0: Cause, rows: pd.DataFrame,
+                         comp_steps: list[int], ordinal_of: dict[int, int], severity: str) -> Finding:
+    """A graph finding that is its cause's evidence, where it compiled, and its advice."""
+    ms, n = float(rows["ms"].sum()), len(rows)
+    return Finding(
+        id=str(key), cause="graph_change", kind=kind, title=title, count=n, compiles=n, seconds=ms / 1e3,
+        compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE[kind], severity=severity,
+        evidence=[c0.evidence, _compiled_at(comp_steps, ordinal_of)], steps=comp_steps)
+
+
 def _grows_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
                    ordinal_of: dict[int, int], sites: dict[int, Site], syncs: pd.DataFrame | None,
                    comp_steps: list[int], ms: float) -> Finding:
@@ -1058,9 +1073,7 @@ def _grows_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     sizes = {int(v) for v in rows["graph_nodes"].dropna()}
     again = steps[steps["graph_nodes"].isin(list(sizes)) & ~steps["i"].isin(comp_steps)]
     reused = int(((again["cached"] > 0) & (again["uncached"] == 0)).sum()) if len(again) else 0
-    user = sorted({ordinal_of.get(s, s) for s in comp_steps})
-    listed = ", ".join(str(u) for u in user[:10]) + (" ..." if len(user) > 10 else "")
-    evidence = [c0.evidence, f"compiled at steps {listed}"]
+    evidence = [c0.evidence, _compiled_at(comp_steps, ordinal_of)]
     if syncs is not None and len(syncs):
         # A read in every one of these steps: what it reads is likely what grows (stacked).
         live = syncs[~syncs["deferred"].astype(bool)]
@@ -1090,25 +1103,14 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     hostless = bool(c0.no_host)
     other_ops = c0.no_host == "new"  # (a graph of a size not seen before ran other ops)
     if key.group == "joined":
-        user = sorted({ordinal_of.get(s, s) for s in comp_steps})
-        return Finding(
-            id=str(key), cause="graph_change", kind="pass_joined",
-            title=(f"Another pass's ops ran inside a training step's graph: {n} extra graph{'s' if n != 1 else ''}, "
-                   f"{ms / 1e3:.2f} s"),
-            count=n, compiles=n, seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
-            advice=ADVICE["pass_joined"], evidence=[c0.evidence, f"compiled at step{'s' if len(user) != 1 else ''} "
-                                                    f"{', '.join(str(u) for u in user[:10])}"],
-            steps=comp_steps)
+        return _plain_graph_finding(
+            key, "pass_joined", f"Another pass's ops ran inside a training step's graph: {n} extra "
+            f"graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s", c0, rows, comp_steps, ordinal_of, "warning")
     if key.group == "eager_ops":
-        user = sorted({ordinal_of.get(s, s) for s in comp_steps})
-        return Finding(
-            id=str(key), cause="graph_change", kind="eager_op",
-            title=(f"Ops run one by one outside the compiled step compiled on their first run: {n} "
-                   f"compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s once, cached afterwards"),
-            count=n, compiles=n, seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
-            advice=ADVICE["eager_op"], severity="info",
-            evidence=[c0.evidence, f"compiled at step{'s' if len(user) != 1 else ''} "
-                                   f"{', '.join(str(u) for u in user[:10])}"], steps=comp_steps)
+        return _plain_graph_finding(
+            key, "eager_op", f"Ops run one by one outside the compiled step compiled on their first run: {n} "
+            f"compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s once, cached afterwards", c0, rows, comp_steps,
+            ordinal_of, "info")
     if key.group == "grows":
         return _grows_finding(key, c0, rows, steps, ordinal_of, sites, syncs, comp_steps, ms)
     if key == EVAL_KEY:
