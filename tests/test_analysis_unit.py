@@ -1696,3 +1696,26 @@ def test_tasks_taking_turns_are_kinds_of_batches_not_shapes_to_pad(tmp_path: Pat
     assert f.kind == "input_kinds" and f.severity == "info" and f.compiles == 2
     assert f.title.startswith("y comes in 2 kinds ([16] int64, [16, 3] int64): batches of different kinds")
     assert "run every head every step" in f.advice
+
+
+def test_the_logging_module_formatting_a_tensor_is_the_users_read(tmp_path: Path) -> None:
+    """logger.info("loss %s", loss) every step: the read happens inside logging.Logger.info,
+    which is no library with an XLA option: the user's own read at their line, with closure
+    advice, and a live notice like an f-string's."""
+    from xprof.recorder.live import LiveNotices
+
+    b = Builder(tmp_path / "r.json")
+    site = {"via": "logging.Logger.info", "inner_at": ["/usr/lib/python3.11/logging/__init__.py", 377,
+                                                     "msg = msg % self.args"]}
+    for _ in range(8):
+        b.step({"x": [8, 4]}, compile_ms=500 if b.i < 2 else 0, read=("repr", 12, 'logger.info("loss %s", loss)'),
+               site=site)
+    (f,) = b.done().findings
+    assert f.kind == "log" and f.title.startswith("logging a tensor at train.py:12 forces a host sync every step")
+    assert "xm.add_step_closure(lambda t: logger.info" in f.advice
+    said: list[str] = []
+    live = LiveNotices(T0, said.append)
+    live.feed([json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()[1:]
+               if json.loads(line).get("type") != "end"])
+    assert said == ["xprof: step 2: logging a tensor at train.py:12 (via logging.Logger.info) forces a host sync "
+                    "(every step so far)"]

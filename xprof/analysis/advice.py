@@ -70,7 +70,15 @@ ADVICE = {
         "Don't read the value on the host mid-step: keep it on the device and log it "
         "through xm.add_step_closure(fn, (tensor,)) (runs after the barrier, no extra "
         "execution; one added after a loop's last barrier waits for the next, so end the loop "
-        "with torch_xla.sync())."
+        "with torch_xla.sync()). If the number feeds the step's own math (a clip scale, a "
+        "learning-rate factor), compute it on the device instead: torch.clamp(max_norm / "
+        "(norm + 1e-6), max=1.0) rather than min(1.0, max_norm / norm.item())."
+    ),
+    "log": (
+        "The logging module formats the tensor (str(t)) on the host when it emits the record: "
+        "the value is read mid-step, whether the message is an f-string or lazy %-formatting. "
+        "Log it through xm.add_step_closure(lambda t: logger.info(\"loss %s\", t), (loss,)) (runs "
+        "after the barrier, no extra execution)."
     ),
     "print": (
         "Printing a device tensor copies it to the host and runs its graph early. Log it "
@@ -380,7 +388,7 @@ ADVICE = {
 
 
 READ_KINDS = frozenset({"item", "print", "format", "repr", "tensor_condition", "scalar", "tolist", "numpy",
-                        "to_cpu"})
+                        "to_cpu", "log"})
 """Plain reads of a tensor's value (what the user's own line does): their advice ends with
 what the run says about how often they read (see :func:`read_tail`)."""
 

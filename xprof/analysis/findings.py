@@ -37,6 +37,8 @@ def sync_kind(access: str, code: str, via: str | None) -> str:
         return "data_dependent"
     if via:
         low = via.lower()
+        if via.startswith("logging."):
+            return "log"  # the standard logging module formatting a tensor (logger.info("%s", loss))
         if "grad_scaler" in low or "gradscaler" in low:
             return "grad_scaler"
         if "serialization" in low or ".save" in low or "checkpoint" in low or "state_dict" in low:
@@ -57,7 +59,7 @@ _KIND_WORDS = {
     "scalar": "int()/float() of a tensor", "tolist": ".tolist()", "numpy": ".numpy()",
     "to_cpu": ".cpu() / .to('cpu')", "grad_scaler": "GradScaler.step",
     "materialize": "materializing tensors (_xla_sync_multi)",
-    "checkpoint": "checkpoint save", "library_sync": "a library call",
+    "checkpoint": "checkpoint save", "library_sync": "a library call", "log": "logging a tensor",
 }
 
 _DD_WORDS = {

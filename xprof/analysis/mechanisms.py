@@ -44,7 +44,8 @@ _HF_EVAL = Mechanism(
         "compile once per eval shape, and, unless eval_accumulation_steps is set, once per eval "
         "step: it concatenates each batch's predictions on the device, a longer tensor each step "
         "(eval_accumulation_steps=1 moves them to the host every step: 13 -> 8 graphs on a "
-        "3-batch eval set). Keep eval batches at one fixed shape (pad eval data to a fixed "
+        "3-batch eval set, 14 -> 8 on another, though that one saved no time: its host reads "
+        "doubled). Keep eval batches at one fixed shape (pad eval data to a fixed "
         "max_length, dataloader_drop_last=True) and evaluate less often (larger eval_steps)."),
     evaluates=True,
 )

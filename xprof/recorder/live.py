@@ -399,9 +399,10 @@ class LiveNotices:
                                f"the checkpoint save at {where} runs before the step's barrier and compiles "
                                "parts of the step to read them: save right after torch_xla.sync()")
             return
-        if site.get("via") or site.get("chain"):
+        if (site.get("via") or site.get("chain")) and not str(site.get("via") or "").startswith("logging."):
             # A library's read: no notice (the report groups them by mechanism), but its cost
-            # counts for the exit summary; torch.compile's own reads are dynamo's.
+            # counts for the exit summary; torch.compile's own reads are dynamo's. (The logging
+            # module formatting the user's tensor is the user's own read, at their line.)
             via = str(site.get("via") or "")
             if not via.startswith(("torch._dynamo", "torch_xla._dynamo")):
                 key = self._lib_key(sid)
@@ -479,7 +480,9 @@ class LiveNotices:
             caller = site.get("caller")
             if isinstance(caller, list) and len(caller) == 3 and not site.get("via"):
                 where += f" (called from {_where(str(caller[0]), int(caller[1] or 0))})"
+            logged = str(site.get("via") or "").startswith("logging.")
             words = self._words[sid] = (
+                "logging a tensor" if logged else
                 clean(read_label(str(site.get("kind", "")), str(site.get("code", ""))), 60),
                 clean(where, 120),
                 f" (via {clean(site['via'], 60)})" if site.get("via") else "")
