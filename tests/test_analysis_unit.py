@@ -1719,3 +1719,19 @@ def test_the_logging_module_formatting_a_tensor_is_the_users_read(tmp_path: Path
                if json.loads(line).get("type") != "end"])
     assert said == ["xprof: step 2: logging a tensor at train.py:12 (via logging.Logger.info) forces a host sync "
                     "(every step so far)"]
+
+
+def test_mid_step_executions_under_torch_compile_are_said_as_its_bridges() -> None:
+    """torch.compile's XLA bridge syncs the compiled graph's inputs when it runs it: graphs
+    executed mid-step, outside any host read. The overview says where they come from."""
+    import tempfile
+
+    from xprof.report.prose import headline
+
+    with tempfile.TemporaryDirectory() as tmp:
+        b = Builder(Path(tmp) / "r.json")
+        for k in range(8):
+            c = {"MarkStep": 1, "ExecuteComputation": 2, "CachedCompile" if k >= 2 else "UncachedCompile": 1}
+            b.step({"x": [8, 4]}, compile_ms=500 if k < 2 else 0, opt=1, fields={"c": c, "dz": int(k < 2)})
+        said = " ".join(headline(b.done()))
+    assert "executions ran mid-step, inside torch.compile's XLA bridge" in said

@@ -232,6 +232,8 @@ def headline(analysis: Analysis) -> list[str]:
                if any(f.kind == "graph_cut" for f in analysis.findings)
                else "outside host reads, ops run eagerly (eager mode) around the compiled step"
                if len(compiles) and bool((compiles["at"] == "op").any())
+               else "inside torch.compile's XLA bridge, which syncs the compiled graph's inputs when it runs "
+               "(expected with torch.compile)" if _used_dynamo(analysis)
                else "outside any host read xprof saw")
         out.append(f"{fmt.plural(t.extra_executions - _deferred_executions(analysis), 'execution')} "
                    f"ran mid-step, {how}.")
@@ -241,6 +243,14 @@ def headline(analysis: Analysis) -> list[str]:
         ops = fmt.short_list(sorted(t.fallback_ops), 5)
         out.append(f"{fmt.plural(len(t.fallback_ops), 'op')} fell back to the CPU: {ops}.")
     return out
+
+
+def _used_dynamo(analysis: Analysis) -> bool:
+    """torch.compile ran in this run: its own barriers, or graphs it traced."""
+    steps = analysis.steps
+    if not len(steps):
+        return False
+    return bool((steps["phase"] == "dynamo").any() or ("dynamo_graphs" in steps and (steps["dynamo_graphs"] > 0).any()))
 
 
 def _deferred_executions(analysis: Analysis) -> int:
