@@ -1735,3 +1735,11 @@ def test_mid_step_executions_under_torch_compile_are_said_as_its_bridges() -> No
             b.step({"x": [8, 4]}, compile_ms=500 if k < 2 else 0, opt=1, fields={"c": c, "dz": int(k < 2)})
         said = " ".join(headline(b.done()))
     assert "executions ran mid-step, inside torch.compile's XLA bridge" in said
+
+
+def test_a_small_reads_cost_is_titled_in_milliseconds(tmp_path: Path) -> None:
+    b = Builder(tmp_path / "r.json")
+    for _ in range(6):
+        b.step({"x": [8, 4]}, compile_ms=500 if b.i < 2 else 0, read=("item", 14, "total += loss.item()"))
+    (f,) = b.done().findings
+    assert f.title.endswith(" ms") and "0.00 s" not in f.title

@@ -14,6 +14,11 @@ ADVICE = {
         "edges pointing at a padding node): each fixed size compiles once. The what-if table "
         "shows what each choice would leave."
     ),
+    "padded_values": (
+        "Pad it to a few fixed sizes along that dim (the largest it takes, or a multiple of N) "
+        "and mask what was padded out of the loss: each fixed size compiles once. The what-if "
+        "table shows what each choice would leave."
+    ),
     "padding_and_batch": (
         "Both the length and the number of rows change from batch to batch (batches filled up "
         "to a token budget): each (rows, length) pair is a graph, so padding the length alone "

@@ -70,6 +70,12 @@ _DD_WORDS = {
 }
 
 
+def _title_seconds(seconds: float) -> str:
+    """A read finding's cost in its title: ``0.38 s``, or ``3.1 ms`` under 10 ms (where
+    ``0.00 s`` would say nothing)."""
+    return f"{seconds * 1e3:.1f} ms" if seconds < 0.01 else f"{seconds:.2f} s"
+
+
 def _dur(ms: float) -> str:
     return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1e3:.2f} s"
 
@@ -400,7 +406,7 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
                 f"value{'s' if n != 1 else ''} on the host" if own
                 else f"reads {n} value{'s' if n != 1 else ''} on the host")
         title = (f"{mech.what} {does}{when} ({', '.join(accesses)}; via {where}): "
-                 f"{', '.join(parts[1:]) + ', ' if len(parts) > 1 else ''}{seconds:.2f} s")
+                 f"{', '.join(parts[1:]) + ', ' if len(parts) > 1 else ''}{_title_seconds(seconds)}")
     elif kind == "data_dependent":
         cause = "data_dependent"
         ops = list(dict.fromkeys(_DD_WORDS.get(str(a), str(a)) for a in g["access"]))
@@ -412,17 +418,18 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         if _third_party(via):
             # inside a library's own code (torchmetrics' input validation): the call is what to change
             title = (f"{via} (called from {where}) runs {op} on the CPU{when}: {', '.join(dd_parts)}, "
-                     f"{seconds:.2f} s")
+                     f"{_title_seconds(seconds)}")
         else:
             title = (f"{op} at {where} gives a value-dependent shape{when}: {', '.join(dd_parts)}, "
-                     f"{seconds:.2f} s")
+                     f"{_title_seconds(seconds)}")
     elif kind == "checkpoint":
         title = (f"{what} at {where} copies tensors to the host{when}"
-                 f"{' (expected)' if severity == 'info' else ''}: {', '.join(parts)}, {seconds:.2f} s")
+                 f"{' (expected)' if severity == 'info' else ''}: {', '.join(parts)}, {_title_seconds(seconds)}")
     elif kind == "library_sync":
-        title = f"{called} (called from {where}) forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
+        title = (f"{called} (called from {where}) forces a host sync{when}: {', '.join(parts)}, "
+                 f"{_title_seconds(seconds)}")
     else:
-        title = f"{what} at {where} forces a host sync{when}: {', '.join(parts)}, {seconds:.2f} s"
+        title = f"{what} at {where} forces a host sync{when}: {', '.join(parts)}, {_title_seconds(seconds)}"
     advice = (mech.advice if mech is not None else ADVICE["value_shape"] if value_shape
               else ADVICE["checkpoint_mid_step"] if mid_step
               else ADVICE["mask_assign"] if kind == "data_dependent" and set(g["access"]) == {"mask_assign"}
@@ -430,7 +437,7 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
     if mech is None and not value_shape and kind in READ_KINDS:
         if not (executions or g["uncached"].any() or g["cached"].any()):
             # Every value was ready: nothing ran early, the host only waited for the device.
-            title = f"{what} at {where} waits for the device{when}: {', '.join(parts)}, {seconds:.2f} s"
+            title = f"{what} at {where} waits for the device{when}: {', '.join(parts)}, {_title_seconds(seconds)}"
             if kind not in ("tensor_condition", "scalar"):
                 # A logged value can be read later, on a thread; a decision or a Python number
                 # is needed now: keeping it on the device is still the fix.
@@ -882,8 +889,9 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     settled = bool(comp_steps) and after >= SETTLED_AFTER and after >= 3 * max(last, 1)
     advice = ADVICE["resize"] if resized else ADVICE["input_set"] if input_set else ADVICE[kind]
     if kind == "dynamic_padding" and not integer:
-        # Values, not token ids (boxes, features): no tokenizer to ask for a fixed length.
-        advice = ADVICE["dynamic_size"]
+        # Values, not token ids (boxes, features): no tokenizer to ask for a fixed length (and
+        # rows of a batch, not a graph's nodes: dynamic_size's advice is for those).
+        advice = ADVICE["padded_values"]
     row_counts = sorted({sh[0] for sh in shapes if sh}) if kind == "dynamic_padding" and 0 in varying else []
     # (a dynamic_size's dim 0 is no batch: its other dims changing with it are in the table)
     if row_counts:
