@@ -134,6 +134,15 @@ def _assign_by_row(dynamo: list[bool], opt: list[int], work: list[bool], nograd:
             pending.append(r)
         else:
             phase[r], ordinal[r] = "train", k
+    # Short no-grad passes before (nearly) every update (a teacher's forward) are the next
+    # update's training barriers.
+    n_opt = sum(1 for d, o in zip(dynamo, opt) if o > 0 and not d)
+    evals = [r for r in range(n) if phase[r] == "eval"]
+    passes = sum(1 for r in evals if r == 0 or phase[r - 1] != "eval")
+    if evals and n_opt >= 3 and passes >= 0.8 * n_opt and len(evals) <= 2 * passes:
+        for r in evals:
+            before = sum(1 for q in range(r) if opt[q] > 0 and not dynamo[q]) - 1
+            phase[r], ordinal[r] = "train", before + 1 if before + 1 < n_opt else max(before, 0)
     return phase, ordinal
 
 
