@@ -156,6 +156,23 @@ def is_own_barrier_call(via: object, chain: Sequence[str] = ()) -> bool:
     return not any(str(n).startswith(EVALUATING_CALLS) for n in (via, *chain))
 
 
+def of_other_kinds(forms: Iterable[tuple[Sequence[int], str]]) -> bool:
+    """An input's (shape, dtype) forms differ in rank or dtype, not only in sizes: batches of
+    different kinds (a task's targets: class ids [16] int64, regression targets [16, 3]
+    float32). The analysis' ``input_kinds`` and the live notices alike."""
+    ranks, dtypes = set(), set()
+    for shape, dtype in forms:
+        ranks.add(len(shape))
+        dtypes.add(str(dtype))
+    return len(ranks) > 1 or len(dtypes) > 1
+
+
+def is_logging_call(via: object) -> bool:
+    """A read made by the standard logging module formatting the user's tensor
+    (``logger.info("loss %s", loss)``): the user's own read, not a library's."""
+    return isinstance(via, str) and via.startswith("logging.")
+
+
 GROWING_GRAPHS = 3
 """Barrier graphs of one input signature, each larger than the training graph and the one
 before, that make a step graph that grows (a list of device tensors stacked at a read)."""

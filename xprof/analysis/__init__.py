@@ -97,7 +97,7 @@ def _analyze(run: Run) -> Analysis:
     # of every step, which a short run's warm-up compiles hide: it is measured against the
     # time past warm-up's compiles. A finding whose time lost is not measured is never minor
     # (model.unmeasured).
-    warm_s = float(compiles["ms"].to_numpy()[[c.cause == "warmup" for c in found]].sum()) / 1e3 if len(found) else 0.0
+    warm_s = float(compiles.loc[compiles["cause"] == "warmup", "ms"].sum()) / 1e3 if len(compiles) else 0.0
     for f in findings:
         per_step = f.cause == "implicit_sync" and f.pattern == "every step" and f.execute_seconds > 0
         base = max(totals.wall_seconds - warm_s, 0.0) if per_step else totals.wall_seconds

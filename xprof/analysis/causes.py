@@ -579,14 +579,19 @@ def _growing_graphs(steps: pd.DataFrame, compiles: pd.DataFrame,
     a list of 10 more losses stacked every 10 steps)."""
     if not len(compiles) or train_nodes is None:
         return {}
-    info = steps.set_index("i")[["sig", "ordinal", "phase", "work"]]
+    # (the step table is in barrier order: each compile's row by bisection, not a re-index of
+    # a run's million rows)
+    ids = steps["i"].to_numpy()
+    sig_col, ordinal, phase, work = (steps["sig"], steps["ordinal"].to_numpy(), steps["phase"].to_numpy(dtype=object),
+                                     steps["work"].to_numpy(dtype=bool))
     at = compiles["at"].to_numpy(dtype=object)
     by_sig: dict[int, list[tuple[int, int]]] = {}
     for k, (step, nodes) in enumerate(zip(compiles["step"].tolist(), compiles["graph_nodes"].tolist())):
-        if at[k] == "step" or nodes is None or pd.isna(nodes) or int(step) not in info.index:
+        row = int(np.searchsorted(ids, int(step)))
+        if at[k] == "step" or nodes is None or pd.isna(nodes) or row >= len(ids) or ids[row] != int(step):
             continue
-        sig, ordinal, phase, work = info.loc[int(step)]
-        if phase == "train" and work and not pd.isna(sig) and ordinal >= WARMUP_STEPS:
+        sig = sig_col.iat[row]
+        if phase[row] == "train" and work[row] and not pd.isna(sig) and ordinal[row] >= WARMUP_STEPS:
             by_sig.setdefault(int(sig), []).append((int(step), int(nodes)))
     out: dict[tuple[int, int], list[int]] = {}
     for seq in by_sig.values():

@@ -28,7 +28,7 @@ from xprof.analysis.model import EAGER_KEY, EVAL_KEY, EVAL_MODE_KEY, SETTLED_AFT
 from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.steps import eval_pass_ids, is_inference, training_barrier_sites
 from xprof.analysis.tables import barrier_graphs, fallback_rows, live_reads
-from xprof.runfile import Site, bucket_step, dynamo_func, grew, is_condition
+from xprof.runfile import Site, bucket_step, dynamo_func, grew, is_condition, is_logging_call, of_other_kinds
 
 
 def sync_kind(access: str, code: str, via: str | None) -> str:
@@ -37,7 +37,7 @@ def sync_kind(access: str, code: str, via: str | None) -> str:
         return "data_dependent"
     if via:
         low = via.lower()
-        if via.startswith("logging."):
+        if is_logging_call(via):
             return "log"  # the standard logging module formatting a tensor (logger.info("%s", loss))
         if "grad_scaler" in low or "gradscaler" in low:
             return "grad_scaler"
@@ -226,9 +226,8 @@ def _kinds_first_steps(findings: list[Finding], steps: pd.DataFrame) -> list[Fin
                                   f"(same inputs as its first, another graph: {f.evidence[0]})")
             continue
         out.append(f)
-    n = kinds.compiles
-    kinds.title = re.sub(r": \d+ recompiles?, [0-9.]+ s$", f": {n} recompile{'s' if n != 1 else ''}, "
-                         f"{kinds.seconds:.2f} s", kinds.title)
+    n = kinds.compiles  # (the title ends with its count and seconds: "...: 1 recompile, 0.68 s")
+    kinds.title = f"{kinds.title.rsplit(': ', 1)[0]}: {n} recompile{'s' if n != 1 else ''}, {kinds.seconds:.2f} s"
     kinds.severity = "info"
     return out
 
@@ -783,7 +782,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     shapes = series.shapes()
     forms = list(dict.fromkeys((tuple(shape), str(dtype)) for sig in sigs.values()
                                for n, shape, dtype, _ in sig if base_input_name(n) == name))
-    if len({len(sh) for sh, _ in forms}) > 1 or len({dt for _, dt in forms}) > 1:
+    if of_other_kinds(forms):
         # Another rank or dtype is no padding or batch size: batches of another kind (a task's
         # targets: class ids [16] int64 against regression targets [16, 3] float32).
         listed = ", ".join(f"{list(sh)} {dt}" for sh, dt in forms[:4]) + (" ..." if len(forms) > 4 else "")

@@ -51,9 +51,11 @@ from xprof.runfile import (
     grew,
     is_condition,
     is_fallback_counter,
+    is_logging_call,
     is_own_barrier_call,
     listed_inputs,
     micro_batch_change,
+    of_other_kinds,
 )
 from xprof.runfile import GROWING_READS as GROWING_READS  # (the analysis' too)
 from xprof.untrusted import visible
@@ -399,7 +401,7 @@ class LiveNotices:
                                f"the checkpoint save at {where} runs before the step's barrier and compiles "
                                "parts of the step to read them: save right after torch_xla.sync()")
             return
-        if (site.get("via") or site.get("chain")) and not str(site.get("via") or "").startswith("logging."):
+        if (site.get("via") or site.get("chain")) and not is_logging_call(site.get("via")):
             # A library's read: no notice (the report groups them by mechanism), but its cost
             # counts for the exit summary; torch.compile's own reads are dynamo's. (The logging
             # module formatting the user's tensor is the user's own read, at their line.)
@@ -480,9 +482,8 @@ class LiveNotices:
             caller = site.get("caller")
             if isinstance(caller, list) and len(caller) == 3 and not site.get("via"):
                 where += f" (called from {_where(str(caller[0]), int(caller[1] or 0))})"
-            logged = str(site.get("via") or "").startswith("logging.")
             words = self._words[sid] = (
-                "logging a tensor" if logged else
+                "logging a tensor" if is_logging_call(site.get("via")) else
                 clean(read_label(str(site.get("kind", "")), str(site.get("code", ""))), 60),
                 clean(where, 120),
                 f" (via {clean(site['via'], 60)})" if site.get("via") else "")
@@ -965,16 +966,15 @@ class LiveNotices:
     def _kinds_of_batches(self) -> bool:
         """An input came with another rank or dtype (a task's targets): batches of different
         kinds take turns (the analysis' input_kinds)."""
-        forms: dict[str, set[tuple[int, str]]] = {}
+        forms: dict[str, list[tuple[Sequence[int], str]]] = {}
         for entries in self._sigs.values():
             for n, shape, dtype, _ in entries:
-                forms.setdefault(n, set()).add((len(shape), str(dtype)))
-        return any(len({r for r, _ in f}) > 1 or len({d for _, d in f}) > 1 for f in forms.values())
+                forms.setdefault(n, []).append((shape, dtype))
+        return any(of_other_kinds(f) for f in forms.values())
 
     def _shape_cost(self, name: str | None, seconds: float, compiles: int, step: int = 1) -> None:
         self._shape_last[name or "?"] = max(step, self._shape_last.get(name or "?", 0))
-        forms = {(len(s), str(d)) for v in self._sigs.values() for n, s, d, _ in v if n == name}
-        if len({r for r, _ in forms}) > 1 or len({d for _, d in forms}) > 1:
+        if of_other_kinds((s, d) for v in self._sigs.values() for n, s, d, _ in v if n == name):
             return  # another rank or dtype: batches of another kind, expected (input_kinds: info)
         seen = {tuple(s) for v in self._sigs.values() for n, s, _, _ in v if n == name}
         shapes = len(seen)
