@@ -984,7 +984,8 @@ def _mechanism_around(c: Any, step: _StepFacts, ctx: _Context) -> Cause | None:
     if not len(syncs):
         return None
     t = float(c["t"])
-    in_step = syncs[(syncs["step"] == step.i) & ~syncs["deferred"].astype(bool)]
+    live = live_reads(syncs)
+    in_step = live[live["step"] == step.i]
     before = in_step[in_step["t1"] <= t]
     after = in_step[in_step["t0"] >= t]
     if not len(before) or not len(after):

@@ -1085,7 +1085,7 @@ def _grows_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     evidence = [c0.evidence, _compiled_at(comp_steps, ordinal_of)]
     if syncs is not None and len(syncs):
         # A read in every one of these steps: what it reads is likely what grows (stacked).
-        live = syncs[~syncs["deferred"].astype(bool)]
+        live = live_reads(syncs)
         per_site = live[live["step"].isin(comp_steps)].groupby("site")["step"].nunique()
         for sid in per_site[per_site == len(comp_steps)].index.tolist()[:1]:
             site = sites.get(int(sid))
