@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xprof.analysis.findings import _train_steps_before
-from xprof.analysis.patterns import bucket, bucketing_what_if
 from xprof.analysis.tables import _nullable_ints
+from xprof.diagnosis.patterns import bucket, bucketing_what_if
 from xprof.runcolumns import _int_column
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from xprof.analysis import analyze
 from xprof.analysis import steps as steps_mod
-from xprof.analysis.mechanisms import group_key, mechanism
+from xprof.diagnosis.mechanisms import group_key, mechanism
 from xprof.recorder.metrics import delta, increase
 from xprof.runfile import RunWriter, Site, load_run
 

@@ -124,7 +124,7 @@ def test_sharding_change_is_its_own_cause(spmd_runs: Scenarios) -> None:
     lines = spmd_runs.notices("spmd_sharding_change")
     assert lines[0].startswith(f"xprof: step {UNSHARDED_AT[0]} recompiled: input_ids sharded {{replicated}} "
                                f"(before: {SHARDED_2D}), same shapes; 1 recompile so far")
-    assert "first thing to change: input_ids is sharded more than one way" in lines[-2]
+    assert "first thing to change: input_ids is sharded 2 ways with the same shape" in lines[-2]
     # Compare's shape diff tells the two shardings of the same shape apart.
     base, _ = spmd_runs.load("spmd_padding")
     only_new = [(s.input, s.shape, s.sharding) for s in diff_shapes(base, a) if s.side == "new"]

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import gc
 import json
-import math
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
@@ -95,152 +94,6 @@ def base_input_name(name: str) -> str:
     """``input_ids#2`` (the second tensor of that name in one step) -> ``input_ids``."""
     head, sep, tail = name.rpartition("#")
     return head if sep and tail.isdigit() else name
-
-
-def dynamo_func(func: str, file: Any, line: Any) -> str:
-    """A function dynamo compiled, as the user knows it: ``inner`` in torch's own
-    ``external_utils.py`` is the wrapper torch.compile puts around a module's forward."""
-    base = os.path.basename(str(file)) if file else ""
-    if func == "inner" and str(file or "").replace("\\", "/").endswith("_dynamo/external_utils.py"):
-        return "the compiled module's forward"
-    return f"{func}() ({base}:{line})" if base else f"{func}()"
-
-
-GROWING_READS = 3
-"""Compiles at one read site within one step from which its graphs can be growing (two may
-be two values one library call reads)."""
-
-
-_CONDITION = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.*\belse\b")
-
-
-def is_condition(access: str, code: str) -> bool:
-    """A host read that is a Python condition on a tensor (``if loss > x:``, ``while``, a
-    conditional expression): a tensor made a Python bool or number on such a line."""
-    return access in ("bool", "int", "float", "index") and bool(_CONDITION.search(code))
-
-
-def grew(nodes: Sequence[int | None]) -> bool:
-    """Whether one read site's graphs in one step grew from read to read: :data:`GROWING_READS`
-    or more, every size known, none smaller than the one before and the last larger than the
-    first (an RL episode's reads: 25, 31, 35 ... nodes; not a check over each parameter: 40,
-    39, 37, 36). Each read then ran a longer graph: the ops since the barrier piled up."""
-    if len(nodes) < GROWING_READS or any(n is None for n in nodes):
-        return False
-    known = [int(n) for n in nodes if n is not None]
-    return known[-1] > known[0] and all(b >= a for a, b in zip(known, known[1:]))
-
-
-STEP_BARRIER_APIS = (
-    "torch_xla.core.xla_model.mark_step", "torch_xla.torch_xla.sync", "torch_xla.core.xla_model.optimizer_step",
-    "torch_xla.distributed.parallel_loader.", "torch_xla.torch_xla.step", "torch_xla.torch_xla.compile",
-    "contextlib.", "torch_xla.debug.profiler.StepTrace",
-)
-"""The calls a loop asks for its barriers with (``torch_xla.step()`` is a context manager)."""
-
-
-EVALUATING_CALLS = (
-    "transformers.trainer.Trainer.evaluation_loop", "transformers.trainer.Trainer.prediction_loop",
-    "transformers.trainer.Trainer.evaluate",
-)
-"""Library functions that run an evaluation pass themselves, its barriers included."""
-
-
-def is_own_barrier_call(via: object, chain: Sequence[str] = ()) -> bool:
-    """A barrier site's library call that syncs by itself (``xm.mesh_reduce``'s rendezvous,
-    accelerate's ``gather_for_metrics``): none of the loop's step APIs, and not a library
-    that runs the evaluation itself (the HF Trainer's). The analysis and the live notices
-    alike."""
-    if not isinstance(via, str) or not via or via.startswith(STEP_BARRIER_APIS):
-        return False
-    return not any(str(n).startswith(EVALUATING_CALLS) for n in (via, *chain))
-
-
-def of_other_kinds(forms: Iterable[tuple[Sequence[int], str]]) -> bool:
-    """An input's (shape, dtype) forms differ in rank or dtype, not only in sizes: batches of
-    different kinds (a task's targets: class ids [16] int64, regression targets [16, 3]
-    float32). The analysis' ``input_kinds`` and the live notices alike."""
-    ranks, dtypes = set(), set()
-    for shape, dtype in forms:
-        ranks.add(len(shape))
-        dtypes.add(str(dtype))
-    return len(ranks) > 1 or len(dtypes) > 1
-
-
-def is_logging_call(via: object) -> bool:
-    """A read made by the standard logging module formatting the user's tensor
-    (``logger.info("loss %s", loss)``): the user's own read, not a library's."""
-    return isinstance(via, str) and via.startswith("logging.")
-
-
-GROWING_GRAPHS = 3
-"""Barrier graphs of one input signature, each larger than the training graph and the one
-before, that make a step graph that grows (a list of device tensors stacked at a read)."""
-
-
-NOTHING_TO_JUDGE = ("xprof: nothing to judge yet: the loop raised before its first step; fix that error, "
-                    "then record it again")
-"""The exit summary's last line for a loop that raised before its first step, from the live
-notices and from the analysis alike (the report's 'Nothing to judge yet')."""
-
-
-def bucket_step(values: Sequence[int]) -> int:
-    """The step every one of ``values`` (an input's lengths) is a multiple of, when that reads
-    as padding to buckets (at least 8, or 16 for two lengths: lengths padded to the longest
-    of each batch rarely share one), else 0. The analysis and the live notices alike."""
-    if len(values) < 2:
-        return 0
-    g = 0
-    for v in values:
-        g = math.gcd(g, int(v))
-    return g if g >= (16 if len(values) == 2 else 8) else 0
-
-
-def micro_batch_change(sig: Sequence[tuple[str, Sequence[int], str, str]],
-                       seen: Iterable[Sequence[tuple[str, Sequence[int], str, str]]]) -> tuple[int, int, str] | None:
-    """(micro-batches before, now, the input) when this signature differs from a seen one
-    only in how many micro-batches the step held (``input_ids``, ``input_ids#2`` ...: a
-    gradient-accumulation window cut short at an epoch's end), every shape seen before."""
-    def counts(s: Sequence[tuple[str, Sequence[int], str, str]]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for n, _, _, _ in s:
-            b = base_input_name(n)
-            out[b] = out.get(b, 0) + 1
-        return out
-
-    now = counts(sig)
-    if not now:
-        return None
-    shapes = {(base_input_name(n), tuple(shape)) for n, shape, _, _ in sig}
-    for prev in reversed(list(seen)):
-        was = counts(prev)
-        if set(was) != set(now) or was == now:
-            continue
-        if shapes <= {(base_input_name(n), tuple(shape)) for n, shape, _, _ in prev}:
-            base = max(now, key=lambda b: abs(was[b] - now[b]))
-            return was[base], now[base], base
-    return None
-
-
-def added_inputs(sig: Sequence[tuple[str, Sequence[int], str, str]],
-                 earlier: Iterable[Sequence[tuple[str, Sequence[int], str, str]]]) -> list[str]:
-    """The inputs ``sig`` has beyond the first of ``earlier`` whose every input it has, with
-    the same shape (a step's own inputs and another pass's; read the other way round, an
-    input moved in some steps only); empty when none is. The analysis and the live notices
-    alike."""
-    mine = {n: tuple(shape) for n, shape, _, _ in sig}
-    for prev in earlier:
-        theirs = {n: tuple(shape) for n, shape, _, _ in prev}
-        if theirs and len(mine) > len(theirs) and all(mine.get(n) == shape for n, shape in theirs.items()):
-            return [n for n in mine if n not in theirs]
-    return []
-
-
-def listed_inputs(names: Sequence[str], most: int = 3) -> str:
-    """``vx, vy`` for ``vx, vy, vx#2, vy#2`` (a micro-batch's copy is the same input), the
-    first ``most``, and how many more."""
-    bases = list(dict.fromkeys(base_input_name(n) for n in names))
-    return ", ".join(bases[:most]) + (f" and {len(bases) - most} more" if len(bases) > most else "")
 
 
 # -- typed records -----------------------------------------------------------------------
@@ -666,10 +519,11 @@ def _counts(v: Any) -> dict[str, int]:
 _new_tuple = tuple.__new__
 
 
-def _add_step(run: Run, rec: dict[str, Any]) -> bool:
+def step_record(rec: dict[str, Any]) -> Step | None:
+    """A ``step`` record decoded (None when it has no barrier index)."""
     i = rec.get("i")
     if type(i) is not int:
-        return False
+        return None
     g = rec.get
     t0, tb, t1, barrier, c, bu, bc, sig = (g("t0", 0.0), g("tb", 0.0), g("t1", 0.0), g("barrier", "sync"),
                                            g("c", _NO_COUNTS), g("bu", 0), g("bc", 0), g("sig"))
@@ -681,34 +535,51 @@ def _add_step(run: Run, rec: dict[str, Any]) -> bool:
             and type(mg) is int):
         # What the recorder writes: the fields are already of their types. Building the tuple
         # directly skips the NamedTuple's Python-level __new__ (a long run has a million steps).
-        run.steps.append(_new_tuple(Step, (i, t0, tb, t1, barrier, c, bu, bc, sig, o, bool(ng), dz, site,
-                                           bool(ev), bw, mg, bool(gd))))
-    else:
-        run.steps.append(Step(i, float(t0), float(tb), float(t1), str(barrier), _counts(c), int(bu), int(bc),
-                              _opt_int(sig), int(o), bool(ng), int(dz), _opt_int(site), bool(ev), int(bw),
-                              int(mg), bool(gd)))
+        return _new_tuple(Step, (i, t0, tb, t1, barrier, c, bu, bc, sig, o, bool(ng), dz, site,  # type: ignore[no-any-return]
+                                 bool(ev), bw, mg, bool(gd)))
+    return Step(i, float(t0), float(tb), float(t1), str(barrier), _counts(c), int(bu), int(bc),
+                _opt_int(sig), int(o), bool(ng), int(dz), _opt_int(site), bool(ev), int(bw),
+                int(mg), bool(gd))
+
+
+def _add_step(run: Run, rec: dict[str, Any]) -> bool:
+    step = step_record(rec)
+    if step is None:
+        return False
+    run.steps.append(step)
     return True
+
+
+def sync_record(rec: dict[str, Any]) -> Sync:
+    """A ``sync`` record (a host read) decoded."""
+    g = rec.get
+    return Sync(int(g("i", 0)), int(g("site", -1)), float(g("t0", 0.0)), float(g("t1", 0.0)),
+                int(g("u", 0)), int(g("c", 0)), int(g("x", 0)), bool(g("deferred", False)), _opt_str(g("thread")))
 
 
 def _add_sync(run: Run, rec: dict[str, Any]) -> bool:
-    g = rec.get
-    run.syncs.append(Sync(int(g("i", 0)), int(g("site", -1)), float(g("t0", 0.0)), float(g("t1", 0.0)),
-                          int(g("u", 0)), int(g("c", 0)), int(g("x", 0)), bool(g("deferred", False)),
-                          _opt_str(g("thread"))))
+    run.syncs.append(sync_record(rec))
     return True
 
 
-def _add_site(run: Run, rec: dict[str, Any]) -> bool:
+def site_record(rec: dict[str, Any]) -> Site | None:
+    """A ``site`` record decoded (None when it has no id)."""
     sid = rec.get("id")
     if not isinstance(sid, int):
-        return False
+        return None
     g = rec.get
     chain_ = g("chain")
-    run.sites[sid] = Site(sid, str(g("kind", "?")), str(g("file", "?")), int(g("line", 0) or 0),
-                          str(g("func", "?")), _opt_str(g("via")), str(g("code", "") or ""),
-                          _opt_str(g("inner")),
-                          tuple(str(n) for n in chain_) if isinstance(chain_, list) else (),
-                          _inner_at(g("inner_at")), _inner_at(g("caller")))
+    return Site(sid, str(g("kind", "?")), str(g("file", "?")), int(g("line", 0) or 0),
+                str(g("func", "?")), _opt_str(g("via")), str(g("code", "") or ""), _opt_str(g("inner")),
+                tuple(str(n) for n in chain_) if isinstance(chain_, list) else (),
+                _inner_at(g("inner_at")), _inner_at(g("caller")))
+
+
+def _add_site(run: Run, rec: dict[str, Any]) -> bool:
+    site = site_record(rec)
+    if site is None:
+        return False
+    run.sites[site.id] = site
     return True
 
 
@@ -726,20 +597,36 @@ def _input(entry: dict[str, Any]) -> Input:
                  sharding if isinstance(sharding, str) else None)
 
 
-def _add_sig(run: Run, rec: dict[str, Any]) -> bool:
+def signature_record(rec: dict[str, Any]) -> tuple[int, tuple[Input, ...]] | None:
+    """A ``sig`` record decoded: its id and inputs (None when either is missing)."""
     inputs = rec.get("inputs")
     if not isinstance(rec.get("id"), int) or not isinstance(inputs, list):
+        return None
+    return rec["id"], tuple(_input(i) for i in inputs if isinstance(i, dict))
+
+
+def _add_sig(run: Run, rec: dict[str, Any]) -> bool:
+    found = signature_record(rec)
+    if found is None:
         return False
-    run.signatures[rec["id"]] = tuple(_input(i) for i in inputs if isinstance(i, dict))
+    run.signatures[found[0]] = found[1]
     return True
 
 
-def _add_compile(run: Run, rec: dict[str, Any]) -> bool:
+def compile_record(rec: dict[str, Any]) -> Compile | None:
+    """A ``compile`` record decoded (None when it has no barrier index)."""
     i = rec.get("i")
     if type(i) is not int:
-        return False
+        return None
     g = rec.get
-    run.compiles.append(Compile(i, float(g("t", 0.0)), float(g("ns", 0.0)), str(g("at", "barrier"))))
+    return Compile(i, float(g("t", 0.0)), float(g("ns", 0.0)), str(g("at", "barrier")))
+
+
+def _add_compile(run: Run, rec: dict[str, Any]) -> bool:
+    found = compile_record(rec)
+    if found is None:
+        return False
+    run.compiles.append(found)
     return True
 
 

@@ -52,26 +52,20 @@ def at_root() -> Iterator[None]:
         os.chdir(here)
 
 
-def replay(path: Path) -> tuple[LiveNotices, list[str]]:
-    """The live notices fed every record of ``path``, and the exit summary they give."""
+def replay(path: Path) -> LiveNotices:
+    """The live notices fed every record of ``path``, as the recorder's writer thread feeds them."""
     header, recs = records(path)
     live = LiveNotices(float(header.get("started_unix") or 0.0), None)
     with at_root():
         live.feed([r for r in recs if r.get("type") != "end"])
-        end = next((r for r in recs if r.get("type") == "end"), {})
-        last_step = max((k for k, r in enumerate(recs) if r.get("type") == "step"), default=-1)
-        tail = [float(r.get("ns") or 0) / 1e9 for r in recs[last_step + 1:] if r.get("type") == "compile"]
-        exit_said = live.summary(float(end.get("t") or 0.0), path.name,
-                                 tail_step=bool(end.get("tail_opt") and end.get("tail_graphs")),
-                                 tail_opt=int(end.get("tail_opt") or 0), tail_compile_s=tail,
-                                 raised=end.get("status") == "error", exception=end.get("exception"))
-    return live, exit_said[:-1]
+        live.close()
+    return live
 
 
 def verdict(path: Path) -> dict[str, Any]:
     a = analyze(load_run(path))
     t = a.totals
-    live, live_exit = replay(path)
+    live = replay(path)
     return {
         "steps": t.steps,
         "compiles": t.compiles,
@@ -80,7 +74,7 @@ def verdict(path: Path) -> dict[str, Any]:
                      f"{f.title}" for f in a.findings],
         "exit": exit_lines(a, path.name)[:-1],
         "notices": list(live.lines),
-        "live_exit": live_exit,
+        "notice_ids": [key for key, _ in live.said],
     }
 
 

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xprof.analysis import mechanisms as _mech
 from xprof.analysis.advice import ADVICE, READ_KINDS, read_tail
 from xprof.analysis.causes import (
     DATA_DEPENDENT_ACCESS,
@@ -25,10 +24,13 @@ from xprof.analysis.causes import (
     no_sharding,
 )
 from xprof.analysis.model import EAGER_KEY, EVAL_KEY, EVAL_MODE_KEY, SETTLED_AFTER, WARMUP_STEPS, Finding, FindingKey
-from xprof.analysis.patterns import bucketing_what_if, describe_period
 from xprof.analysis.steps import eval_pass_ids, is_inference, training_barrier_sites
 from xprof.analysis.tables import barrier_graphs, fallback_rows, live_reads
-from xprof.runfile import Site, bucket_step, dynamo_func, grew, is_condition, is_logging_call, of_other_kinds
+from xprof.diagnosis import mechanisms as _mech
+from xprof.diagnosis.evidence import bucket_step, dynamo_func, grew, is_condition, is_logging_call, of_other_kinds
+from xprof.diagnosis.patterns import bucketing_what_if, describe_period
+from xprof.diagnosis.terms import DATA_DEPENDENT_FALLBACKS
+from xprof.runfile import Site
 
 
 def sync_kind(access: str, code: str, via: str | None) -> str:
@@ -204,31 +206,49 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
 
 
 def _kinds_first_steps(findings: list[Finding], steps: pd.DataFrame) -> list[Finding]:
-    """Batches of different kinds taking turns (``input_kinds``): each kind's first two steps
-    do what warm-up does for a single kind (its head's optimizer state is made at its first
-    update, its steady graph runs at the second). A graph change whose every compile is at
-    the second step of its signature is that kind's, folded into the kinds finding."""
+    """Batches of different kinds taking turns (two tasks, each with its own head): each kind's
+    first two steps do what warm-up does for a single kind (its head's optimizer state is made
+    at its first update, its steady graph runs at the second). A graph change whose every
+    compile is at the second step of its signature, when that signature's first step compiled
+    for the shape, is that kind's: folded into the kinds finding (``input_kinds``: another rank
+    or dtype) or else into the shape finding that compiled the first step."""
     kinds = next((f for f in findings if f.kind == "input_kinds"), None)
-    if kinds is None:
+    shape = next((f for f in findings if f.cause == "input_shape" and f.kind != "micro_batches"), None)
+    target = kinds or shape
+    if target is None:
         return findings
     train = steps[(steps["phase"] == "train") & steps["work"].astype(bool) & steps["sig"].notna()]
     nth = train.groupby("sig").cumcount().to_numpy()
-    second = set(train["i"].to_numpy()[nth == 1].tolist())
+    ids, sigs = train["i"].to_numpy(), train["sig"].to_numpy(dtype=np.int64)
+    first_of = dict(zip(sigs[nth == 0].tolist(), ids[nth == 0].tolist()))
+    second = dict(zip(ids[nth == 1].tolist(), sigs[nth == 1].tolist()))  # step -> its signature
+    compiled = set(train["i"].to_numpy()[train["uncached"].to_numpy() > 0].tolist())
+
+    def kind_second(f: Finding) -> bool:
+        return (f.kind in ("graph_change", "periodic_graph") and bool(f.steps)
+                and all(s in second and (kinds is not None or first_of[second[s]] in compiled) for s in f.steps))
+
     out = []
     for f in findings:
-        if f.kind in ("graph_change", "periodic_graph") and f.steps and set(f.steps) <= second:
-            kinds.compiles += f.compiles
-            kinds.count += f.compiles
-            kinds.seconds += f.seconds
-            kinds.compile_seconds += f.compile_seconds
-            kinds.steps = sorted(set(kinds.steps) | set(f.steps))
-            kinds.evidence.append(f"{f.compiles} more at the second step of a kind "
-                                  f"(same inputs as its first, another graph: {f.evidence[0]})")
+        if f is not target and kind_second(f):
+            target.compiles += f.compiles
+            target.count += f.compiles
+            target.seconds += f.seconds
+            target.compile_seconds += f.compile_seconds
+            target.steps = sorted(set(target.steps) | set(f.steps))
+            target.evidence.append(f"{f.compiles} more at the second step of a kind "
+                                   f"(same inputs as its first, another graph: {f.evidence[0]})")
             continue
         out.append(f)
-    n = kinds.compiles  # (the title ends with its count and seconds: "...: 1 recompile, 0.68 s")
-    kinds.title = f"{kinds.title.rsplit(': ', 1)[0]}: {n} recompile{'s' if n != 1 else ''}, {kinds.seconds:.2f} s"
-    kinds.severity = "info"
+    if kinds is not None:
+        n = kinds.compiles  # (the title ends with its count and seconds: "...: 1 recompile, 0.68 s")
+        kinds.title = (f"{kinds.title.rsplit(': ', 1)[0]}: {n} recompile{'s' if n != 1 else ''}, "
+                       f"{kinds.seconds:.2f} s")
+        kinds.severity = "info"
+    elif len(out) < len(findings):
+        n = target.compiles
+        target.title = (f"{target.title.rsplit(': ', 1)[0]}: {n} recompile{'s' if n != 1 else ''}, "
+                        f"{target.seconds:.2f} s")
     return out
 
 
@@ -257,10 +277,6 @@ def _to_training_steps(findings: list[Finding], user: dict[int, int]) -> None:
         f.steps = sorted({user.get(s, s) for s in f.steps})
 
 
-DATA_DEPENDENT_FALLBACKS = frozenset({"aten::nonzero", "aten::masked_select", "aten::_unique2",
-                                      "aten::unique_dim", "aten::unique_consecutive",
-                                      "aten::repeat_interleave", "aten::argwhere"})
-"""CPU-fallback counters of the data-dependent ops: reported by their data-dependent finding."""
 
 
 def _uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles: pd.DataFrame,
@@ -751,6 +767,12 @@ class _Series:
         """The ordinal of every series entry whose shape ``pick`` takes, in series order."""
         return np.repeat(self.ords, self._per_step(pick)).tolist()
 
+    def warm_values(self, dim: int) -> list[int]:
+        """The input's sizes along ``dim`` in the warm-up steps (0 and 1): graphs a loop pays
+        for whatever it pads to."""
+        at_one = [s for k in np.flatnonzero(self.ords == 1).tolist() for s in self.groups[int(self.which[k])]]
+        return [s[dim] for s in [*self.first, *at_one] if len(s) > dim]
+
     def values(self, dim: int) -> list[int]:
         """Each series entry's size along ``dim`` (entries of lower rank left out), as counts allow:
         the order is not the series' (callers count them)."""
@@ -850,16 +872,18 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         lengths = series.values(dim)
         # What one more length cost in this run: every graph it compiled (the step's, its
         # reads', a micro-batch's), not one compile: the first length was warm-up's.
-        per_length = ms / 1e3 / max(len(set(lengths)) - 1, 1)
+        warm = series.warm_values(dim)
+        per_length = ms / 1e3 / max(len(set(lengths) - set(warm)) if warm else len(set(lengths)) - 1, 1)
         joint = series.with_rest(dim)
         co_varying = _still_varying(joint)
         tokens = kind == "dynamic_padding" and integer
-        what_if = bucketing_what_if(lengths, per_length, ms / 1e3, joint if co_varying else None, tokens=tokens)
+        what_if = bucketing_what_if(lengths, per_length, ms / 1e3, joint if co_varying else None, tokens=tokens,
+                                    warm=warm)
         if any(co_varying):
             # Other inputs padded on their own (a seq2seq batch's labels): the advice pads them
             # the same way, and so does the table; "alone" says what this input's padding leaves.
             alone_left = min(int(r["graphs"]) for r in what_if)  # type: ignore[call-overload]
-            what_if = bucketing_what_if(lengths, per_length, ms / 1e3, joint, tokens=tokens, rest_dim=dim)
+            what_if = bucketing_what_if(lengths, per_length, ms / 1e3, joint, tokens=tokens, rest_dim=dim, warm=warm)
     n = len(ks)
     values_txt = ""
     vals = sorted({s[dim] for s in shapes if len(s) > dim}) if dim is not None else []
@@ -1773,3 +1797,4 @@ def _eager_finding(steps: pd.DataFrame, compiles: pd.DataFrame, steady: int) -> 
         evidence=evidence, steps=[int(i) for i in eager["i"].tolist()],
         pattern=None if n >= steady else _pattern([int(o) for o in eager["ordinal"].tolist()], steady),
     )
+

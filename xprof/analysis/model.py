@@ -6,14 +6,21 @@ and nothing else; they never look at run-file records directly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import pandas as pd
 
 from xprof.analysis.tables import live_reads
-from xprof.runfile import GROWING_READS as GROWING_READS  # (shared with the live notices)
+from xprof.diagnosis.keys import EAGER_KEY as EAGER_KEY
+from xprof.diagnosis.keys import EVAL_KEY as EVAL_KEY
+from xprof.diagnosis.keys import EVAL_MODE_KEY as EVAL_MODE_KEY
+from xprof.diagnosis.keys import WARMUP_KEY as WARMUP_KEY
+from xprof.diagnosis.keys import FindingKey as FindingKey
+from xprof.diagnosis.terms import GROWING_READS as GROWING_READS
+from xprof.diagnosis.terms import MINOR_SHARE as MINOR_SHARE
+from xprof.diagnosis.terms import SETTLED_AFTER as SETTLED_AFTER
+from xprof.diagnosis.terms import WARMUP_STEPS as WARMUP_STEPS
 from xprof.runfile import Run
 
 
@@ -44,81 +51,8 @@ def unmeasured(f: Finding) -> bool:
     return f.cause == "eager_mode" or f.kind in ("never_ran", "dynamo_limit", "graph_cut")
 
 
-WARMUP_STEPS = 2
-"""Warm-up: the first two steps that ran a graph. torch_xla compiles a one-off graph at the
-first step (optimizer state is created inside it) and the steady-state graph at the
-second, so even a perfect loop compiles twice. Uncached compiles after these steps are
-``recompiles``."""
-
-SETTLED_AFTER = 20
-"""Steps with no new shape after a shape finding's last compile, at least (and three times the
-steps up to it), for it to read as settled: a fixed set of shapes (length buckets), each
-compiled once, early: a one-off cost, not one that grows with the run."""
-
-MINOR_SHARE = 0.01
-"""A finding that cost less than this share of the run's wall time is *minor*: folded into
-one line of the summary and a collapsed section of the report (still in the JSON)."""
-
 SUMMARY_SCHEMA = "xprof-summary"
 SUMMARY_VERSION = 1
-
-
-class FindingKey(NamedTuple):
-    """What groups compiles and host reads into one finding; ``str(key)`` is the finding's id.
-
-    ``group`` is ``sync`` (a host-read site), ``input`` (an input that changed shape),
-    ``sharding`` (an input whose SPMD sharding changed with the same shapes),
-    ``fallback`` (CPU-fallback ops), ``graph`` (a graph of that many nodes), ``eval``,
-    ``unknown`` or ``warmup``; ``detail`` the site id, input name, ops, node count or reason.
-    """
-
-    group: str
-    detail: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.group}:{self.detail}" if self.detail else self.group
-
-    @classmethod
-    def parse(cls, text: str) -> FindingKey:
-        group, _, detail = text.partition(":")
-        return cls(group, detail)
-
-    @classmethod
-    def sync(cls, site: int) -> FindingKey:
-        return cls("sync", str(site))
-
-    @classmethod
-    def input(cls, name: str | None) -> FindingKey:
-        return cls("input", name or "?")
-
-    @classmethod
-    def sharding(cls, name: str | None) -> FindingKey:
-        return cls("sharding", name or "?")
-
-    @classmethod
-    def fallback(cls, ops: Iterable[str]) -> FindingKey:
-        return cls("fallback", ",".join(sorted(ops)))
-
-    @classmethod
-    def graph(cls, nodes: int | None) -> FindingKey:
-        return cls("graph", str(nodes))
-
-    @property
-    def site(self) -> int | None:
-        """The host-read site of a ``sync`` key."""
-        return int(self.detail) if self.group == "sync" and self.detail.lstrip("-").isdigit() else None
-
-    @property
-    def ops(self) -> list[str]:
-        """The CPU-fallback ops of a ``fallback`` key."""
-        return self.detail.split(",") if self.group == "fallback" and self.detail else []
-
-
-WARMUP_KEY = FindingKey("warmup")
-EVAL_KEY = FindingKey("eval")
-EAGER_KEY = FindingKey("eager")
-EVAL_MODE_KEY = FindingKey("graph", "eval_mode")
-"""Training steps run with the model left in eval mode (``model.eval()`` not undone)."""
 
 
 @dataclass

@@ -107,6 +107,8 @@ def summary(
     runs: RunsArg,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the versioned summary object (docs/json.md) as JSON.")] = False,
+    brief: Annotated[bool, typer.Option(
+        "--brief", help="Print only the four lines watch() and xprof run end with.")] = False,
 ) -> None:
     """Print how much time compiles and host reads cost, and what to change.
 
@@ -114,6 +116,9 @@ def summary(
     """
     reads_only()
     files = _expand(runs)
+    if brief:
+        _brief(files)
+        return
     with Progress(wanted(machine_output=as_json)) as bar:
         if len(files) > 1:
             pod, view = read_pod(files, bar, summaries=as_json)
@@ -130,6 +135,17 @@ def summary(
     from xprof.report.terminal import render_summary
 
     render_summary(analysis, console)
+
+
+def _brief(files: list[str]) -> None:
+    """The exit summary of one run file (``watch()`` prints it through this command)."""
+    if len(files) != 1:
+        fail(f"--brief takes one run file, not {len(files)}")
+    from xprof.report.prose import exit_lines
+
+    analysis = _one(files[0], Progress(False))
+    sys.stdout.write("".join(line + "\n" for line in exit_lines(analysis, files[0])))
+    sys.stdout.flush()
 
 
 def _summary_ranks(view: Any, focus: Any, as_json: bool) -> None:

@@ -18,12 +18,11 @@ import platform
 import socket
 import sys
 import threading
-import time
 from types import TracebackType
 from typing import Any
 
 from xprof._version import __version__
-from xprof.recorder import hooks
+from xprof.recorder import hooks, verdict
 from xprof.recorder.core import Recorder
 from xprof.recorder.live import LiveNotices, stderr_line
 from xprof.recorder.metrics import MetricsSource, XlaMetrics
@@ -262,15 +261,11 @@ class watch:
                 else:
                     status, text = "error", f"{exc_type.__name__}: {exc}"
                 rec.stop(status, text)
+                if self.notices is not None:
+                    rec.guard("live notices", self.notices.close)
                 if self.notices is not None and self.exit_summary:
-                    try:
-                        for line in self.notices.summary(rec.ended or time.time(), self.path,
-                                                         tail_step=rec.tail_step, tail_opt=rec.tail_opt,
-                                                         tail_compile_s=rec.tail_compile_s,
-                                                         raised=status == "error", exception=text):
-                            stderr_line(line)
-                    except Exception as exc:
-                        log.warning("xprof: the exit summary failed (%s: %s)", type(exc).__name__, exc)
+                    for line in verdict.exit_lines(self.path):
+                        stderr_line(line)
         finally:
             skipped = self._patches.restore()
             if skipped:

@@ -13,8 +13,9 @@ from typing import Any
 from xprof.analysis.model import MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, unmeasured
 from xprof.analysis.ranks import GROUP_MIN, RankFinding, RankGroup, RanksView, span
 from xprof.analysis.steps import is_inference
+from xprof.diagnosis.terms import NOTHING_TO_JUDGE
 from xprof.report import fmt
-from xprof.runfile import NOTHING_TO_JUDGE, Run
+from xprof.runfile import Run
 
 CAUSE_LABELS = {
     "warmup": "warm-up",

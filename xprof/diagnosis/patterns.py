@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 
 Shape = tuple[int, ...]
 
@@ -51,13 +52,15 @@ def bucket(value: int, multiple: int) -> int:
 
 def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_seconds: float,
                       with_rest: Collection[tuple[int, Hashable]] | None = None,
-                      tokens: bool = True, rest_dim: int | None = None) -> list[dict[str, object]]:
+                      tokens: bool = True, rest_dim: int | None = None,
+                      warm: Collection[int] = ()) -> list[dict[str, object]]:
     """Graphs and recompile seconds left by padding the varying dim to multiples or to the max.
 
     ``lengths`` are the per-step values of the dimension. ``graphs`` is the number of
     distinct shapes; ``compile_s_each`` what one more shape cost in the run (all the graphs
     it compiled); ``compile_seconds`` what the shapes after the first would cost at that
-    rate (the first is paid in warm-up anyway);
+    rate, less those warm-up pays for anyway (``warm``: the values of the two warm-up steps;
+    none given: the first length);
     ``padding_waste`` the extra elements computed, relative to what was used.
 
     ``with_rest``: each distinct (length, what else the graph depends on) a step had, when
@@ -98,9 +101,16 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_sec
             return len(set(padded.values()))
         return len({(padded.get(v, v), rest_padded(rest, m) if pad_rest else rest) for v, rest in with_rest})
 
+    def warm_graphs(pad: Callable[[int], int]) -> int:
+        """Graphs warm-up compiles anyway: those of the warm-up steps' values, padded alike
+        (one when no values are given: the first length's)."""
+        if not warm:
+            return 1
+        return max(len({pad(v) for v in warm} & {pad(v) for v in counts}), 1)
+
     recorded = graphs_of({v: v for v in counts})
     if with_rest:
-        compile_s_each = current_seconds / max(recorded - 1, 1)
+        compile_s_each = current_seconds / max(recorded - warm_graphs(lambda v: v), 1)
     out: list[dict[str, object]] = [{
         "strategy": "as recorded",
         "graphs": recorded,
@@ -112,17 +122,17 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_sec
         padded = {v: bucket(v, m) for v in counts}
         padded_sum = sum(padded[v] * n for v, n in counts.items())
         label = f"pad_to_multiple_of={m}" if tokens else f"a multiple of {m}"
-        out.append(_row(label, graphs_of(padded, m, True), compile_s_each, current_seconds,
-                        padded_sum / used - 1.0))
+        out.append(_row(label, graphs_of(padded, m, True), warm_graphs(functools.partial(bucket, multiple=m)),
+                        compile_s_each, current_seconds, padded_sum / used - 1.0))
     top = max(lengths)
     label = f"padding='max_length' (max_length={top})" if tokens else f"the largest size ({top})"
-    out.append(_row(label, graphs_of({v: top for v in counts}, None, True),
+    out.append(_row(label, graphs_of({v: top for v in counts}, None, True), 1,
                     compile_s_each, current_seconds, top * len(lengths) / used - 1.0))
     return out
 
 
-def _row(strategy: str, graphs: int, each: float, current: float, waste: float) -> dict[str, object]:
-    seconds = max(graphs - 1, 0) * each
+def _row(strategy: str, graphs: int, warm: int, each: float, current: float, waste: float) -> dict[str, object]:
+    seconds = max(graphs - warm, 0) * each
     return {
         "strategy": strategy,
         "graphs": graphs,

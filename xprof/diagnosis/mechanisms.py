@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xprof.runfile import Site, is_own_barrier_call
+from xprof.diagnosis.evidence import is_own_barrier_call
+from xprof.diagnosis.keys import FindingKey
+from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES
+from xprof.runfile import Site
 
 
 @dataclass(frozen=True)
@@ -129,9 +132,6 @@ def mechanisms_through(site: Site | None) -> list[Mechanism]:
 
 DYNAMO_MODULES = ("torch._dynamo", "torch_xla._dynamo")
 
-DATA_DEPENDENT_ACCESSES = frozenset({"nonzero", "masked_select", "unique", "argwhere",
-                                     "repeat_interleave", "mask_index", "mask_assign"})
-"""Recorded accesses whose output shape depends on values (xprof.recorder.hooks)."""
 
 
 def is_dynamo(site: Site | None) -> bool:
@@ -159,6 +159,13 @@ def group_key(site_id: int, site: Site | None, loop_lines: frozenset[tuple[str, 
         inside_loop = (site.file, site.line) in loop_lines
         return f"lib:{(site.inner or site.via) if inside_loop else site.via}@{site.file}:{site.line}"
     return f"sync:{site_id}"
+
+
+def finding_id(key: FindingKey, sites: dict[int, Site], loops: frozenset[tuple[str, int]] = frozenset()) -> str:
+    """The id of the finding a cause's key joins: a host-read site's by :func:`group_key`, any
+    other key's own text. The analysis groups by it; the live notices say each id once."""
+    site = key.site
+    return group_key(site, sites.get(site), loops) if site is not None else str(key)
 
 
 def own_barrier(site: Site | None) -> bool:

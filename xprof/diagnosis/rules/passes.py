@@ -1,0 +1,124 @@
+"""Graphs that are not the training step's: an evaluation pass, a library's own work,
+torch.compile's tracing."""
+
+from __future__ import annotations
+
+from xprof.diagnosis.cause import Cause
+from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
+from xprof.diagnosis.keys import EVAL_KEY, FindingKey
+from xprof.diagnosis.mechanisms import mechanism, mechanisms_through
+from xprof.diagnosis.terms import EVAL_GRAPH_RATIO
+
+
+def dynamo_sync(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
+    """``dynamo``: compiled at a sync of torch.compile's XLA bridge."""
+    if step.phase != "dynamo":
+        return None
+    return Cause("dynamo", FindingKey("dynamo"), evidence="compiled at a sync of torch.compile's XLA bridge")
+
+
+def dynamo_tracing(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
+    """``dynamo``: compiled mid-step while torch.compile's XLA bridge traced a graph."""
+    if not step.dynamo:
+        return None
+    return Cause("dynamo", FindingKey("dynamo"), evidence="compiled while torch.compile's XLA bridge traced a graph")
+
+
+def dynamo_retrace(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
+    """``dynamo``: torch.compile traced a graph again in this step (same input shapes as
+    before), so the step graph changed with it."""
+    if not step.dynamo:
+        return None
+    return Cause("dynamo", FindingKey("dynamo"), evidence=(
+        "torch.compile traced a graph again in this step (same input shapes as before), "
+        "so the step graph changed with it"))
+
+
+def in_eval_phase(c: CompileFacts, step: StepFacts, walk: Walk) -> bool:
+    """Live: an eval barrier (grad off or eval mode, no backward or optimizer step)."""
+    return step.phase == "eval"
+
+
+def small_graph(c: CompileFacts, step: StepFacts, walk: Walk) -> bool:
+    """Live: a graph far smaller than the training graph in a run with no backward-pass evidence
+    so far (an eval pass, when the whole run turns out to have none)."""
+    train = walk.train_nodes
+    return not walk.backward_seen and c.nodes is not None and bool(train) and c.nodes < EVAL_GRAPH_RATIO * (train or 0)
+
+
+def eval_pass(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
+    """The eval pass's owner (whole run): a compile in an eval pass belongs to the mechanism
+    that ran the pass (the HF Trainer's evaluation), to a library call's own sync after it, or
+    to the pass (``graph_change``/``eval_pass``), whatever its input shapes."""
+    return walk.whole.eval_owner.get(step.i) if walk.whole is not None else None
+
+
+def eval_pass_mid_step(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
+    """The eval pass's owner for a compile outside any read, unless a mechanism inside the
+    pass made the reads on both sides of it (``generate()`` in a Seq2SeqTrainer's evaluation,
+    an op on the CPU cutting its token graphs)."""
+    owner = eval_pass(c, step, walk)
+    if owner is None:
+        return None
+    return mechanism_around(c, step, walk) or owner
+
+
+def eval_graph_size(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
+    """``graph_change``/``eval``: in files recorded without backward-pass evidence (whole run),
+    a barrier graph far smaller than the training graph stands in for that evidence."""
+    nodes, train_nodes = c.nodes, walk.train_nodes
+    if walk.whole is None or not walk.whole.size_guess or nodes is None or not train_nodes:
+        return None
+    if nodes >= EVAL_GRAPH_RATIO * train_nodes:
+        return None
+    return Cause("graph_change", EVAL_KEY, evidence=(
+        f"a {nodes}-node graph against the {train_nodes}-node training graph "
+        "(no backward pass or optimizer: an evaluation or inference pass)"))
+
+
+def step_mechanism(step: StepFacts, walk: Walk, new_reads_only: bool = False) -> Cause | None:
+    """A known library mechanism that asked for this barrier, or read values in this step.
+    ``new_reads_only``: a mechanism that read in earlier training steps too (a model's mask
+    check, every step) did not change this step's graph; its first read did, once."""
+    reads = sorted(s for s in step.sites if not (new_reads_only and s in walk.seen_sites))
+    candidates = ([step.barrier_site] if step.barrier_site is not None else []) + reads
+    for site in candidates:
+        mech = mechanism(walk.sites.get(site))
+        if mech is not None:
+            where = "asked for the barrier" if site == step.barrier_site else "read values in this step"
+            return Cause("library", FindingKey.parse(mech.key), site=site, evidence=(
+                f"{mech.what} {where} and ran a small graph of its own"))
+    return None
+
+
+def library_at_barrier(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
+    """``library``: a known mechanism asked for the barrier or first read values in the step,
+    with inputs seen before. (Who asked for a barrier does not make its graph theirs when the
+    inputs are new: a training step's graph cut by the eval loader's first batch is the step's.)"""
+    found = step_mechanism(step, walk, new_reads_only=True)
+    if found is not None and (step.sig_id is None or step.sig_id in walk.seen_sigs):
+        return found
+    return None
+
+
+def library_mid_step(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
+    """``library``: compiled mid-step in a step where a known mechanism asked for the barrier
+    or read values."""
+    return step_mechanism(step, walk)
+
+
+def mechanism_around(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
+    """A known mechanism (not an eval pass's own) whose reads come right before and right after
+    a compile outside any read, in its step: the compile happened inside it."""
+    before = [r for r in step.reads if r.t1 <= c.t]
+    after = [r for r in step.reads if r.t0 >= c.t]
+    if not before or not after:
+        return None
+    first = max(before, key=lambda r: r.t1).site
+    then = min(after, key=lambda r: r.t0).site
+    theirs = mechanisms_through(walk.sites.get(then))
+    mech = next((m for m in mechanisms_through(walk.sites.get(first)) if m in theirs and not m.evaluates), None)
+    if mech is None:
+        return None
+    return Cause("library", FindingKey.parse(mech.key), site=first, evidence=(
+        f"compiled between two of {mech.what}'s reads, outside them (an op on the CPU cutting its graph)"))

@@ -1,0 +1,99 @@
+"""The walk over steps: warm-up first, then the registry's rules in order, one cause per compile.
+
+Both sides walk the same way: the analysis over its step table (the steps that can change
+what the walk remembers), the live notices over the records as they come. For each step,
+:func:`judge` gives its compiles' causes, then :func:`advance` adds the step to the walk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xprof.diagnosis.cause import Cause
+from xprof.diagnosis.evidence import grew
+from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
+from xprof.diagnosis.keys import ABSTAIN_KEY, WARMUP_KEY
+from xprof.diagnosis.registry import AT_BARRIER, RULES
+from xprof.diagnosis.terms import is_warmup
+
+
+def in_warmup(step: StepFacts) -> bool:
+    """The step's compiles are warm-up's (:data:`~xprof.diagnosis.terms.WARMUP_STEPS`): those of
+    the first two training steps, and of the empty barriers between them, and torch.compile's
+    own syncs while it traces them."""
+    if step.phase in ("train", "empty"):
+        return is_warmup(step.user_step)
+    return step.phase == "dynamo" and is_warmup(step.ahead)
+
+
+def growing_reads(compiled: Sequence[tuple[int | None, int | None]]) -> set[int]:
+    """Read sites whose graphs grew in one step (:func:`~xprof.diagnosis.evidence.grew`), from
+    each compile's (read site, graph nodes) in order; compiles outside a read (None) left out."""
+    nodes: dict[int, list[int | None]] = {}
+    for site, n in compiled:
+        if site is not None:
+            nodes.setdefault(site, []).append(n)
+    return {site for site, ns in nodes.items() if grew(ns)}
+
+
+def _live_read_site(c: CompileFacts) -> int | None:
+    return c.read.site if c.at == "step" and c.read is not None and not c.read.deferred else None
+
+
+def judge(compiles: Sequence[CompileFacts], step: StepFacts, walk: Walk) -> list[Cause]:
+    """The cause of each of ``compiles`` (the step's, in order), from what the walk has seen."""
+    step.new_fallback = frozenset(step.fallback - walk.seen_fallback)
+    warm = in_warmup(step)
+    growing = growing_reads([(_live_read_site(c), c.nodes) for c in compiles if c.at == "step"]) if warm else set()
+    compiled: set[int] = set()
+    out = []
+    for c in compiles:
+        site = _live_read_site(c)
+        if warm and site is not None and site in growing:
+            # A read whose graph grew from read to read in this step runs a longer graph each
+            # time (an episode acted out step by step): only its first compile is warm-up's.
+            first = site not in compiled
+            compiled.add(site)
+            out.append(Cause("warmup", WARMUP_KEY, rule="warmup") if first else decide(c, step, walk))
+        else:
+            out.append(Cause("warmup", WARMUP_KEY, rule="warmup") if warm else decide(c, step, walk))
+    return out
+
+
+def decide(c: CompileFacts, step: StepFacts, walk: Walk, past: str = "") -> Cause:
+    """The first rule, in the registry's order, that answers for ``c``; live, a rule that needs
+    the whole run and may apply makes it ``abstain`` (no notice). ``past``: judge as if the
+    rule of that name had not applied (the live side's second opinion while it waits)."""
+    for rule in RULES.get(c.at, AT_BARRIER):
+        if rule.name == past:
+            continue
+        if rule.whole_run and walk.whole is None:
+            if rule.maybe is not None and rule.maybe(c, step, walk):
+                return Cause("abstain", ABSTAIN_KEY, rule=rule.name)
+            continue
+        found = rule.decide(c, step, walk)
+        if found is not None:
+            found.rule = found.rule or rule.name
+            return found
+    raise AssertionError(f"no rule answered for a compile at {c.at!r}")  # (each list ends in one that always does)
+
+
+def advance(step: StepFacts, walk: Walk) -> None:
+    """Add a step to what the walk remembers. Steady memory starts at step 1 (step 0's graph is
+    a one-off); read sites and first signatures count from step 0."""
+    sig_id = step.sig_id
+    if step.phase == "train":
+        walk.seen_sites.update(step.sites)
+        if step.work and sig_id is not None:
+            walk.sig_step.setdefault(sig_id, step.i)
+    if step.work and step.phase == "train" and step.ordinal >= 1:
+        if sig_id is not None and sig_id not in walk.seen_sigs:
+            walk.seen_sigs.add(sig_id)
+            if sig_id in walk.sigs:
+                walk.seen_sig_list.append(walk.sigs[sig_id])
+        walk.seen_keys.add((sig_id, step.sites))
+        if step.nodes is not None:
+            walk.seen_nodes.add(step.nodes)
+    walk.seen_fallback.update(step.fallback)
+    if sig_id is not None and step.traced:
+        walk.dynamo_sigs.add(sig_id)
