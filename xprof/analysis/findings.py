@@ -29,6 +29,7 @@ from xprof.analysis.tables import barrier_graphs, fallback_rows, live_reads
 from xprof.diagnosis import mechanisms as _mech
 from xprof.diagnosis.evidence import bucket_step, dynamo_func, grew, is_condition, is_logging_call, of_other_kinds
 from xprof.diagnosis.patterns import bucketing_what_if, describe_period
+from xprof.diagnosis.rules import split as _split
 from xprof.diagnosis.terms import DATA_DEPENDENT_FALLBACKS
 from xprof.runfile import Site
 
@@ -194,6 +195,9 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
     eager = _eager_finding(steps, compiles, steady)
     if eager is not None:
         findings.append(eager)
+    split = _split_finding(steps, site_info)
+    if split is not None:
+        findings.append(split)
     _same_steps_value_shapes([f for f in findings if f.cause == "data_dependent"])
     findings = _kinds_first_steps(findings, steps)
     if any(str(site.via or "").startswith("transformers.trainer") for site in site_info.values()):
@@ -1798,3 +1802,28 @@ def _eager_finding(steps: pd.DataFrame, compiles: pd.DataFrame, steady: int) -> 
         pattern=None if n >= steady else _pattern([int(o) for o in eager["ordinal"].tolist()], steady),
     )
 
+
+def _split_finding(steps: pd.DataFrame, sites: dict[int, Site]) -> Finding | None:
+    """``split_step`` (:mod:`xprof.diagnosis.rules.split`) from the training barriers that ran
+    a graph at the barrier (eager steps, whose graphs run between barriers, are not split)."""
+    graphs = (steps["barrier_uncached"] + steps["barrier_cached"]).to_numpy()
+    keep = (steps["phase"].to_numpy(dtype=object) == "train") & (graphs > 0) & (steps["ordinal"].to_numpy() >= 0)
+    if keep.sum() < 2:
+        return None
+    rows = steps[keep]
+    barriers = [_split.Barrier(int(step), None if pd.isna(site) else int(site), not pd.isna(sig), int(g), int(u))
+                for step, site, sig, g, u in zip(rows["ordinal"].tolist(), rows["site"].tolist(), rows["sig"].tolist(),
+                                                 graphs[keep].tolist(), rows["barrier_uncached"].tolist())]
+    found = _split.split_steps(barriers, WARMUP_STEPS)
+    if found is None:
+        return None
+    where = [_loc(sites[s].file, sites[s].line) if s is not None and s in sites else "a barrier of the loop's"
+             for s in found.cut_sites]
+    title, evidence = _split.describe(found, where)
+    first = sites.get(found.cut_sites[0]) if found.cut_sites and found.cut_sites[0] is not None else None
+    return Finding(id=f"split:{where[0]}", cause="split_step", kind="split_step", title=title,
+                   count=len(found.steps), compiles=0, seconds=0.0, compile_seconds=0.0, execute_seconds=0.0,
+                   advice=_split.ADVICE, evidence=evidence, steps=list(found.steps), severity="info",
+                   file=first.file if first else None, line=first.line if first else None,
+                   func=first.func if first else None, code=first.code if first else None,
+                   via=first.via if first else None)

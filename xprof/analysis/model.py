@@ -39,7 +39,7 @@ CAUSES = ("warmup", "input_shape", "input_sharding", "implicit_sync", "data_depe
           "dynamo", "graph_change", "cpu_fallback", "unknown")
 """Every uncached compile gets exactly one of these causes (docs/diagnosis.md)."""
 
-FINDING_CAUSES = CAUSES[1:] + ("eager_mode", "no_barrier")
+FINDING_CAUSES = CAUSES[1:] + ("eager_mode", "no_barrier", "split_step")
 """What a finding can be about: the causes of compiles (never warm-up), and ``eager_mode``
 (the training step ran op by op), which costs no compile of its own."""
 

@@ -5,6 +5,7 @@ the two the same, so the docs follow the rules)."""
 from __future__ import annotations
 
 from xprof.diagnosis.registry import AT_BARRIER, MID_STEP, OP, Rule
+from xprof.diagnosis.rules import split
 
 BEGIN = "<!-- rules:begin (made by python -m xprof.diagnosis.reference) -->"
 END = "<!-- rules:end -->"
@@ -29,7 +30,8 @@ def markdown() -> str:
                 "| # | rule | needs | what it reads and concludes |", "|---|---|---|---|"]
         out += [_row(k, rule) for k, rule in enumerate(rules, 1)]
         out.append("")
-    out.append(END)
+    out += ["**A run whose steps are cut** (a rule over the steps, not a compile's cause; whole run):", "",
+            " ".join((split.__doc__ or "").split()), "", END]
     return "\n".join(out)
 
 

@@ -30,6 +30,7 @@ CAUSE_LABELS = {
     "dynamo": "torch.compile",
     "eager_mode": "eager mode",
     "no_barrier": "no step barrier",
+    "split_step": "split step",
     "unknown": "unknown",
 }
 
@@ -46,6 +47,7 @@ CAUSE_COLORS = {
     "dynamo": "#f08c00",
     "eager_mode": "#0c8599",
     "no_barrier": "#862e9c",
+    "split_step": "#5c940d",
     "unknown": "#495057",
 }
 
