@@ -24,6 +24,7 @@ from xprof.cli.app import (
     output_errors,
     reads_only,
 )
+from xprof.cli.outputs import checked_output
 from xprof.report.console import Text
 from xprof.untrusted import md_code
 
@@ -94,7 +95,13 @@ def compare(
         fail(str(exc))
 
     from xprof.comparison.ranks import is_rank_folder_pair
+    from xprof.runfile import expand_run_paths
 
+    if output is not None:
+        try:
+            checked_output(output, expand_run_paths(runs))
+        except ValueError as exc:
+            fail(str(exc))
     if is_rank_folder_pair(runs):
         _compare_ranks(runs, gate, as_json, markdown, output)
         return
@@ -183,17 +190,22 @@ def _compare_ranks(runs: list[str], gate: Gate, as_json: bool, markdown: bool, o
 def _write(path: str, result: CompareResult, violations: list[Violation], gated: bool,
            thresholds: dict[str, str] | None) -> None:
     suffix = Path(path).suffix.lower()
+    target = checked_output(path, _inputs(result))
     with output_errors(path):
         if suffix in (".html", ".htm"):
             from xprof.report.compare_html import write_compare
 
-            write_compare(result, path, violations, gated)
+            write_compare(result, target, violations, gated)
         else:
             from xprof.report.compare_text import render_markdown
+            from xprof.report.page import write_atomic
 
             text = (json.dumps(result.to_json(violations, thresholds), indent=2) if suffix == ".json"
                     else render_markdown(result, violations, gated))
-            out = Path(path)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text + "\n", encoding="utf-8")
+            write_atomic(target, text + "\n")
     err_console.print(f"xprof: wrote {path}", markup=False)
+
+
+def _inputs(result: CompareResult) -> list[str]:
+    """The run files a comparison read (a rank folder's output path is checked per rank)."""
+    return [r.path for r in result.runs]
