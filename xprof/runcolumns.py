@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from xprof.runfile import (
+    MAX_LINE,
     Compile,
     Run,
     RunFileError,
@@ -340,7 +341,9 @@ def _scan(path: str, offset: int) -> _Scan:
         f.seek(offset)
         held = 0  # bytes of an unfinished line carried over from the last chunk
         while True:
-            if held >= len(buf) - (1 << 16):  # one line longer than the buffer: grow it
+            if held >= MAX_LINE:  # one line longer than any record: read past it
+                held = _past_long_line(f, buf)
+            elif held >= len(buf) - (1 << 16):  # one line longer than the buffer: grow it
                 view.release()
                 buf.extend(bytearray(len(buf)))
                 view = memoryview(buf)
@@ -366,6 +369,20 @@ def _scan(path: str, offset: int) -> _Scan:
     return _Scan(bulk, other, last_bulk, last)
 
 
+def _past_long_line(f: Any, buf: bytearray) -> int:
+    """Read past the rest of a line longer than :data:`MAX_LINE` and put in its place, at the
+    start of ``buf``, a one-byte line that no reader takes (as :func:`xprof.runfile.load_run`
+    skips it), then what followed it; returns how many bytes of ``buf`` are held."""
+    while True:
+        chunk = f.read(1 << 20)
+        end = chunk.find(b"\n")
+        if not chunk or end >= 0:
+            break
+    placed = b"\x00" if not chunk else b"\x00\n" + chunk[end + 1:]
+    buf[:len(placed)] = placed
+    return len(placed)
+
+
 def _type_signature(name: bytes) -> tuple[int, int, int]:
     """What tells the record types apart at the start of a line: the first two letters of
     the type and where its closing quote is."""
@@ -383,7 +400,8 @@ def _classify(buf: bytes | bytearray, size: int) -> tuple[int, list[bytes], byte
 
     A line looks like a bulk record when it starts ``{"type":"`` and the type's first two
     letters and length are those of one (an unknown type that happens to look alike is
-    counted as an unreadable bulk line, as the record reader counts unknown types)."""
+    counted as an unreadable bulk line, as the record reader counts unknown types). A line
+    longer than :data:`MAX_LINE` is an unreadable other line, given as one NUL byte."""
     arr = np.frombuffer(buf, dtype=np.uint8, count=size)
     ends = np.flatnonzero(arr == 10)
     starts = np.empty_like(ends)
@@ -405,10 +423,12 @@ def _classify(buf: bytes | bytearray, size: int) -> tuple[int, list[bytes], byte
             m = (first == c1) & (second == c2) & (room > quote)
             m[m] &= arr[at[m] + quote] == ord('"')
             is_bulk[cand[m]] = True
+    is_bulk &= lengths <= MAX_LINE
     others = np.flatnonzero(~is_bulk & (lengths > 0))
-    found = [bytes(buf[starts[k]:ends[k]]) for k in others.tolist()]
+    found = [bytes(buf[starts[k]:ends[k]]) if lengths[k] <= MAX_LINE else b"\x00" for k in others.tolist()]
     last_k = len(ends) - 1
-    return int(is_bulk.sum()), found, bytes(buf[starts[last_k]:ends[last_k]]), bool(is_bulk[last_k])
+    last = bytes(buf[starts[last_k]:ends[last_k]]) if lengths[last_k] <= MAX_LINE else b"\x00"
+    return int(is_bulk.sum()), found, last, bool(is_bulk[last_k])
 
 
 SMALL_FILE = 1 << 20

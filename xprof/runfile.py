@@ -23,6 +23,7 @@ import json
 import math
 import os
 import re
+import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -829,16 +830,51 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+MAX_LINE = 64 << 20
+"""The longest record line read (64 MiB; the recorder's longest are a few KiB): a longer line
+is skipped and counted, never held in memory whole (``/dev/zero`` has no newline at all)."""
+
+MAX_HEADER = 1 << 20
+"""The longest header line read: past it the file is not a run file."""
+
+
+def _kind_of(mode: int) -> str | None:
+    """What a file that is not a regular file is, in words (None for a regular file)."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a pipe or FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _regular(p: str) -> None:
+    """Refuse, without opening it, anything but a regular file: opening a FIFO waits for a
+    writer, a pipe (``<(cat run.json)``) can be read only once, and a device never ends."""
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        raise RunFileError(f"{p}: no such file")
+    except OSError as exc:
+        raise RunFileError(f"{p}: cannot open ({exc.strerror or exc})")
+    kind = _kind_of(mode)
+    if kind == "a directory":
+        raise RunFileError(f"{p}: is a directory, not a run file")
+    if kind is not None:
+        raise RunFileError(f"{p}: {kind}, not a run file: xprof reads a run file more than once, "
+                           "so it reads regular files only (save the stream to a file first)")
+
+
 def open_run(path: str | os.PathLike[str]) -> tuple[IO[str], dict[str, Any]]:
     """Open a run file and read its header; :class:`RunFileError` (one line) on bad input.
 
     The file is returned positioned after the header line, opened with
     ``surrogateescape``: a byte that is not UTF-8 damages only its own line (that line is
     skipped like any unreadable one); only a header that is not UTF-8 refuses the file.
+    Only a regular file is opened (see :func:`_regular`).
     """
     p = str(path)
-    if os.path.isdir(p):
-        raise RunFileError(f"{p}: is a directory, not a run file")
+    _regular(p)
     try:
         f = open(p, encoding="utf-8", errors="surrogateescape")
     except FileNotFoundError:
@@ -848,15 +884,40 @@ def open_run(path: str | os.PathLike[str]) -> tuple[IO[str], dict[str, Any]]:
     except OSError as exc:
         raise RunFileError(f"{p}: cannot open ({exc.strerror or exc})")
     try:
-        first = f.readline()
+        first = f.readline(MAX_HEADER)
         if not first.strip():
             raise RunFileError(f"{p}: empty file, not an xprof run file")
+        if len(first) >= MAX_HEADER and not first.endswith("\n"):
+            raise RunFileError(f"{p}: not an xprof run file (its first line is longer than "
+                               f"{MAX_HEADER >> 20} MiB)")
         if _UNDECODABLE.search(first):
             raise RunFileError(f"{p}: not an xprof run file (not UTF-8 text)")
         return f, _parse_header(p, first)
     except BaseException:
         f.close()
         raise
+
+
+_TOO_LONG = "\x00too long"
+"""What :func:`bounded_lines` gives for a line longer than :data:`MAX_LINE` (no JSON line
+starts with a NUL, so it can only be skipped)."""
+
+
+def bounded_lines(f: IO[str], limit: int | None = None) -> Iterator[str]:
+    """The lines of ``f``, each read at most ``limit`` (:data:`MAX_LINE`) characters at a time:
+    a longer line is read past in pieces and given as :data:`_TOO_LONG`."""
+    limit = limit or MAX_LINE
+    readline = f.readline
+    while True:
+        line = readline(limit)
+        if not line:
+            return
+        if len(line) < limit or line[-1] == "\n":
+            yield line
+            continue
+        while line and line[-1] != "\n":
+            line = readline(limit)
+        yield _TOO_LONG
 
 
 class Undecodable(Exception):
@@ -922,7 +983,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     with f, gc_paused():
         pending: str | None = None
         scan = _SCANNER
-        for line in f:
+        for line in bounded_lines(f):
             if pending is not None:
                 # A bad line followed by more lines is corruption in the middle.
                 run.skipped_lines += 1
@@ -950,6 +1011,8 @@ RANK_IN_NAME = re.compile(r"\.rank(\d+)\.[^.]+$")
 
 def _looks_like_run(path: str) -> bool:
     try:
+        if _kind_of(os.stat(path).st_mode) is not None:
+            return False  # (a FIFO named run.json would wait for a writer)
         with open(path, encoding="utf-8", errors="replace") as f:
             first = f.readline(4096)
     except OSError:
