@@ -279,3 +279,34 @@ def _clean_path(records: list[dict[str, Any]], folder: Path) -> Path:
     path = folder / "clean.json"
     _poisoned_file(records, "plain", path)
     return path
+
+
+# -- a folder name that is not UTF-8 ------------------------------------------------------------
+
+def test_a_name_that_is_not_utf8_shows_its_escapes_and_exits_0(tmp_path: Path) -> None:
+    """The recorder writes a non-UTF-8 folder name as ``\\udce9`` escapes (valid JSON); every
+    output shows them as text, with a strict UTF-8 stdout, wherever the file itself lies."""
+    import os
+    import subprocess
+
+    from tests.test_cli_report import XPROF
+    from xprof.runcolumns import load_columns
+
+    folder = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9"))
+    folder.mkdir()
+    run = _run_file(folder / "r.json", "caf\udce9", "loss.item()")
+    lines = run.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[1] = lines[1].replace('"/w/train.py"', '"/w/caf\\udce9/train.py"')
+    run.write_text("".join(lines), encoding="utf-8")
+    assert load_columns(run, engine="duckdb").sites[0].file == "/w/caf\udce9/train.py"
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "COLUMNS": "200"}
+    for args in (["summary", str(run)], ["compare", str(run), str(run)],
+                 ["compare", str(run), str(run), "--markdown"],
+                 ["compare", str(run), str(run), "-o", str(tmp_path / "c.md")],
+                 ["report", str(run), "-o", str(tmp_path / "r.html")]):
+        proc = subprocess.run([str(XPROF), *args], capture_output=True, timeout=120, env=env)
+        assert proc.returncode == 0, (args, proc.stderr)
+        if "-o" not in args:
+            assert b"caf\\udce9" in proc.stdout, (args, proc.stdout)
+    assert "caf\\udce9" in (tmp_path / "c.md").read_text(encoding="utf-8")
+    assert "caf\\udce9" in (tmp_path / "r.html").read_text(encoding="utf-8")

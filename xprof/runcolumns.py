@@ -314,6 +314,7 @@ _BULK_PREFIXES = tuple(_PREFIX + t.encode() + b'"' for t in (*BULK, *SAMPLES))
 """How the recorder starts every bulk record: ``{"type":"step"`` ..."""
 
 _GLOB = re.compile(r"[*?\[\]{}]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _CHUNK = 32 << 20
 
 
@@ -750,14 +751,15 @@ _Read_and_seen = tuple[_Read, int]
 
 class _readable_paths:
     """The paths as DuckDB should read them: links with plain names when a path holds
-    characters DuckDB would take for a glob pattern."""
+    characters DuckDB would take for a glob pattern, or a name that is not UTF-8 (a
+    ``\\udce9`` DuckDB cannot take)."""
 
     def __init__(self, paths: list[str]) -> None:
         self.paths = paths
         self.tmp: tempfile.TemporaryDirectory[str] | None = None
 
     def __enter__(self) -> list[str]:
-        if not any(_GLOB.search(p) for p in self.paths):
+        if not any(_GLOB.search(p) or _SURROGATE.search(p) for p in self.paths):
             return list(self.paths)
         self.tmp = tempfile.TemporaryDirectory(prefix="xprof-")
         out = []
