@@ -31,6 +31,7 @@ from xprof.untrusted import md_code
 if TYPE_CHECKING:
     from xprof.comparison import Gate, Violation
     from xprof.comparison.model import CompareResult
+    from xprof.runfile import Run
 
 _EXAMPLE = """
 Compare a run against a baseline, and gate CI on it:
@@ -105,7 +106,7 @@ def compare(
     if is_rank_folder_pair(runs):
         _compare_ranks(runs, gate, as_json, markdown, output)
         return
-    loaded = [load_or_fail(path) for path in runs]
+    loaded = [_trusted(load_or_fail(path)) for path in runs]
     result = run_compare(*loaded)
     violations = [v for pair in result.pairs for v in gate.check(pair)]
     gated = gate.active
@@ -158,6 +159,8 @@ def _compare_ranks(runs: list[str], gate: Gate, as_json: bool, markdown: bool, o
                 problems.append(RankProblem(pair.rank, "unreadable", side, f"rank {pair.rank}: {exc}", path))
         if len(loaded) < 2:
             continue
+        for run in loaded:
+            _trusted(run)
         result = run_compare(*loaded)
         violations = [v for p in result.pairs for v in gate.check(p)]
         results.append((pair.rank, result, violations))
@@ -209,3 +212,13 @@ def _write(path: str, result: CompareResult, violations: list[Violation], gated:
 def _inputs(result: CompareResult) -> list[str]:
     """The run files a comparison read (a rank folder's output path is checked per rank)."""
     return [r.path for r in result.runs]
+
+
+def _trusted(run: Run) -> Run:
+    """``run``, or one line and exit 2 when it holds impossible records: a gate must never
+    pass on a file whose compile times were negative (the records are skipped, and what is
+    left would be judged)."""
+    if run.impossible:
+        fail(f"{run.path}: {run.impossible} record(s) with impossible values (negative, NaN or infinite "
+             "numbers, or a step index repeated or out of order): compare does not judge a file it cannot trust")
+    return run
