@@ -539,6 +539,8 @@ class RunWriter:
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
         self._file: IO[str] | None = open(self.path, "w", encoding="utf-8")
+        st = os.fstat(self._file.fileno())
+        self._identity = (st.st_dev, st.st_ino)
         self._lock = threading.Lock()
         self.failed: BaseException | None = None
         full = {"format": FORMAT, "version": VERSION, **header}
@@ -579,6 +581,33 @@ class RunWriter:
             f, self._file = self._file, None
         if f is not None:
             f.close()
+
+    def gone(self) -> bool:
+        """The file is no longer at its path: it, or its folder, was removed or replaced
+        (writes would still succeed, into a file nobody can open again)."""
+        try:
+            st = os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return True
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) != self._identity
+
+    def forget_in_child(self) -> None:
+        """In a process forked from the writer's: never write the parent's file. The file's
+        descriptor is pointed at ``/dev/null`` (the copy of its buffer would otherwise be
+        flushed into the parent's file when the child exits); nothing is flushed or closed,
+        and the lock (maybe held by a thread the child does not have) is a new one."""
+        f, self._file = self._file, None
+        self._lock = threading.Lock()
+        if f is None:
+            return
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, f.fileno())
+            os.close(null)
+        except (OSError, ValueError):
+            pass
 
 
 def append_records(path: str | os.PathLike[str], records: list[dict[str, Any]]) -> None:

@@ -63,6 +63,10 @@ def run_command(
 
     result = run_script(script, list(ctx.args), output, name=name, debug=not no_debug,
                         live=False if quiet else None)
+    if result.lost_at is not None:
+        err_console.print(f"xprof: the run file {result.path} was not written: it was removed during the run "
+                          f"(at step {result.lost_at})", markup=False)
+        raise typer.Exit(result.exit_code)
     if result.live:
         _exit_summary(result.path)
     extra = f", {result.debug_records} torch_xla debug record(s)" if result.debug_records else ""
