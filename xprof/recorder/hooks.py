@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from xprof.recorder.core import Recorder
 from xprof.recorder.inputs import flatten_batch, name_from_comprehension, name_from_line, names_from_unpacking
@@ -55,6 +55,18 @@ def _user_frames_only(exc: BaseException) -> None:
     if prev is not None:
         prev.tb_next = None
     exc.__traceback__ = head
+
+
+_Wrapper = TypeVar("_Wrapper", bound=Callable[..., Any])
+
+
+def _posing_as(wrapper: _Wrapper, original: Any, name: str) -> _Wrapper:
+    """``wrapper`` named and documented as the ``original`` it stands in for (``name`` when
+    that has none), as ``help()`` and tracebacks show it."""
+    wrapper.__name__ = getattr(original, "__name__", name)
+    wrapper.__qualname__ = getattr(original, "__qualname__", name)
+    wrapper.__doc__ = getattr(original, "__doc__", None)
+    return wrapper
 
 
 @dataclass
@@ -347,10 +359,7 @@ def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
             _user_frames_only(exc)
             raise
 
-    train.__name__ = "train"
-    train.__qualname__ = getattr(original_train, "__qualname__", "train")
-    train.__doc__ = original_train.__doc__
-    patches.set(module_type, "train", train)
+    patches.set(module_type, "train", _posing_as(train, original_train, "train"))
 
     autograd = torch.autograd
     bump = rec.on_backward
@@ -368,10 +377,7 @@ def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
                 _user_frames_only(exc)
                 raise
 
-        passes.__name__ = getattr(original, "__name__", attr)
-        passes.__qualname__ = getattr(original, "__qualname__", attr)
-        passes.__doc__ = getattr(original, "__doc__", None)
-        patches.set(autograd, attr, passes)
+        patches.set(autograd, attr, _posing_as(passes, original, attr))
 
     # Grad turned off since the last barrier (``gd``): ``torch.no_grad()`` and
     # ``torch.inference_mode()`` entered, as a ``with`` or as a decorator. An eval loop's
@@ -390,9 +396,7 @@ def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
                 _user_frames_only(exc)
                 raise
 
-        entered.__name__ = "__enter__"
-        entered.__qualname__ = getattr(enter, "__qualname__", "__enter__")
-        patches.set(cls, "__enter__", entered)
+        patches.set(cls, "__enter__", _posing_as(entered, enter, "__enter__"))
 
 
 # ---------------------------------------------------------------------------------------
@@ -483,10 +487,7 @@ def _make_reader(rec: Recorder, kind: str, original: Callable[..., Any],
             _user_frames_only(exc)
             raise
 
-    read.__name__ = getattr(original, "__name__", kind)
-    read.__qualname__ = getattr(original, "__qualname__", kind)
-    read.__doc__ = getattr(original, "__doc__", None)
-    return read
+    return _posing_as(read, original, kind)
 
 
 def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
@@ -534,10 +535,7 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
             _user_frames_only(exc)
             raise
 
-    to.__name__ = "to"
-    to.__qualname__ = getattr(original, "__qualname__", "to")
-    to.__doc__ = getattr(original, "__doc__", None)
-    return to
+    return _posing_as(to, original, "to")
 
 
 def install_host_reads(rec: Recorder, patches: Patches, tensor_type: type, *, reads: bool,
@@ -672,8 +670,7 @@ def _make_next(rec: Recorder, original: Callable[..., Any], tensor_type: type,
             _user_frames_only(exc)
             raise
 
-    __next__.__name__ = getattr(original, "__name__", "__next__")
-    return __next__
+    return _posing_as(__next__, original, "__next__")
 
 
 # ---------------------------------------------------------------------------------------
@@ -754,9 +751,7 @@ def _mask_index_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
             _user_frames_only(exc)
             raise
 
-    __getitem__.__name__ = "__getitem__"
-    __getitem__.__qualname__ = getattr(original_getitem, "__qualname__", "__getitem__")
-    return __getitem__
+    return _posing_as(__getitem__, original_getitem, "__getitem__")
 
 
 def _mask_assign_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
@@ -782,9 +777,7 @@ def _mask_assign_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
             _user_frames_only(exc)
             raise
 
-    __setitem__.__name__ = "__setitem__"
-    __setitem__.__qualname__ = getattr(original_setitem, "__qualname__", "__setitem__")
-    return __setitem__
+    return _posing_as(__setitem__, original_setitem, "__setitem__")
 
 
 # ---------------------------------------------------------------------------------------
