@@ -369,10 +369,13 @@ def test_orphan_compile_and_repeated_step_do_not_break_analysis(tmp_path: Path) 
     b.w.write({"type": "step", "i": 1, "t0": b.t, "tb": b.t, "t1": b.t, "barrier": "sync"})
     b.w.write({"type": "compile", "i": 2, "t": b.t + 0.5, "ns": 5e8, "at": "barrier"})
     b.w.close()
-    a = analyze(load_run(b.path))
+    run = load_run(b.path)
+    assert run.impossible == 1  # the repeated step: skipped at the door (issue 28)
+    a = analyze(run)
     assert a.totals.barriers == 2 and a.totals.steps == 2
     assert len(a.compiles) == 1
-    assert any("1 repeated step record(s) and 1 compile record(s) without their step" in n for n in a.notes)
+    assert any("Ignored 1 compile record(s) without their step" in n for n in a.notes)
+    assert any(n.startswith("1 record(s) with impossible values were skipped") for n in a.notes)
 
 
 def test_finding_key_round_trips_through_its_id() -> None:

@@ -44,7 +44,8 @@ def assert_same_run(cols: Run, typed: Run) -> None:
     assert_same_columns(cols.columns, columns_of(typed))
     for name in ("header", "sites", "signatures", "errors", "debug", "dynamo", "end"):
         assert getattr(cols, name) == getattr(typed, name), name
-    assert (cols.skipped_lines, cols.truncated_tail) == (typed.skipped_lines, typed.truncated_tail)
+    assert (cols.skipped_lines, cols.truncated_tail, cols.impossible) == (typed.skipped_lines, typed.truncated_tail,
+                                                                          typed.impossible)
 
 
 def assert_same_analysis(a: Analysis, b: Analysis) -> None:

@@ -353,10 +353,13 @@ def test_unknown_record_types_are_skipped_not_fatal(tmp_path: Path) -> None:
     assert run.skipped_lines == 3
 
 
-def test_steps_are_sorted_by_index(tmp_path: Path) -> None:
-    p = _write(tmp_path / "order.json", [{"type": "step", "i": 2}, {"type": "step", "i": 0},
-                                         {"type": "step", "i": 1}])
-    assert [s.i for s in load_run(p).steps] == [0, 1, 2]
+def test_steps_out_of_order_or_repeated_are_impossible_records(tmp_path: Path) -> None:
+    p = _write(tmp_path / "order.json", [{"type": "step", "i": 0}, {"type": "step", "i": 2},
+                                         {"type": "step", "i": 1}, {"type": "step", "i": 2},
+                                         {"type": "step", "i": 3}])
+    run = load_run(p)
+    assert [s.i for s in run.steps] == [0, 2, 3]
+    assert (run.impossible, run.skipped_lines) == (2, 0)
 
 
 # -- corruption never surprises ---------------------------------------------------------

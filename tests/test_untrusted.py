@@ -195,10 +195,10 @@ def clean_tags(real_records: list[dict[str, Any]], tmp_path_factory: pytest.Temp
 FRAGMENTS = ["\x1b[2J", "\x1b]8;;http://evil\x07", "\x07", "\r", "\x9b", "\x00", "\x7f", "\u202e", "\t", "\n",
              "`", "``", "|", "@octo/team", "![t](http://evil/p.png)", "[x](http://e)", "<img src=x onerror=1>",
              "</script><script>alert(1)</script>", "<!--", "&amp;", "*", "_", "#", "\\", "\"", "'", "{{ x }}",
-             "www.evil.com", "a", " ", "日本"]
+             "www.evil.com", "a", " ", "日本", "\udce9", "\ud800", "caf\udcc3\udca9", "\x00\x00"]
 PAYLOADS = st.one_of(
     st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=6).map("".join),
-    st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20),
+    st.text(st.characters(), min_size=1, max_size=20),  # lone surrogates (category Cs) too
 )
 _STRUCTURE = {"type", "format"}
 
@@ -279,3 +279,106 @@ def _clean_path(records: list[dict[str, Any]], folder: Path) -> Path:
     path = folder / "clean.json"
     _poisoned_file(records, "plain", path)
     return path
+
+
+# -- a folder name that is not UTF-8 ------------------------------------------------------------
+
+def test_a_name_that_is_not_utf8_shows_its_escapes_and_exits_0(tmp_path: Path) -> None:
+    """The recorder writes a non-UTF-8 folder name as ``\\udce9`` escapes (valid JSON); every
+    output shows them as text, with a strict UTF-8 stdout, wherever the file itself lies."""
+    import os
+    import subprocess
+
+    from tests.test_cli_report import XPROF
+    from xprof.runcolumns import load_columns
+
+    folder = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9"))
+    folder.mkdir()
+    run = _run_file(folder / "r.json", "caf\udce9", "loss.item()")
+    lines = run.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[1] = lines[1].replace('"/w/train.py"', '"/w/caf\\udce9/train.py"')
+    run.write_text("".join(lines), encoding="utf-8")
+    assert load_columns(run, engine="duckdb").sites[0].file == "/w/caf\udce9/train.py"
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "COLUMNS": "200"}
+    for args in (["summary", str(run)], ["compare", str(run), str(run)],
+                 ["compare", str(run), str(run), "--markdown"],
+                 ["compare", str(run), str(run), "-o", str(tmp_path / "c.md")],
+                 ["report", str(run), "-o", str(tmp_path / "r.html")]):
+        proc = subprocess.run([str(XPROF), *args], capture_output=True, timeout=120, env=env)
+        assert proc.returncode == 0, (args, proc.stderr)
+        if "-o" not in args:
+            assert b"caf\\udce9" in proc.stdout, (args, proc.stdout)
+    assert "caf\\udce9" in (tmp_path / "c.md").read_text(encoding="utf-8")
+    assert "caf\\udce9" in (tmp_path / "r.html").read_text(encoding="utf-8")
+
+
+# -- impossible numbers in every numeric field ------------------------------------------------
+
+NUMBERS = [-1, -3.5, float("nan"), float("inf"), float("-inf"), 1e300, 2 ** 63, 10 ** 30, -(2 ** 63)]
+
+
+def _numeric_keys(records: list[dict[str, Any]]) -> list[str]:
+    """Every key that holds a number, or numbers, somewhere in the run (``c``, ``samples``,
+    ``shape`` included)."""
+    keys: set[str] = set()
+
+    def walk(value: Any, key: str | None) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, k)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, key)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and key is not None:
+            keys.add(key)
+
+    for rec in records:
+        walk(rec, None)
+    return sorted(keys - {"version"})
+
+
+def _with_number(value: Any, key: str, number: float, inside: bool = False) -> Any:
+    if isinstance(value, dict):
+        return {k: _with_number(v, key, number, inside or k == key) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_number(v, key, number, inside) for v in value]
+    if inside and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return number
+    return value
+
+
+def _strict_json(text: str) -> Any:
+    def refuse(constant: str) -> Any:
+        raise AssertionError(f"{constant} in JSON output")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.xla
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_impossible_numbers_in_any_field_are_counted_never_shown(
+        real_records: list[dict[str, Any]], tmp_path: Path, data: st.DataObject) -> None:
+    import warnings
+
+    from xprof.report.trace import chrome_trace
+
+    key = data.draw(st.sampled_from(_numeric_keys(real_records)), label="key")
+    number = data.draw(st.sampled_from(NUMBERS), label="number")
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    path, clean = folder / "run.json", _clean_path(real_records, folder)
+    path.write_text("".join(json.dumps(_with_number(r, key, number)) + "\n" for r in real_records))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a numpy warning on stderr is a failure
+        res = _cli(["summary", str(path)])
+        assert res.exit_code == 0, res.output
+        assert not _RAW_CONTROL.search(res.output)
+        shown = " ".join(res.output.split()).replace("negative, NaN or infinite", "")  # (the note's words)
+        assert not re.search(r"\b(nan|inf)\b", shown, re.I), res.output
+        doc = _strict_json(_cli(["summary", str(path), "--json"]).output)
+        run = load_run(path)
+        assert (run.impossible > 0) == any("impossible values" in n for n in doc["notes"])
+        assert _cli(["report", str(path), "-o", str(folder / "r.html")]).exit_code == 0
+        _strict_json(json.dumps(chrome_trace(run), allow_nan=False))
+        cmp = _cli(["compare", str(clean), str(path)])
+        assert cmp.exit_code == (2 if run.impossible else 0), cmp.output

@@ -37,6 +37,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from xprof.runfile import (
+    MAX_COUNT,
+    MAX_LINE,
+    MAX_NS,
+    MAX_SECONDS,
     Compile,
     Run,
     RunFileError,
@@ -313,6 +317,7 @@ _BULK_PREFIXES = tuple(_PREFIX + t.encode() + b'"' for t in (*BULK, *SAMPLES))
 """How the recorder starts every bulk record: ``{"type":"step"`` ..."""
 
 _GLOB = re.compile(r"[*?\[\]{}]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _CHUNK = 32 << 20
 
 
@@ -340,7 +345,9 @@ def _scan(path: str, offset: int) -> _Scan:
         f.seek(offset)
         held = 0  # bytes of an unfinished line carried over from the last chunk
         while True:
-            if held >= len(buf) - (1 << 16):  # one line longer than the buffer: grow it
+            if held >= MAX_LINE:  # one line longer than any record: read past it
+                held = _past_long_line(f, buf)
+            elif held >= len(buf) - (1 << 16):  # one line longer than the buffer: grow it
                 view.release()
                 buf.extend(bytearray(len(buf)))
                 view = memoryview(buf)
@@ -366,6 +373,20 @@ def _scan(path: str, offset: int) -> _Scan:
     return _Scan(bulk, other, last_bulk, last)
 
 
+def _past_long_line(f: Any, buf: bytearray) -> int:
+    """Read past the rest of a line longer than :data:`MAX_LINE` and put in its place, at the
+    start of ``buf``, a one-byte line that no reader takes (as :func:`xprof.runfile.load_run`
+    skips it), then what followed it; returns how many bytes of ``buf`` are held."""
+    while True:
+        chunk = f.read(1 << 20)
+        end = chunk.find(b"\n")
+        if not chunk or end >= 0:
+            break
+    placed = b"\x00" if not chunk else b"\x00\n" + chunk[end + 1:]
+    buf[:len(placed)] = placed
+    return len(placed)
+
+
 def _type_signature(name: bytes) -> tuple[int, int, int]:
     """What tells the record types apart at the start of a line: the first two letters of
     the type and where its closing quote is."""
@@ -383,7 +404,8 @@ def _classify(buf: bytes | bytearray, size: int) -> tuple[int, list[bytes], byte
 
     A line looks like a bulk record when it starts ``{"type":"`` and the type's first two
     letters and length are those of one (an unknown type that happens to look alike is
-    counted as an unreadable bulk line, as the record reader counts unknown types)."""
+    counted as an unreadable bulk line, as the record reader counts unknown types). A line
+    longer than :data:`MAX_LINE` is an unreadable other line, given as one NUL byte."""
     arr = np.frombuffer(buf, dtype=np.uint8, count=size)
     ends = np.flatnonzero(arr == 10)
     starts = np.empty_like(ends)
@@ -405,10 +427,12 @@ def _classify(buf: bytes | bytearray, size: int) -> tuple[int, list[bytes], byte
             m = (first == c1) & (second == c2) & (room > quote)
             m[m] &= arr[at[m] + quote] == ord('"')
             is_bulk[cand[m]] = True
+    is_bulk &= lengths <= MAX_LINE
     others = np.flatnonzero(~is_bulk & (lengths > 0))
-    found = [bytes(buf[starts[k]:ends[k]]) for k in others.tolist()]
+    found = [bytes(buf[starts[k]:ends[k]]) if lengths[k] <= MAX_LINE else b"\x00" for k in others.tolist()]
     last_k = len(ends) - 1
-    return int(is_bulk.sum()), found, bytes(buf[starts[last_k]:ends[last_k]]), bool(is_bulk[last_k])
+    last = bytes(buf[starts[last_k]:ends[last_k]]) if lengths[last_k] <= MAX_LINE else b"\x00"
+    return int(is_bulk.sum()), found, last, bool(is_bulk[last_k])
 
 
 SMALL_FILE = 1 << 20
@@ -523,8 +547,9 @@ def _read_batch(batch: list[_Pending], out: list[Run | RunFileError | None]) -> 
         read, seen = got.get(id(b), (_no_columns(), 0))
         run = b.run
         bad_bulk = b.scan.bulk_lines - seen
-        if bad_bulk < 0:
-            out[b.position] = _records_as_columns(run.path)  # more bulk rows than lines: do not guess
+        if bad_bulk < 0 or not read.possible:
+            # More bulk rows than lines, or impossible numbers: do not guess, read each record.
+            out[b.position] = _records_as_columns(run.path)
             continue
         if bad_bulk and b.scan.last_is_bulk and _undecodable(b.scan.last_line):
             run.truncated_tail = True
@@ -574,6 +599,8 @@ class _Read(NamedTuple):
     columns: RunColumns
     skipped: int
     """Bulk records DuckDB read but that lack a required field."""
+    possible: bool = True
+    """No impossible number among them (else the file is read record by record)."""
 
 
 # -- DuckDB ---------------------------------------------------------------------------------------
@@ -718,11 +745,41 @@ def _read_bulk(paths: list[str]) -> list[_Read_and_seen]:
     finally:
         con.execute("DROP TABLE IF EXISTS xprof_bulk")
     out = []
+    odd = set(facts["odd_counters"])
     for k in range(n):
+        possible = k not in odd and _possible(steps[k], counters[k], syncs[k], compiles[k], samples[k])
         st, ctr = _sorted_steps(steps[k], counters[k])
         cols = RunColumns(steps=st, counters=ctr, syncs=syncs[k], compiles=compiles[k], samples=samples[k])
-        out.append((_Read(cols, skipped[k]), seen[k]))
+        out.append((_Read(cols, skipped[k], possible), seen[k]))
     return out
+
+
+def _counts(table: dict[str, np.ndarray], fields: Sequence[Field]) -> bool:
+    """Every count of the table's rows is one (ids such as ``sig`` and ``site`` aside)."""
+    return all(((table[f.column] >= 0) & (table[f.column] <= MAX_COUNT)).all()
+               for f in fields if f.kind == "int" and f.key not in ("sig", "site"))
+
+
+def _ordered(*times: np.ndarray) -> bool:
+    """Times in seconds, each after the one before (NaN is never)."""
+    ok = (times[0] >= 0) & (times[-1] < MAX_SECONDS)
+    for a, b in zip(times, times[1:]):
+        ok &= a <= b
+    return bool(ok.all())
+
+
+def _possible(steps: dict[str, np.ndarray], counters: dict[str, np.ndarray], syncs: dict[str, np.ndarray],
+              compiles: dict[str, np.ndarray], samples: dict[str, np.ndarray]) -> bool:
+    """No number the record reader calls impossible (:class:`xprof.runfile.Impossible`), steps in
+    file order: such a file is read record by record, which skips and counts each one."""
+    i = steps["i"]
+    return (_counts(steps, STEP_FIELDS) and _ordered(steps["t0"], steps["tb"], steps["t1"])
+            and not (np.diff(i) <= 0).any()
+            and all(((c >= 0) & (c <= MAX_COUNT)).all() for c in counters.values())
+            and _counts(syncs, SYNC_FIELDS) and _ordered(syncs["t0"], syncs["t1"])
+            and _counts(compiles, COMPILE_FIELDS) and _ordered(compiles["t"])
+            and bool(((compiles["ns"] >= 0) & (compiles["ns"] <= MAX_NS)).all())
+            and all(_ordered(p[:, 0]) and bool(((p[:, 1] >= 0) & (p[:, 1] <= MAX_NS)).all()) for p in samples.values()))
 
 
 _Read_and_seen = tuple[_Read, int]
@@ -730,14 +787,15 @@ _Read_and_seen = tuple[_Read, int]
 
 class _readable_paths:
     """The paths as DuckDB should read them: links with plain names when a path holds
-    characters DuckDB would take for a glob pattern."""
+    characters DuckDB would take for a glob pattern, or a name that is not UTF-8 (a
+    ``\\udce9`` DuckDB cannot take)."""
 
     def __init__(self, paths: list[str]) -> None:
         self.paths = paths
         self.tmp: tempfile.TemporaryDirectory[str] | None = None
 
     def __enter__(self) -> list[str]:
-        if not any(_GLOB.search(p) for p in self.paths):
+        if not any(_GLOB.search(p) or _SURROGATE.search(p) for p in self.paths):
             return list(self.paths)
         self.tmp = tempfile.TemporaryDirectory(prefix="xprof-")
         out = []
@@ -864,12 +922,20 @@ def _facts(con: Any) -> dict[str, Any]:
         f"(SELECT CASE WHEN count(*) <= {CODED_COUNTERS} THEN list(o) END FROM (SELECT DISTINCT "
         f"{_sql_ident(COUNTERS_KEY)}::VARCHAR AS o FROM xprof_bulk WHERE {ok_step} AND {_sql_ident(COUNTERS_KEY)} "
         "IS NOT NULL))",
+        # (files with a counter value that is not a count DuckDB reads as one: NaN, a fraction, past 64 bits)
+        f"(SELECT list(DISTINCT f) FROM (SELECT DISTINCT {_FILE} AS f, {_sql_ident(COUNTERS_KEY)}::VARCHAR AS o "
+        f"FROM xprof_bulk WHERE {ok_step}) WHERE regexp_matches(o, {_sql_str(_ODD_COUNT)}))",
     ]
     got = con.execute("SELECT " + ", ".join(parts)).fetchone()
     files, rows, miss, names = (v or [] for v in got[:4])
     return {"files": files, "rows": rows, "missing": miss, "counters": sorted(names),
             "strings": {f.column: list(v or []) for f, v in zip(strings, got[4:4 + len(strings)])},
-            "counter_objects": got[-1]}
+            "counter_objects": got[-2], "odd_counters": got[-1] or []}
+
+
+_ODD_COUNT = r":\s*(-|N|I|[0-9]*\.|[0-9]+[eE]|[0-9]{14})"
+"""A counter value in a step's ``c`` that DuckDB would read as 0 or round, where the record
+reader sees an impossible count (a false match only costs reading that file record by record)."""
 
 
 CODED_COUNTERS = 64

@@ -22,12 +22,12 @@ import gc
 import json
 import os
 import re
+import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
-from operator import itemgetter
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
@@ -313,6 +313,9 @@ class Run:
     ``{func, file, line, reasons}`` per function."""
     end: End | None = None
     skipped_lines: int = 0
+    impossible: int = 0
+    """Records skipped for a number no recorder writes (see :class:`Impossible`): negative,
+    NaN or infinite times, durations and counts, a step index repeated or out of order."""
     truncated_tail: bool = False
     spmd_updates: list[dict[str, Any]] = field(default_factory=list)
     """The fields of ``spmd`` records as written (SPMD found, or the mesh set, after the header)."""
@@ -338,8 +341,7 @@ class Run:
 
     @property
     def started_unix(self) -> float | None:
-        t = self.header.get("started_unix")
-        return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+        return _time_or_none(self.header.get("started_unix"))
 
     @property
     def started_at(self) -> str | None:
@@ -390,6 +392,8 @@ class RunWriter:
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
         self._file: IO[str] | None = open(self.path, "w", encoding="utf-8")
+        st = os.fstat(self._file.fileno())
+        self._identity = (st.st_dev, st.st_ino)
         self._lock = threading.Lock()
         self.failed: BaseException | None = None
         full = {"format": FORMAT, "version": VERSION, **header}
@@ -430,6 +434,33 @@ class RunWriter:
             f, self._file = self._file, None
         if f is not None:
             f.close()
+
+    def gone(self) -> bool:
+        """The file is no longer at its path: it, or its folder, was removed or replaced
+        (writes would still succeed, into a file nobody can open again)."""
+        try:
+            st = os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return True
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) != self._identity
+
+    def forget_in_child(self) -> None:
+        """In a process forked from the writer's: never write the parent's file. The file's
+        descriptor is pointed at ``/dev/null`` (the copy of its buffer would otherwise be
+        flushed into the parent's file when the child exits); nothing is flushed or closed,
+        and the lock (maybe held by a thread the child does not have) is a new one."""
+        f, self._file = self._file, None
+        self._lock = threading.Lock()
+        if f is None:
+            return
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, f.fileno())
+            os.close(null)
+        except (OSError, ValueError):
+            pass
 
 
 def append_records(path: str | os.PathLike[str], records: list[dict[str, Any]]) -> None:
@@ -516,6 +547,58 @@ def _counts(v: Any) -> dict[str, int]:
     return v if type(v) is dict else {}
 
 
+# -- numbers no recorder writes -------------------------------------------------------------
+# A record with one is an impossible record: skipped and counted (``Run.impossible``), and
+# said wherever the run is shown; ``xprof compare`` will not judge such a file.
+
+MAX_COUNT = 1 << 40
+"""The largest count a record may hold (a step index, compiles, a counter's delta in one step):
+far past any real run, and small enough that a million of them sum without overflow."""
+MAX_SECONDS = 1e12
+"""Times and durations in seconds are below this (the year 33658)."""
+MAX_NS = MAX_SECONDS * 1e9
+
+
+class Impossible(ValueError):
+    """A record holding a number no recorder writes: negative, NaN, infinite or past the
+    limits above, a duration that ends before it starts, a step index not after the last."""
+
+
+def _counts_possible(counts: dict[str, Any]) -> bool:
+    """Every number among a step's counter deltas is a count (other values read as 0)."""
+    for v in counts.values():
+        if type(v) is int:
+            if not 0 <= v <= MAX_COUNT:
+                return False
+        elif type(v) is float and not (0.0 <= v <= MAX_COUNT and v.is_integer()):
+            return False
+    return True
+
+
+def _step_possible(s: Step) -> bool:
+    return (0 <= s.i <= MAX_COUNT and 0.0 <= s.t0 <= s.tb <= s.t1 < MAX_SECONDS
+            and 0 <= s.barrier_uncached <= MAX_COUNT and 0 <= s.barrier_cached <= MAX_COUNT
+            and 0 <= s.opt <= MAX_COUNT and 0 <= s.dynamo_graphs <= MAX_COUNT and 0 <= s.backward <= MAX_COUNT
+            and 0 <= s.mid_graphs <= MAX_COUNT and _counts_possible(s.counters))
+
+
+def _sync_possible(s: Sync) -> bool:
+    return (0 <= s.i <= MAX_COUNT and 0.0 <= s.t0 <= s.t1 < MAX_SECONDS and 0 <= s.uncached <= MAX_COUNT
+            and 0 <= s.cached <= MAX_COUNT and 0 <= s.executions <= MAX_COUNT)
+
+
+def _pair_possible(pair: tuple[float, float]) -> bool:
+    """A sample: (a time in seconds, a duration in ns or a node count)."""
+    return 0.0 <= pair[0] < MAX_SECONDS and 0.0 <= pair[1] <= MAX_NS
+
+
+def _time_or_none(t: Any) -> float | None:
+    """A time in seconds as written, or None when it is not one (absent, NaN, negative, huge)."""
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and 0.0 <= t < MAX_SECONDS:
+        return float(t)
+    return None
+
+
 _new_tuple = tuple.__new__
 
 
@@ -546,6 +629,8 @@ def _add_step(run: Run, rec: dict[str, Any]) -> bool:
     step = step_record(rec)
     if step is None:
         return False
+    if not _step_possible(step) or (run.steps and step.i <= run.steps[-1].i):
+        raise Impossible  # (a step index repeated or out of order is one too)
     run.steps.append(step)
     return True
 
@@ -558,7 +643,10 @@ def sync_record(rec: dict[str, Any]) -> Sync:
 
 
 def _add_sync(run: Run, rec: dict[str, Any]) -> bool:
-    run.syncs.append(sync_record(rec))
+    sync = sync_record(rec)
+    if not _sync_possible(sync):
+        raise Impossible
+    run.syncs.append(sync)
     return True
 
 
@@ -609,7 +697,10 @@ def _add_sig(run: Run, rec: dict[str, Any]) -> bool:
     found = signature_record(rec)
     if found is None:
         return False
-    run.signatures[found[0]] = found[1]
+    sid, sig = found
+    if not all(0 <= d <= MAX_COUNT for entry in sig for d in entry.shape):
+        raise Impossible
+    run.signatures[sid] = sig
     return True
 
 
@@ -623,15 +714,24 @@ def compile_record(rec: dict[str, Any]) -> Compile | None:
 
 
 def _add_compile(run: Run, rec: dict[str, Any]) -> bool:
-    found = compile_record(rec)
-    if found is None:
+    c = compile_record(rec)
+    if c is None:
         return False
-    run.compiles.append(found)
+    if not (0 <= c.i <= MAX_COUNT and 0.0 <= c.t < MAX_SECONDS and 0.0 <= c.ns <= MAX_NS):
+        raise Impossible
+    run.compiles.append(c)
     return True
 
 
+def _samples(rec: dict[str, Any]) -> list[tuple[float, float]]:
+    pairs = _num_pairs(rec.get("samples"))
+    if not all(map(_pair_possible, pairs)):
+        raise Impossible
+    return pairs
+
+
 def _add_exec(run: Run, rec: dict[str, Any]) -> bool:
-    run.executions.extend(_num_pairs(rec.get("samples")))
+    run.executions.extend(_samples(rec))
     return True
 
 
@@ -641,18 +741,17 @@ def _add_spmd(run: Run, rec: dict[str, Any]) -> bool:
 
 
 def _add_xfer(run: Run, rec: dict[str, Any]) -> bool:
-    run.transfers.extend(_num_pairs(rec.get("samples")))
+    run.transfers.extend(_samples(rec))
     return True
 
 
 def _add_graph_sizes(run: Run, rec: dict[str, Any]) -> bool:
-    run.graph_sizes.extend(_num_pairs(rec.get("samples")))
+    run.graph_sizes.extend(_samples(rec))
     return True
 
 
 def _add_error(run: Run, rec: dict[str, Any]) -> bool:
-    t = rec.get("t")
-    run.errors.append(Error(float(t) if isinstance(t, (int, float)) else None, str(rec.get("where", "?")),
+    run.errors.append(Error(_time_or_none(rec.get("t")), str(rec.get("where", "?")),
                             str(rec.get("error", "")), _opt_str(rec.get("trace"))))
     return True
 
@@ -675,10 +774,15 @@ def _add_end(run: Run, rec: dict[str, Any]) -> bool:
     g = rec.get
     t = g("t")
     dropped = g("samples_dropped")
-    run.end = End(float(t) if t else None, str(g("status", "ok") or "ok"), _opt_str(g("exception")),
-                  _int(g("steps")), _int(g("syncs")), _int(g("errors")), _counts(g("tail")),
-                  tuple(str(d) for d in dropped) if isinstance(dropped, list) else (),
-                  _int(g("tail_opt")), _int(g("tail_graphs")))
+    end = End(float(t) if t else None, str(g("status", "ok") or "ok"), _opt_str(g("exception")),
+              _int(g("steps")), _int(g("syncs")), _int(g("errors")), _counts(g("tail")),
+              tuple(str(d) for d in dropped) if isinstance(dropped, list) else (),
+              _int(g("tail_opt")), _int(g("tail_graphs")))
+    counts = (end.steps, end.syncs, end.errors, end.tail_opt, end.tail_graphs)
+    if ((end.t is not None and not 0.0 <= end.t < MAX_SECONDS) or not all(0 <= n <= MAX_COUNT for n in counts)
+            or not _counts_possible(end.tail)):
+        raise Impossible
+    run.end = end
     return True
 
 
@@ -716,16 +820,51 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+MAX_LINE = 64 << 20
+"""The longest record line read (64 MiB; the recorder's longest are a few KiB): a longer line
+is skipped and counted, never held in memory whole (``/dev/zero`` has no newline at all)."""
+
+MAX_HEADER = 1 << 20
+"""The longest header line read: past it the file is not a run file."""
+
+
+def _kind_of(mode: int) -> str | None:
+    """What a file that is not a regular file is, in words (None for a regular file)."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a pipe or FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _regular(p: str) -> None:
+    """Refuse, without opening it, anything but a regular file: opening a FIFO waits for a
+    writer, a pipe (``<(cat run.json)``) can be read only once, and a device never ends."""
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        raise RunFileError(f"{p}: no such file")
+    except OSError as exc:
+        raise RunFileError(f"{p}: cannot open ({exc.strerror or exc})")
+    kind = _kind_of(mode)
+    if kind == "a directory":
+        raise RunFileError(f"{p}: is a directory, not a run file")
+    if kind is not None:
+        raise RunFileError(f"{p}: {kind}, not a run file: xprof reads a run file more than once, "
+                           "so it reads regular files only (save the stream to a file first)")
+
+
 def open_run(path: str | os.PathLike[str]) -> tuple[IO[str], dict[str, Any]]:
     """Open a run file and read its header; :class:`RunFileError` (one line) on bad input.
 
     The file is returned positioned after the header line, opened with
     ``surrogateescape``: a byte that is not UTF-8 damages only its own line (that line is
     skipped like any unreadable one); only a header that is not UTF-8 refuses the file.
+    Only a regular file is opened (see :func:`_regular`).
     """
     p = str(path)
-    if os.path.isdir(p):
-        raise RunFileError(f"{p}: is a directory, not a run file")
+    _regular(p)
     try:
         f = open(p, encoding="utf-8", errors="surrogateescape")
     except FileNotFoundError:
@@ -735,15 +874,40 @@ def open_run(path: str | os.PathLike[str]) -> tuple[IO[str], dict[str, Any]]:
     except OSError as exc:
         raise RunFileError(f"{p}: cannot open ({exc.strerror or exc})")
     try:
-        first = f.readline()
+        first = f.readline(MAX_HEADER)
         if not first.strip():
             raise RunFileError(f"{p}: empty file, not an xprof run file")
+        if len(first) >= MAX_HEADER and not first.endswith("\n"):
+            raise RunFileError(f"{p}: not an xprof run file (its first line is longer than "
+                               f"{MAX_HEADER >> 20} MiB)")
         if _UNDECODABLE.search(first):
             raise RunFileError(f"{p}: not an xprof run file (not UTF-8 text)")
         return f, _parse_header(p, first)
     except BaseException:
         f.close()
         raise
+
+
+_TOO_LONG = "\x00too long"
+"""What :func:`bounded_lines` gives for a line longer than :data:`MAX_LINE` (no JSON line
+starts with a NUL, so it can only be skipped)."""
+
+
+def bounded_lines(f: IO[str], limit: int | None = None) -> Iterator[str]:
+    """The lines of ``f``, each read at most ``limit`` (:data:`MAX_LINE`) characters at a time:
+    a longer line is read past in pieces and given as :data:`_TOO_LONG`."""
+    limit = limit or MAX_LINE
+    readline = f.readline
+    while True:
+        line = readline(limit)
+        if not line:
+            return
+        if len(line) < limit or line[-1] == "\n":
+            yield line
+            continue
+        while line and line[-1] != "\n":
+            line = readline(limit)
+        yield _TOO_LONG
 
 
 class Undecodable(Exception):
@@ -786,6 +950,9 @@ def file_record(run: Run, rec: Any) -> bool:
         return False
     try:
         return add(run, rec)
+    except Impossible:
+        run.impossible += 1
+        return True  # (read, and counted apart from the unreadable lines)
     except (TypeError, ValueError, OverflowError):
         return False  # a field of the wrong type: the record is skipped like a bad line
 
@@ -809,7 +976,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     with f, gc_paused():
         pending: str | None = None
         scan = _SCANNER
-        for line in f:
+        for line in bounded_lines(f):
             if pending is not None:
                 # A bad line followed by more lines is corruption in the middle.
                 run.skipped_lines += 1
@@ -825,8 +992,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
                 run.skipped_lines += 1
         if pending is not None:
             run.truncated_tail = True
-    run.steps.sort(key=itemgetter(0))  # by step index (Step.i)
-    return run
+    return run  # (steps in index order: a step index not after the last one is impossible)
 
 
 # -- finding run files -------------------------------------------------------------------
@@ -837,6 +1003,8 @@ RANK_IN_NAME = re.compile(r"\.rank(\d+)\.[^.]+$")
 
 def _looks_like_run(path: str) -> bool:
     try:
+        if _kind_of(os.stat(path).st_mode) is not None:
+            return False  # (a FIFO named run.json would wait for a writer)
         with open(path, encoding="utf-8", errors="replace") as f:
             first = f.readline(4096)
     except OSError:

@@ -23,6 +23,7 @@ _ACTIVE = (
     + ["\u2028", "\u2029"]  # line and paragraph separators
     + [chr(n) for n in range(0x202A, 0x202F)] + [chr(n) for n in range(0x2066, 0x206A)]  # bidi overrides
     + ["\u200e", "\u200f", "\u061c", "\ufeff"]  # direction marks, byte-order mark
+    + [chr(n) for n in range(0xD800, 0xE000)]  # lone surrogates: a byte that was not UTF-8 (\udcff)
 )
 _TERMINAL = str.maketrans({c: _escape(c) for c in _ACTIVE})
 _ONE_LINE = str.maketrans({c: _escape(c) for c in [*_ACTIVE, "\t", "\n"]})
@@ -32,8 +33,10 @@ _ANY_ACTIVE = re.compile("[" + re.escape("".join(_ACTIVE)) + "]")
 def visible(text: str, *, one_line: bool = False) -> str:
     """``text`` with every character a terminal acts on shown as an escape (``\\x1b``).
 
-    C0 controls except tab and newline, DEL, C1 controls, line separators and the bidi
-    controls that reorder what is shown; ``one_line`` escapes tab and newline too.
+    C0 controls except tab and newline, DEL, C1 controls, line separators, the bidi
+    controls that reorder what is shown, and lone surrogates (a file name that was not
+    UTF-8, kept as ``\\udce9``: no encoder can write them); ``one_line`` escapes tab and
+    newline too.
     Everything else (any printable text in any script) is left as it is.
     """
     return text.translate(_ONE_LINE if one_line else _TERMINAL)

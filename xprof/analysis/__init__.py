@@ -347,6 +347,10 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, u
                      "execute times are partial.")
     if run.skipped_lines + unreadable:
         notes.append(f"{run.skipped_lines + unreadable} unreadable line(s) in the run file were skipped.")
+    if run.impossible:
+        notes.append(f"{run.impossible} record(s) with impossible values were skipped (negative, NaN or infinite "
+                     "times, durations or counts, or a step index repeated or out of order): the recorder never "
+                     "writes them, so this file was changed or damaged and its figures are partial.")
     if len(syncs) and len(steps):
         live = tables.live_reads(syncs)
         after = live[live["step"] > int(steps["i"].max())]

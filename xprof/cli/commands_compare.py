@@ -24,12 +24,14 @@ from xprof.cli.app import (
     output_errors,
     reads_only,
 )
+from xprof.cli.outputs import checked_output
 from xprof.report.console import Text
 from xprof.untrusted import md_code
 
 if TYPE_CHECKING:
     from xprof.comparison import Gate, Violation
     from xprof.comparison.model import CompareResult
+    from xprof.runfile import Run
 
 _EXAMPLE = """
 Compare a run against a baseline, and gate CI on it:
@@ -94,11 +96,17 @@ def compare(
         fail(str(exc))
 
     from xprof.comparison.ranks import is_rank_folder_pair
+    from xprof.runfile import expand_run_paths
 
+    if output is not None:
+        try:
+            checked_output(output, expand_run_paths(runs))
+        except ValueError as exc:
+            fail(str(exc))
     if is_rank_folder_pair(runs):
         _compare_ranks(runs, gate, as_json, markdown, output)
         return
-    loaded = [load_or_fail(path) for path in runs]
+    loaded = [_trusted(load_or_fail(path)) for path in runs]
     result = run_compare(*loaded)
     violations = [v for pair in result.pairs for v in gate.check(pair)]
     gated = gate.active
@@ -151,6 +159,8 @@ def _compare_ranks(runs: list[str], gate: Gate, as_json: bool, markdown: bool, o
                 problems.append(RankProblem(pair.rank, "unreadable", side, f"rank {pair.rank}: {exc}", path))
         if len(loaded) < 2:
             continue
+        for run in loaded:
+            _trusted(run)
         result = run_compare(*loaded)
         violations = [v for p in result.pairs for v in gate.check(p)]
         results.append((pair.rank, result, violations))
@@ -183,17 +193,32 @@ def _compare_ranks(runs: list[str], gate: Gate, as_json: bool, markdown: bool, o
 def _write(path: str, result: CompareResult, violations: list[Violation], gated: bool,
            thresholds: dict[str, str] | None) -> None:
     suffix = Path(path).suffix.lower()
+    target = checked_output(path, _inputs(result))
     with output_errors(path):
         if suffix in (".html", ".htm"):
             from xprof.report.compare_html import write_compare
 
-            write_compare(result, path, violations, gated)
+            write_compare(result, target, violations, gated)
         else:
             from xprof.report.compare_text import render_markdown
+            from xprof.report.page import write_atomic
 
             text = (json.dumps(result.to_json(violations, thresholds), indent=2) if suffix == ".json"
                     else render_markdown(result, violations, gated))
-            out = Path(path)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text + "\n", encoding="utf-8")
+            write_atomic(target, text + "\n")
     err_console.print(f"xprof: wrote {path}", markup=False)
+
+
+def _inputs(result: CompareResult) -> list[str]:
+    """The run files a comparison read (a rank folder's output path is checked per rank)."""
+    return [r.path for r in result.runs]
+
+
+def _trusted(run: Run) -> Run:
+    """``run``, or one line and exit 2 when it holds impossible records: a gate must never
+    pass on a file whose compile times were negative (the records are skipped, and what is
+    left would be judged)."""
+    if run.impossible:
+        fail(f"{run.path}: {run.impossible} record(s) with impossible values (negative, NaN or infinite "
+             "numbers, or a step index repeated or out of order): compare does not judge a file it cannot trust")
+    return run

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from xprof.cli.app import app, console, fail, finite_json, load_or_fail, output_errors, reads_only
+from xprof.cli.outputs import checked_output
 from xprof.cli.progress import Progress, wanted
 
 RunArg = Annotated[str, typer.Argument(help="Run file written by xprof.watch() or xprof run.",
@@ -84,6 +85,8 @@ def report(
     from xprof.report import default_report_path, write_report
 
     files = _expand(runs)
+    if output is not None:
+        checked_output(output, files)  # before the work: a typo must not cost a minute
     with Progress(wanted(machine_output=False)) as bar:
         ranks = None
         if len(files) > 1:
@@ -92,10 +95,11 @@ def report(
         else:
             analysis = _one(files[0], bar)
         path = output or str(default_report_path(analysis.run.name))
+        target = checked_output(path, files)
         bar.phase("writing the report")
         with output_errors(path):
-            written = write_report(analysis, path, ranks)
-    _plain(str(written))
+            written = write_report(analysis, target, ranks)
+    _plain(str(Path(path)))
     if open_browser:
         import webbrowser
 
@@ -188,6 +192,8 @@ def demo(
     if out.is_dir():
         fail(f"cannot write {output}: it is a directory")
     run_path = out.with_suffix(".json") if out.suffix != ".json" else out.with_name(out.stem + ".run.json")
+    checked_output(str(run_path))
+    target = checked_output(output)
     with output_errors(str(out.parent)):
         out.parent.mkdir(parents=True, exist_ok=True)
 
@@ -201,8 +207,8 @@ def demo(
         result = run_demo(str(run_path), steps=steps)
     analysis = analyze(load_or_fail(result.run_path))
     with output_errors(str(out)):
-        written = write_report(analysis, out)
+        write_report(analysis, target)
     _plain(f"run file: {result.run_path}")
-    _plain(f"report:   {written}")
+    _plain(f"report:   {out}")
     for line in short(analysis):
         _plain(line)

@@ -24,6 +24,7 @@ from xprof.cli.app import (
     output_errors,
     reads_only,
 )
+from xprof.cli.outputs import checked_output
 
 _RUN_HELP = """Run SCRIPT unmodified under xprof.watch(), like python -m cProfile.
 
@@ -57,10 +58,15 @@ def run_command(
     out_dir = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(out_dir):
         fail(f"cannot write {output}: no such directory {out_dir}")
+    checked_output(output, [script])
     from xprof.recorder.runner import run_script
 
     result = run_script(script, list(ctx.args), output, name=name, debug=not no_debug,
                         live=False if quiet else None)
+    if result.lost_at is not None:
+        err_console.print(f"xprof: the run file {result.path} was not written: it was removed during the run "
+                          f"(at step {result.lost_at})", markup=False)
+        raise typer.Exit(result.exit_code)
     if result.live:
         _exit_summary(result.path)
     extra = f", {result.debug_records} torch_xla debug record(s)" if result.debug_records else ""
@@ -96,13 +102,17 @@ def export_command(
     reads_only()
     if fmt != "chrome-trace":
         fail(f"unknown format {fmt!r} (known: chrome-trace)")
+    out = output or os.path.splitext(run_path)[0] + ".trace.json"
+    target = checked_output(out, [run_path])
+    if not os.path.isdir(os.path.dirname(target)):
+        fail(f"cannot write {out}: no such directory {os.path.dirname(target)}")
     run = load_or_fail(run_path, records=True)
+    from xprof.report.page import write_atomic
     from xprof.report.trace import chrome_trace
 
-    out = output or os.path.splitext(run_path)[0] + ".trace.json"
     trace = chrome_trace(run)
-    with output_errors(out), open(out, "w", encoding="utf-8") as f:
-        json.dump(trace, f, separators=(",", ":"))
+    with output_errors(out):
+        write_atomic(target, json.dumps(trace, separators=(",", ":")))
     n = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
     err_console.print(f"xprof: wrote {out} ({n} events)", markup=False)
 

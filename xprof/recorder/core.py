@@ -117,6 +117,8 @@ class Recorder:
         self.errors = 0
         self.ended: float | None = None
         """When the ``end`` record was written."""
+        self.lost_at: int | None = None
+        """The step at which the run file was found removed (see :meth:`_check_file`)."""
         self.tail_step = False
         """The ``end`` record counts a last training step after the last barrier (its ops ran
         one by one and no barrier followed: ``tail_opt`` and ``tail_graphs``)."""
@@ -243,6 +245,30 @@ class Recorder:
             if self.guard("counters", self.counters.refresh):  # new fallback counters, off the hot path
                 self._check_arms()
             self._drain(flush=True)
+            self._check_file()
+
+    def _check_file(self) -> None:
+        """Say at once when the run file was removed (its folder deleted mid-run): writes
+        into it would still succeed, into a file nobody can open. From then on nothing is
+        written, and ``watch()`` ends by saying the run file was not written."""
+        if self.lost_at is not None or self.writer.failed is not None or not self.writer.gone():
+            return
+        self.lost_at = self.step
+        self.writer.failed = FileNotFoundError(f"{self.writer.path} was removed")
+        log.warning("xprof: the run file %s was removed during the run (at step %d): nothing more is "
+                    "recorded and the run file will not be written; training continues",
+                    self.writer.path, self.step)
+
+    def forget_in_child(self) -> None:
+        """In a process forked while recording (``os.fork()``, a DataLoader worker): record
+        nothing and never write the parent's run file, whatever the child does on its way out."""
+        self.active = False
+        self._stopped.set()
+        self._events.clear()
+        self._drain_lock = threading.Lock()
+        self._error_lock = threading.Lock()
+        self.observer = None
+        self.writer.forget_in_child()
 
     def _drain(self, flush: bool) -> None:
         """Turn the events queued when it is called into records and write them, in order;
@@ -300,6 +326,7 @@ class Recorder:
         if self._flusher is not None:
             self._flusher.join(timeout=5)
         self._drain(flush=False)
+        self._check_file()
         with self._drain_lock:
             records: list[dict[str, Any]] = []
             samples: list[dict[str, Any]] = []
@@ -346,7 +373,8 @@ class Recorder:
                 end["samples_dropped"] = dropped
             self.ended = end["t"]
             try:
-                self.writer.write(end)
+                if self.writer.failed is None:
+                    self.writer.write(end)
             except Exception as exc:  # disk full at the very end: say so, do not raise
                 self.error("write", exc)
             self.writer.close()

@@ -25,12 +25,48 @@ import threading
 import time
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from xprof.recorder.core import Recorder
 from xprof.recorder.inputs import flatten_batch, name_from_comprehension, name_from_line, names_from_unpacking
 
 _MISSING = object()
+
+_HERE = __file__
+
+
+def _user_frames_only(exc: BaseException) -> None:
+    """Take this module's wrappers out of the traceback of an exception passing through one
+    (``.item()`` of a 3-element tensor), so it shows the user's line on top, as without xprof.
+
+    Each wrapper calls this and re-raises with a bare ``raise``, which adds no entry for its
+    own frame; the entries the wrappers inside it added are dropped here. A library frame in
+    between (torch's own Python) stays."""
+    tb = exc.__traceback__
+    head = prev = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != _HERE:
+            if prev is None:
+                head = tb
+            else:
+                prev.tb_next = tb
+            prev = tb
+        tb = tb.tb_next
+    if prev is not None:
+        prev.tb_next = None
+    exc.__traceback__ = head
+
+
+_Wrapper = TypeVar("_Wrapper", bound=Callable[..., Any])
+
+
+def _posing_as(wrapper: _Wrapper, original: Any, name: str) -> _Wrapper:
+    """``wrapper`` named and documented as the ``original`` it stands in for (``name`` when
+    that has none), as ``help()`` and tracebacks show it."""
+    wrapper.__name__ = getattr(original, "__name__", name)
+    wrapper.__qualname__ = getattr(original, "__qualname__", name)
+    wrapper.__doc__ = getattr(original, "__doc__", None)
+    return wrapper
 
 
 @dataclass
@@ -133,25 +169,29 @@ def install_barrier(rec: Recorder, patches: Patches, xlac: Any) -> None:
     counts = rec.counters.sync_counts
 
     def _xla_step_marker(*args: Any, **kwargs: Any) -> Any:
-        if not rec.active or threading.get_ident() != rec.owner:
-            return original(*args, **kwargs)
         try:
-            tb = time.time()
-            before = counts()
-            caller = sys._getframe(1)
-            kind = _barrier_kind(caller)
-            if kind == "compile_entry":
-                _compile_call_inputs(rec, caller)
-            rec.barrier_frame = caller
-        except Exception as exc:
-            rec.error("barrier", exc)
-            return original(*args, **kwargs)
-        result = original(*args, **kwargs)
-        try:
-            rec.on_barrier(tb, before, kind)
-        except Exception as exc:
-            rec.error("barrier", exc)
-        return result
+            if not rec.active or threading.get_ident() != rec.owner:
+                return original(*args, **kwargs)
+            try:
+                tb = time.time()
+                before = counts()
+                caller = sys._getframe(1)
+                kind = _barrier_kind(caller)
+                if kind == "compile_entry":
+                    _compile_call_inputs(rec, caller)
+                rec.barrier_frame = caller
+            except Exception as exc:
+                rec.error("barrier", exc)
+                return original(*args, **kwargs)
+            result = original(*args, **kwargs)
+            try:
+                rec.on_barrier(tb, before, kind)
+            except Exception as exc:
+                rec.error("barrier", exc)
+            return result
+        except BaseException as exc:
+            _user_frames_only(exc)
+            raise
 
     # torch_xla's debug analysis (PT_XLA_DEBUG_LEVEL) names a compile's cause from the
     # innermost Python frame: a user barrier only when that frame's function is called
@@ -305,20 +345,21 @@ def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
     state = {"depth": 0}
 
     def train(self: Any, mode: bool = True) -> Any:
-        if not rec.active or state["depth"] or threading.get_ident() != owner:
-            return original_train(self, mode)
-        state["depth"] = 1
         try:
-            result = original_train(self, mode)
-        finally:
-            state["depth"] = 0
-        rec.eval_mode = mode is False
-        return result
+            if not rec.active or state["depth"] or threading.get_ident() != owner:
+                return original_train(self, mode)
+            state["depth"] = 1
+            try:
+                result = original_train(self, mode)
+            finally:
+                state["depth"] = 0
+            rec.eval_mode = mode is False
+            return result
+        except BaseException as exc:
+            _user_frames_only(exc)
+            raise
 
-    train.__name__ = "train"
-    train.__qualname__ = getattr(original_train, "__qualname__", "train")
-    train.__doc__ = original_train.__doc__
-    patches.set(module_type, "train", train)
+    patches.set(module_type, "train", _posing_as(train, original_train, "train"))
 
     autograd = torch.autograd
     bump = rec.on_backward
@@ -328,14 +369,15 @@ def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
             continue
 
         def passes(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
-            if rec.active:
-                bump()
-            return __original(*args, **kwargs)
+            try:
+                if rec.active:
+                    bump()
+                return __original(*args, **kwargs)
+            except BaseException as exc:
+                _user_frames_only(exc)
+                raise
 
-        passes.__name__ = getattr(original, "__name__", attr)
-        passes.__qualname__ = getattr(original, "__qualname__", attr)
-        passes.__doc__ = getattr(original, "__doc__", None)
-        patches.set(autograd, attr, passes)
+        patches.set(autograd, attr, _posing_as(passes, original, attr))
 
     # Grad turned off since the last barrier (``gd``): ``torch.no_grad()`` and
     # ``torch.inference_mode()`` entered, as a ``with`` or as a decorator. An eval loop's
@@ -346,13 +388,15 @@ def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
             continue
 
         def entered(self: Any, __enter: Any = enter) -> Any:
-            if rec.active and getattr(self, "mode", True) is not False and threading.get_ident() == owner:
-                rec.grad_turned_off = True
-            return __enter(self)
+            try:
+                if rec.active and getattr(self, "mode", True) is not False and threading.get_ident() == owner:
+                    rec.grad_turned_off = True
+                return __enter(self)
+            except BaseException as exc:
+                _user_frames_only(exc)
+                raise
 
-        entered.__name__ = "__enter__"
-        entered.__qualname__ = getattr(enter, "__qualname__", "__enter__")
-        patches.set(cls, "__enter__", entered)
+        patches.set(cls, "__enter__", _posing_as(entered, enter, "__enter__"))
 
 
 # ---------------------------------------------------------------------------------------
@@ -417,32 +461,33 @@ def _make_reader(rec: Recorder, kind: str, original: Callable[..., Any],
 
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
         # CPU tensors first: this is every bool(cpu_tensor) in the process, torch's own too.
-        if (not (method is None or (self.is_xla if method else getattr(self, "is_xla", False)))
-                or tls.depth or not rec.active or type(self) in tracing):
-            return original(self, *args, **kwargs)
         try:
-            before = counts()
-        except Exception as exc:
-            rec.error("sync hook", exc)
-            return original(self, *args, **kwargs)
-        t0 = time.time()
-        tls.depth += 1
-        try:
-            result = original(self, *args, **kwargs)
-        finally:
-            tls.depth -= 1
-        t1 = time.time()
-        try:
-            rec.on_host_read(kind, site_of(sys._getframe(1)), t0, t1, before, counts_after(before),
-                             tls.closures > 0)
-        except Exception as exc:
-            rec.error("sync hook", exc)
-        return result
+            if (not (method is None or (self.is_xla if method else getattr(self, "is_xla", False)))
+                    or tls.depth or not rec.active or type(self) in tracing):
+                return original(self, *args, **kwargs)
+            try:
+                before = counts()
+            except Exception as exc:
+                rec.error("sync hook", exc)
+                return original(self, *args, **kwargs)
+            t0 = time.time()
+            tls.depth += 1
+            try:
+                result = original(self, *args, **kwargs)
+            finally:
+                tls.depth -= 1
+            t1 = time.time()
+            try:
+                rec.on_host_read(kind, site_of(sys._getframe(1)), t0, t1, before, counts_after(before),
+                                 tls.closures > 0)
+            except Exception as exc:
+                rec.error("sync hook", exc)
+            return result
+        except BaseException as exc:
+            _user_frames_only(exc)
+            raise
 
-    read.__name__ = getattr(original, "__name__", kind)
-    read.__qualname__ = getattr(original, "__qualname__", kind)
-    read.__doc__ = getattr(original, "__doc__", None)
-    return read
+    return _posing_as(read, original, kind)
 
 
 def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
@@ -456,40 +501,41 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
     dtype_type = torch.dtype
 
     def to(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if args and type(args[0]) is dtype_type and not kwargs:
-            return original(self, *args)  # a cast (the most common call): it never moves
-        if self.is_xla:
-            if reads and not tls.depth and rec.active and _to_target_kind(args, kwargs) == "cpu":
-                return reader(self, *args, **kwargs)
-            return original(self, *args, **kwargs)
-        result = original(self, *args, **kwargs)
-        # A CPU tensor: a step input only when the result is on the device. Checked in the
-        # order that returns soonest for the many CPU-to-CPU calls (dtype casts).
-        if (inputs and getattr(result, "is_xla", False) and rec.active and not tls.depth
-                and threading.get_ident() == rec.owner):
-            try:
-                if not rec.is_batch_leaf(self):
-                    caller = sys._getframe(1)
-                    kind = frames.kind(caller.f_code.co_filename)
-                    if kind != 2:  # torch's own .to calls (Module.to) are not step inputs
-                        name = name_from_comprehension(caller)
-                        if name is None:
-                            if kind == 0:
-                                name = name_from_line(caller.f_code.co_filename, caller.f_lineno, caller, self)
-                            else:
-                                site = frames.user_site(caller)
-                                name = name_from_line(site.file, site.line) if site else "tensor"
-                        rec.on_to_device(self, name, result)
-                elif rec.keep_devices:  # SPMD: the moved leaf is what mark_sharding shards
-                    rec.on_batch_leaf_moved(self, result)
-            except Exception as exc:
-                rec.error("input hook", exc)
-        return result
+        try:
+            if args and type(args[0]) is dtype_type and not kwargs:
+                return original(self, *args)  # a cast (the most common call): it never moves
+            if self.is_xla:
+                if reads and not tls.depth and rec.active and _to_target_kind(args, kwargs) == "cpu":
+                    return reader(self, *args, **kwargs)
+                return original(self, *args, **kwargs)
+            result = original(self, *args, **kwargs)
+            # A CPU tensor: a step input only when the result is on the device. Checked in the
+            # order that returns soonest for the many CPU-to-CPU calls (dtype casts).
+            if (inputs and getattr(result, "is_xla", False) and rec.active and not tls.depth
+                    and threading.get_ident() == rec.owner):
+                try:
+                    if not rec.is_batch_leaf(self):
+                        caller = sys._getframe(1)
+                        kind = frames.kind(caller.f_code.co_filename)
+                        if kind != 2:  # torch's own .to calls (Module.to) are not step inputs
+                            name = name_from_comprehension(caller)
+                            if name is None:
+                                if kind == 0:
+                                    name = name_from_line(caller.f_code.co_filename, caller.f_lineno, caller, self)
+                                else:
+                                    site = frames.user_site(caller)
+                                    name = name_from_line(site.file, site.line) if site else "tensor"
+                            rec.on_to_device(self, name, result)
+                    elif rec.keep_devices:  # SPMD: the moved leaf is what mark_sharding shards
+                        rec.on_batch_leaf_moved(self, result)
+                except Exception as exc:
+                    rec.error("input hook", exc)
+            return result
+        except BaseException as exc:
+            _user_frames_only(exc)
+            raise
 
-    to.__name__ = "to"
-    to.__qualname__ = getattr(original, "__qualname__", "to")
-    to.__doc__ = getattr(original, "__doc__", None)
-    return to
+    return _posing_as(to, original, "to")
 
 
 def install_host_reads(rec: Recorder, patches: Patches, tensor_type: type, *, reads: bool,
@@ -520,9 +566,13 @@ def install_sync_multi(rec: Recorder, patches: Patches, xlac: Any) -> None:
     def _xla_sync_multi(*args: Any, **kwargs: Any) -> Any:
         # torch.compile's XLA bridge syncs its graph's inputs before it runs one: dynamo's
         # own work, counted with its graphs (see install_dynamo), not a read of the user's.
-        if not args or sys._getframe(1).f_code.co_filename.endswith("dynamo_bridge.py"):
-            return original(*args, **kwargs)
-        return reader(*args, **kwargs)
+        try:
+            if not args or sys._getframe(1).f_code.co_filename.endswith("dynamo_bridge.py"):
+                return original(*args, **kwargs)
+            return reader(*args, **kwargs)
+        except BaseException as exc:
+            _user_frames_only(exc)
+            raise
 
     patches.set(xlac, "_xla_sync_multi", _xla_sync_multi)
 
@@ -601,23 +651,26 @@ def _make_next(rec: Recorder, original: Callable[..., Any], tensor_type: type,
         return names  # type: ignore[return-value]
 
     def __next__(self: Any) -> Any:
-        batch = original(self)
-        if rec.active and threading.get_ident() == rec.owner:
-            try:
-                leaves = flatten_batch(batch, tensor_type)
-                if leaves and leaves[0][0] in ("batch[0]", "batch"):
-                    # A tuple batch is named by what the user's line unpacks it into (for x, y
-                    # in loader:), so two loaders' batch[0] are not one input.
-                    names = unpacked(len(leaves))
-                    if names is not None:
-                        leaves = list(zip(names, [t for _, t in leaves]))
-                rec.on_batch(leaves, source)
-            except Exception as exc:
-                rec.error("input hook", exc)
-        return batch
+        try:
+            batch = original(self)
+            if rec.active and threading.get_ident() == rec.owner:
+                try:
+                    leaves = flatten_batch(batch, tensor_type)
+                    if leaves and leaves[0][0] in ("batch[0]", "batch"):
+                        # A tuple batch is named by what the user's line unpacks it into (for x, y
+                        # in loader:), so two loaders' batch[0] are not one input.
+                        names = unpacked(len(leaves))
+                        if names is not None:
+                            leaves = list(zip(names, [t for _, t in leaves]))
+                    rec.on_batch(leaves, source)
+                except Exception as exc:
+                    rec.error("input hook", exc)
+            return batch
+        except BaseException as exc:
+            _user_frames_only(exc)
+            raise
 
-    __next__.__name__ = getattr(original, "__name__", "__next__")
-    return __next__
+    return _posing_as(__next__, original, "__next__")
 
 
 # ---------------------------------------------------------------------------------------
@@ -685,18 +738,20 @@ def _mask_index_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
     def __getitem__(self: Any, index: Any) -> Any:
         # The index's type first: ints, slices and tuples of them (nearly every indexing)
         # leave after one isinstance check.
-        if isinstance(index, tensor_type):
-            if index.dtype is not _BOOL:
+        try:
+            if isinstance(index, tensor_type):
+                if index.dtype is not _BOOL:
+                    return original_getitem(self, index)
+            elif type(index) is not tuple or not _is_mask_index(index, tensor_type):
                 return original_getitem(self, index)
-        elif type(index) is not tuple or not _is_mask_index(index, tensor_type):
-            return original_getitem(self, index)
-        if tls.depth or not rec.active:
-            return original_getitem(self, index)
-        return masked(self, index)
+            if tls.depth or not rec.active:
+                return original_getitem(self, index)
+            return masked(self, index)
+        except BaseException as exc:
+            _user_frames_only(exc)
+            raise
 
-    __getitem__.__name__ = "__getitem__"
-    __getitem__.__qualname__ = getattr(original_getitem, "__qualname__", "__getitem__")
-    return __getitem__
+    return _posing_as(__getitem__, original_getitem, "__getitem__")
 
 
 def _mask_assign_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
@@ -709,18 +764,20 @@ def _mask_assign_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
     tls = rec.tls
 
     def __setitem__(self: Any, index: Any, value: Any) -> Any:
-        if isinstance(index, tensor_type):
-            if index.dtype is not _BOOL:
+        try:
+            if isinstance(index, tensor_type):
+                if index.dtype is not _BOOL:
+                    return original_setitem(self, index, value)
+            elif type(index) is not tuple or not _is_mask_index(index, tensor_type):
                 return original_setitem(self, index, value)
-        elif type(index) is not tuple or not _is_mask_index(index, tensor_type):
-            return original_setitem(self, index, value)
-        if tls.depth or not rec.active:
-            return original_setitem(self, index, value)
-        return masked(self, index, value)
+            if tls.depth or not rec.active:
+                return original_setitem(self, index, value)
+            return masked(self, index, value)
+        except BaseException as exc:
+            _user_frames_only(exc)
+            raise
 
-    __setitem__.__name__ = "__setitem__"
-    __setitem__.__qualname__ = getattr(original_setitem, "__qualname__", "__setitem__")
-    return __setitem__
+    return _posing_as(__setitem__, original_setitem, "__setitem__")
 
 
 # ---------------------------------------------------------------------------------------

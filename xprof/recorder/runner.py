@@ -161,6 +161,8 @@ class RunResult:
     status: str
     live: bool = False
     """The live notices were on: the caller prints the exit summary (from the analysis)."""
+    lost_at: int | None = None
+    """The run file was removed during the run, at this step: it was not written."""
 
 
 def run_script(script: str, args: list[str], out: str = "run.json", *, name: str | None = None,
@@ -214,7 +216,8 @@ def run_script(script: str, args: list[str], out: str = "run.json", *, name: str
             else:
                 os.environ[key] = value
     n_debug = 0
-    if capture is not None and w.recorder is not None:
+    lost_at = w.recorder.lost_at if w.recorder is not None else None
+    if capture is not None and w.recorder is not None and lost_at is None:
         n_debug = _append_debug(w.path, capture)
     if capture is not None and capture.asked:
         print(f"xprof: torch_xla's debug output (PT_XLA_DEBUG_LEVEL={capture.level}) went to {capture.path}, "
@@ -225,4 +228,4 @@ def run_script(script: str, args: list[str], out: str = "run.json", *, name: str
         except OSError:
             pass
     return RunResult(exit_code=code, path=w.path, debug_records=n_debug, status=status,
-                     live=w.notices is not None)
+                     live=w.notices is not None, lost_at=lost_at)

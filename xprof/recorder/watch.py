@@ -44,6 +44,22 @@ def active() -> watch | None:
     return _ACTIVE
 
 
+def _forget_in_child() -> None:
+    """After ``os.fork()`` in the child: the parent's recording is the parent's. The child
+    (a DataLoader worker, a launcher's process) records nothing into the parent's file, and
+    may start a ``watch()`` of its own."""
+    global _ACTIVE, _ACTIVE_LOCK
+    _ACTIVE_LOCK = threading.Lock()  # (the parent's may have been held by another thread)
+    w, _ACTIVE = _ACTIVE, None
+    if w is not None and not w.inert:
+        w.forked = True
+        if w.recorder is not None:
+            w.recorder.forget_in_child()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def rank_path(path: str, rank: int | None, world_size: int | None) -> str:
     """``run.json`` -> ``run.rank1.json`` when several processes record at once."""
     if rank is None or not world_size or world_size <= 1:
@@ -143,6 +159,8 @@ class watch:
         self._guards_before: dict[Any, int] = {}
         self.exit_summary = True
         """Print the live exit summary; ``xprof run`` turns it off and prints the analysis' own."""
+        self.forked = False
+        """This is a child forked while the watch recorded: it leaves without writing."""
 
     def __enter__(self) -> watch:
         global _ACTIVE
@@ -244,7 +262,12 @@ class watch:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         global _ACTIVE
+        if exc is not None:
+            hooks._user_frames_only(exc)
         if self.inert:
+            return
+        if self.forked:
+            self._patches.restore()  # (inert already: the recorder is off in this process)
             return
         rec = self.recorder
         try:
@@ -263,7 +286,11 @@ class watch:
                 rec.stop(status, text)
                 if self.notices is not None:
                     rec.guard("live notices", self.notices.close)
-                if self.notices is not None and self.exit_summary:
+                if rec.lost_at is not None:
+                    if self.exit_summary:  # (xprof run says it itself)
+                        stderr_line(f"xprof: the run file {self.path} was not written: it was removed during "
+                                    f"the run (at step {rec.lost_at}), with its folder or on its own")
+                elif self.notices is not None and self.exit_summary:
                     for line in verdict.exit_lines(self.path):
                         stderr_line(line)
         finally:

@@ -9,6 +9,7 @@ named ``</script>...`` stays text.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 from importlib import resources
@@ -46,12 +47,19 @@ def env() -> jinja2.Environment:
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` (folders created) through a temporary file and a rename, so
-    a failed write never leaves half a page where the last good one was; returns the path."""
-    out = Path(path)
+    a failed write never leaves half a page where the last good one was; returns the path.
+
+    A symlink is written through (the link stays, its target is replaced); a path that is
+    not a plain file (a FIFO, a device) is refused with an ``OSError``, never replaced.
+    A lone surrogate (a file name that was not UTF-8) is written as its ``\\udcXX`` escape.
+    """
+    out = Path(os.path.realpath(path))
+    if out.exists() and not out.is_file():
+        raise OSError(errno.EINVAL, "not a plain file", str(path))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
         os.replace(tmp, out)
     finally:
         if tmp.exists():
