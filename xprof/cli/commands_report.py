@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from xprof.cli.app import app, console, fail, finite_json, load_or_fail, output_errors, reads_only
+from xprof.cli.app import app, console, err_console, fail, finite_json, load_or_fail, output_errors, reads_only
 from xprof.cli.progress import Progress, wanted
 
 RunArg = Annotated[str, typer.Argument(help="Run file written by xprof.watch() or xprof run.",
@@ -71,7 +71,7 @@ def _plain(text: str) -> None:
 def report(
     runs: RunsArg,
     output: Annotated[str | None, typer.Option(
-        "-o", "--output", help="Where to write the HTML [default: reports/<run name>.html].",
+        "-o", "--output", help="Where to write the HTML [default: reports/<run file name>.html].",
         show_default=False)] = None,
     open_browser: Annotated[bool, typer.Option("--open", help="Open the report in a browser.")] = False,
 ) -> None:
@@ -91,15 +91,37 @@ def report(
             analysis = _focus(pod, ranks, bar)
         else:
             analysis = _one(files[0], bar)
-        path = output or str(default_report_path(analysis.run.name))
+        path = output or str(default_report_path(_report_name(runs, files)))
         bar.phase("writing the report")
         with output_errors(path):
             written = write_report(analysis, path, ranks)
     _plain(str(written))
     if open_browser:
-        import webbrowser
+        _open(written)
 
-        webbrowser.open(written.resolve().as_uri())
+
+def _report_name(runs: list[str], files: list[str]) -> str:
+    """The report's default name: the run file's (``before.json`` -> ``before``, so two runs of
+    one script do not overwrite each other's report), a folder's, or a pod's rank files' stem."""
+    from xprof.runfile import RANK_IN_NAME
+
+    if len(runs) == 1 and Path(runs[0]).is_dir():
+        return Path(runs[0]).resolve().name
+    name = Path(files[0]).name
+    rank = RANK_IN_NAME.search(name) if len(files) > 1 else None
+    return name[:rank.start()] if rank else Path(name).stem
+
+
+def _open(path: Path) -> None:
+    """Open the report in a browser, or say where it is when this machine has none."""
+    import webbrowser
+
+    try:
+        opened = webbrowser.open(path.resolve().as_uri())
+    except webbrowser.Error:
+        opened = False
+    if not opened:
+        err_console.print(f"xprof: no browser to open here; the report is {path.resolve()}", markup=False)
 
 
 @app.command()
