@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -49,7 +50,7 @@ def test_guard_fails_naming_input_shape_and_the_input(device: Any, tmp_path: Any
             _loop(device, [4, 4, 4, 7, 9])
     msg = str(info.value)
     print(msg)
-    assert "compile(s) after 2 warm-up step(s), 0 allowed" in msg
+    assert re.search(r"\d+ compiles? after 2 warm-up steps, 0 allowed", msg)
     assert "input_shape" in msg
     assert "'tokens'" in msg
     assert path in msg
@@ -63,7 +64,7 @@ def test_guard_counts_syncs_when_asked(device: Any) -> None:
             _loop(device, [4] * 4, read=True)
     msg = str(info.value)
     print(msg)
-    assert "host sync(s) after 2 warm-up step(s), 0 allowed" in msg
+    assert re.search(r"\d+ host syncs? after 2 warm-up steps, 0 allowed", msg)
     assert "implicit_sync" in msg
     assert "test_testing_guard.py" in msg  # the line of the .item()
 

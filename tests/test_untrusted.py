@@ -101,7 +101,7 @@ def test_a_line_nested_200000_deep_is_one_skipped_line(tmp_path: Path) -> None:
     loaded = load_run(run)
     assert len(loaded.steps) == 6 and loaded.skipped_lines == 2 and loaded.complete
     res = _cli(["summary", str(run)])
-    assert res.exit_code == 0 and "2 unreadable line(s)" in res.output
+    assert res.exit_code == 0 and "2 unreadable lines" in res.output
 
 
 def test_a_header_nested_too_deep_refuses_the_file_in_one_line(tmp_path: Path) -> None:

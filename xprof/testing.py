@@ -34,6 +34,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from xprof.analysis.model import Analysis, Finding, FindingKey
+from xprof.words import plural
 
 
 class CompileGuardError(AssertionError):
@@ -95,10 +96,10 @@ def check(analysis: Analysis, n: int, *, warmup: int = 2, max_syncs: int | None 
     problems: list[str] = []
     keys: set[str] = set()
     if len(late) > n:
-        problems.append(f"{len(late)} compile(s) after {warmup} warm-up step(s), {n} allowed")
+        problems.append(f"{plural(len(late), 'compile')} after {plural(warmup, 'warm-up step')}, {n} allowed")
         keys.update(str(k) for k in late["finding"] if isinstance(k, str))
     if max_syncs is not None and len(late_syncs) > max_syncs:
-        problems.append(f"{len(late_syncs)} host sync(s) after {warmup} warm-up step(s), "
+        problems.append(f"{plural(len(late_syncs), 'host sync')} after {plural(warmup, 'warm-up step')}, "
                         f"{max_syncs} allowed")
         keys.update(str(FindingKey.sync(int(s))) for s in late_syncs["site"])
     if not problems:

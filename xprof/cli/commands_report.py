@@ -9,18 +9,19 @@ render, write (one line and exit 2 when the output cannot be written). Heavy imp
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from xprof.cli.app import app, console, err_console, fail, finite_json, load_or_fail, output_errors, reads_only
+from xprof.cli.app import Command, app, console, err_console, fail, finite_json, load_or_fail, output_errors, reads_only
 from xprof.cli.progress import Progress, wanted
+from xprof.report.console import write_stdout
 
-RunArg = Annotated[str, typer.Argument(help="Run file written by xprof.watch() or xprof run.",
+RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run file written by xprof.watch() or xprof run.",
                                        show_default=False)]
 RunsArg = Annotated[list[str], typer.Argument(
+    metavar="RUN...",
     help="Run file written by xprof.watch() or xprof run; several rank files (run.rank0.json ...) "
          "or their folder for a multi-process run.", show_default=False)]
 
@@ -67,18 +68,23 @@ def _plain(text: str) -> None:
     console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
-@app.command()
+@app.command(cls=Command)
 def report(
     runs: RunsArg,
     output: Annotated[str | None, typer.Option(
-        "-o", "--output", help="Where to write the HTML [default: reports/<run file name>.html].",
+        "-o", "--output", metavar="FILE", help="Where to write the HTML [default: reports/<run file name>.html].",
         show_default=False)] = None,
     open_browser: Annotated[bool, typer.Option("--open", help="Open the report in a browser.")] = False,
 ) -> None:
-    """Write one self-contained HTML report of a run (works offline; plotly is inlined).
+    """Write a run's HTML report: one self-contained file.
 
-    Example: [bold]xprof report run.json -o run.html --open[/bold]; for a multi-process run,
-    [bold]xprof report runs/[/bold] (a section lines up the ranks, the rest shows the straggler).
+    It works offline (plotly is inlined) and can be attached to a CI run or mailed.
+
+    Examples:
+
+    \b
+      xprof report run.json -o run.html --open
+      xprof report runs/    # a folder of rank files: the ranks side by side
     """
     reads_only()
     from xprof.report import default_report_path, write_report
@@ -124,15 +130,19 @@ def _open(path: Path) -> None:
         err_console.print(f"xprof: no browser to open here; the report is {path.resolve()}", markup=False)
 
 
-@app.command()
+@app.command(cls=Command)
 def summary(
     runs: RunsArg,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the versioned summary object (docs/json.md) as JSON.")] = False,
 ) -> None:
-    """Print how much time compiles and host reads cost, and what to change.
+    """Print what compiles and host reads cost, and what to change.
 
-    Example: [bold]xprof summary run.json[/bold] or [bold]xprof summary run.json --json | jq .recompiles[/bold]
+    Examples:
+
+    \b
+      xprof summary run.json
+      xprof summary run.json --json | jq .recompiles
     """
     reads_only()
     files = _expand(runs)
@@ -146,8 +156,7 @@ def summary(
         _summary_ranks(view, focus, as_json)
         return
     if as_json:
-        sys.stdout.write(json.dumps(finite_json(analysis.summary()), indent=2, default=str) + "\n")
-        sys.stdout.flush()
+        write_stdout(json.dumps(finite_json(analysis.summary()), indent=2, default=str) + "\n")
         return
     from xprof.report.terminal import render_summary
 
@@ -159,7 +168,7 @@ def _summary_ranks(view: Any, focus: Any, as_json: bool) -> None:
 
     if as_json:
         doc = ranks_summary_json(view)
-        sys.stdout.write(json.dumps(finite_json(doc), indent=2, default=str) + "\n")
+        write_stdout(json.dumps(finite_json(doc), indent=2, default=str) + "\n")
         return
     from xprof.report.terminal import render_ranks, render_summary
 
@@ -168,19 +177,22 @@ def _summary_ranks(view: Any, focus: Any, as_json: bool) -> None:
     render_summary(focus, console)
 
 
-@app.command()
+@app.command(cls=Command)
 def demo(
     output: Annotated[str, typer.Option(
-        "-o", "--output", help="Where to write the HTML report; the run file goes beside it (.json).")
+        "-o", "--output", metavar="FILE", help="Where to write the HTML report; the run file goes beside it (.json).")
     ] = "reports/demo.html",
-    steps: Annotated[int, typer.Option("--steps", min=3, max=2000,
+    steps: Annotated[int, typer.Option("--steps", min=3, max=2000, metavar="N",
                                        help="Training steps to run.")] = 30,
 ) -> None:
-    """Train a tiny text model on torch_xla (the CPU is fine) with two classic problems, then report it.
+    """Train a tiny model with two classic problems, then report it.
 
-    It pads each batch to its longest sequence and prints the loss tensor mid-step.
+    It runs on torch_xla (the CPU is fine), pads each batch to its longest sequence and prints the loss tensor mid-step.
 
-    Example: [bold]xprof demo -o reports/demo.html --steps 30[/bold]
+    Examples:
+
+    \b
+      xprof demo -o reports/demo.html --steps 30
     """
     import os
 
