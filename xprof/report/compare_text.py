@@ -80,6 +80,11 @@ def _finding_line(f: FindingChange, q: Quote = _as_is) -> str:
 
 def sections(pair: PairComparison, q: Quote = _as_is) -> list[tuple[str, list[str]]]:
     """Titled lists of what changed; ``q`` sets every run-file string (see :data:`Quote`)."""
+    return finding_sections(pair, q) + detail_sections(pair, q)
+
+
+def finding_sections(pair: PairComparison, q: Quote = _as_is) -> list[tuple[str, list[str]]]:
+    """The findings that are new, changed or gone."""
     out: list[tuple[str, list[str]]] = []
     new, base = q(pair.new.name), q(pair.base.name)
     for status, title in (("new", f"New findings in {new}"),
@@ -88,6 +93,13 @@ def sections(pair: PairComparison, q: Quote = _as_is) -> list[tuple[str, list[st
         found = [f for f in pair.findings if f.status == status]
         if found:
             out.append((title, [f"{_finding_line(f, q)} — {q(f.title)}" for f in found]))
+    return out
+
+
+def detail_sections(pair: PairComparison, q: Quote = _as_is) -> list[tuple[str, list[str]]]:
+    """The graphs and input shapes only one of the runs has: the evidence under the findings."""
+    out: list[tuple[str, list[str]]] = []
+    new, base = q(pair.new.name), q(pair.base.name)
     for side, title in (("new", f"Graphs compiled only in {new}"),
                         ("base", f"Graphs compiled only in {base}")):
         graphs = [g for g in pair.graphs if g.side == side]
@@ -254,6 +266,7 @@ def render_markdown(result: CompareResult, violations: list[Violation] | None = 
         else:
             out.append("**Gate: passed** (every threshold held)")
         out.append("")
+    out += [verdict_line(pair, _code) for pair in result.pairs] + [""]
     warnings = [(p.new.name, w) for p in result.pairs for w in p.warnings]
     for name, w in warnings:
         out.append(f"> ⚠️ {_code(name)}: {_code(w)}")
@@ -282,11 +295,17 @@ def render_markdown(result: CompareResult, violations: list[Violation] | None = 
             out.append(f"| {m0.label} | " + " | ".join(cells) + " |")
     out.append("")
     for pair in result.pairs:
-        for title, lines in sections(pair, _code):
-            out.append(f"**{title}**")
-            out.append("")
-            out += [f"- {line}" for line in _clip(lines)]
-            out.append("")
-        out.append(verdict_line(pair, _code))
-        out.append("")
+        out += _md_sections(finding_sections(pair, _code))
+        details = _md_sections(detail_sections(pair, _code))
+        if details:
+            n = sum(len(lines) for _, lines in detail_sections(pair))
+            out += [f"<details><summary>Graphs and input shapes only one run has ({n})</summary>", "",
+                    *details, "</details>", ""]
     return "\n".join(out)
+
+
+def _md_sections(titled: list[tuple[str, list[str]]]) -> list[str]:
+    out: list[str] = []
+    for title, lines in titled:
+        out += [f"**{title}**", "", *(f"- {line}" for line in _clip(lines)), ""]
+    return out
