@@ -87,3 +87,32 @@ def test_pytest_fixture(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider",
                                           "-W", "ignore::pytest.PytestAssertRewriteWarning")
     result.assert_outcomes(passed=1)
+
+
+def test_a_failing_guard_shows_the_test_and_the_diagnosis_not_xprofs_source(
+        device: Any, pytester: pytest.Pytester) -> None:
+    """pytest's convention: the guard's frames carry ``__tracebackhide__``."""
+    pytester.makepyfile(test_recompiles="""
+        import torch
+        import torch_xla
+        from xprof.testing import max_compiles
+
+        def test_loop():
+            dev = torch_xla.device()
+            model = torch.nn.Linear(6, 3).to(dev)
+            with max_compiles(0, warmup=2):
+                for n in [4, 4, 4, 7, 9]:
+                    model(torch.randn(n, 6).to(dev)).sum().backward()
+                    torch_xla.sync()
+    """)
+    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider",
+                                          "-W", "ignore::pytest.PytestAssertRewriteWarning")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    failure = out.split("_ test_loop _")[1].split("short test summary")[0]
+    print(failure)
+    assert "with max_compiles(0, warmup=2):" in failure
+    assert "CompileGuardError: xprof guard:" in failure and "input_shape" in failure
+    for source in ("def check(", "def __exit__", "raise CompileGuardError", "contextlib", "self.watch"):
+        assert source not in failure
+    assert len(failure.splitlines()) < 30, len(failure.splitlines())
