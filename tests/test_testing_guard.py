@@ -116,3 +116,23 @@ def test_a_failing_guard_shows_the_test_and_the_diagnosis_not_xprofs_source(
     for source in ("def check(", "def __exit__", "raise CompileGuardError", "contextlib", "self.watch"):
         assert source not in failure
     assert len(failure.splitlines()) < 30, len(failure.splitlines())
+
+
+def test_a_step_written_on_one_line_names_its_input(device: Any) -> None:
+    """The compact form tests use: the input is ``b``, as it would be on a line of its own."""
+    import torch
+    import torch_xla
+
+    from xprof.testing import CompileGuardError, max_compiles
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(6, 3).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(CompileGuardError) as info:
+        with max_compiles(0, warmup=2):
+            for n in [4, 4, 4, 7, 9]:
+                b = torch.randn(n, 6)
+                loss = model(b.to(device)).mean(); loss.backward(); opt.step(); opt.zero_grad(); torch_xla.sync()  # noqa: E702
+    msg = str(info.value)
+    assert "input 'b' took shapes (4, 6), (7, 6), (9, 6)" in msg, msg
+    assert "loss" not in msg, msg
