@@ -32,7 +32,10 @@ from typing import Any, Callable
 import pandas as pd
 
 from xprof.analysis.model import Analysis, Finding, FindingKey
+from xprof.openxla import check
 from xprof.words import plural
+
+check()  # a test suite's first import of this package may be this module
 
 
 class CompileGuardError(AssertionError):

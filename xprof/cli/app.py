@@ -150,6 +150,9 @@ def reads_only() -> None:
 
 
 def main() -> None:
+    from xprof.openxla import check
+
+    check()  # `python -m xprof` still runs when OpenXLA's xprof took `import xprof` and the command
     # Import the command modules so they register on ``app``.
     from xprof.cli import commands  # noqa: F401
 
