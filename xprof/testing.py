@@ -31,11 +31,11 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from xprof import openxla
 from xprof.analysis.model import Analysis, Finding, FindingKey
-from xprof.openxla import check
 from xprof.words import plural
 
-check()  # a test suite's first import of this package may be this module
+openxla.check()  # a test suite's first import of this package may be this module
 
 
 class CompileGuardError(AssertionError):
@@ -149,12 +149,11 @@ class MaxCompiles:
         self.watch.__enter__()
         return self.result
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         __tracebackhide__ = True
-        self.watch.__exit__(exc_type, exc, tb)
+        self.watch.__exit__(exc_type, exc, tb)  # the user's exception goes on unchanged
         if exc_type is None:
             self._check()
-        return False
 
     def _check(self) -> None:
         __tracebackhide__ = True
