@@ -164,7 +164,7 @@ def test_a_compile_after_the_last_barrier_is_no_recompile(tmp_path: Path) -> Non
     b.t += 0.4
     a = b.done(tail={"UncachedCompile": 1, "ExecuteComputation": 1})
     assert (a.totals.compiles, a.totals.recompiles, a.findings) == (3, 0, [])
-    assert ("1 host read(s) after the last step barrier are not counted as findings (e.g. a final print), "
+    assert ("1 host read after the last step barrier is not counted as findings (e.g. a final print), "
             "nor the 1 compile after it as recompiles.") in a.notes
 
 
@@ -374,8 +374,8 @@ def test_orphan_compile_and_repeated_step_do_not_break_analysis(tmp_path: Path) 
     a = analyze(run)
     assert a.totals.barriers == 2 and a.totals.steps == 2
     assert len(a.compiles) == 1
-    assert any("Ignored 1 compile record(s) without their step" in n for n in a.notes)
-    assert any(n.startswith("1 record(s) with impossible values were skipped") for n in a.notes)
+    assert any("Ignored 1 compile record without their step" in n for n in a.notes)
+    assert any(n.startswith("1 record with impossible values was skipped") for n in a.notes)
 
 
 def test_finding_key_round_trips_through_its_id() -> None:

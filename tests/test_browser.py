@@ -119,14 +119,16 @@ class Chromium:
                 if msg["method"] == method:
                     return msg
 
-    def open(self, url: str) -> None:
+    def open(self, url: str, width: int = 1280, mobile: bool = False) -> None:
         target = self.call("Target.createTarget", {"url": "about:blank"}, page=False)["targetId"]
         self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True},
                                  page=False)["sessionId"]
         for domain in ("Page", "Runtime", "Log"):
             self.call(f"{domain}.enable")
         self.call("Emulation.setDeviceMetricsOverride",
-                  {"width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
+                  {"width": width, "height": 1000 if width > 600 else 800, "deviceScaleFactor": 1,
+                   "mobile": mobile})
+        self.events = [e for e in self.events if e["method"] != "Page.loadEventFired"]  # an earlier page's
         self.call("Page.navigate", {"url": url})
         self.wait_event("Page.loadEventFired")
 
@@ -137,8 +139,10 @@ class Chromium:
             raise RuntimeError(f"page script failed: {res['exceptionDetails']}")
         return res["result"].get("value")
 
-    def screenshot(self, path: Path) -> None:
-        data = self.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})["data"]
+    def screenshot(self, path: Path, first_screen: bool = False) -> None:
+        """The whole page, or only what shows before any scrolling (``first_screen``)."""
+        params: dict[str, Any] = {"format": "png", "captureBeyondViewport": not first_screen}
+        data = self.call("Page.captureScreenshot", params)["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
 
@@ -277,6 +281,31 @@ def test_compare_report_renders_in_chromium(chromium: Chromium, tmp_path: Path) 
     assert facts["charts_with_svg"] == facts["charts"], f"plots not rendered: {facts['chart_ids']}"
     assert "padded_longest" in facts["text"] and "padded_fixed" in facts["text"]
     assert (REPORTS / "browser-compare.png").stat().st_size > 10_000
+    assert_plots_inside_their_cards(chromium)
+    chromium.open(html.resolve().as_uri(), width=390, mobile=True)
+    _settle(chromium)
+    chromium.screenshot(REPORTS / "browser-compare-phone.png")
+    assert_plots_inside_their_cards(chromium)
+    page = chromium.evaluate("[document.scrollingElement.scrollWidth, window.innerWidth]")
+    assert page[0] <= page[1], f"the page is {page[0]} px wide at a {page[1]} px phone width"
+
+
+PLOT_BOXES = """[...document.querySelectorAll('div.chart, div[id^="chart-"]')].map(d => {
+  const card = d.closest('.card') || d.parentElement, cs = getComputedStyle(card);
+  const c = card.getBoundingClientRect(), s = d.querySelector('svg.main-svg').getBoundingClientRect();
+  return {id: d.id, left: c.left + parseFloat(cs.paddingLeft) + parseFloat(cs.borderLeftWidth),
+          right: c.right - parseFloat(cs.paddingRight) - parseFloat(cs.borderRightWidth),
+          svg_left: s.left, svg_right: s.right, viewport: window.innerWidth};
+})"""
+
+
+def assert_plots_inside_their_cards(chromium: Chromium) -> None:
+    """Every plot drawn inside its card's padding (none cut off by it) and inside the window."""
+    boxes = chromium.evaluate(PLOT_BOXES)
+    assert boxes, "no plot on the page"
+    for b in boxes:
+        assert b["left"] - 0.5 <= b["svg_left"] and b["svg_right"] <= b["right"] + 0.5, b
+        assert b["svg_right"] <= b["viewport"], b
 
 
 def test_sample_report_renders_in_chromium(chromium: Chromium, tmp_path: Path) -> None:
@@ -290,6 +319,7 @@ def test_sample_report_renders_in_chromium(chromium: Chromium, tmp_path: Path) -
     chromium.open(html.resolve().as_uri())
     facts = _settle(chromium)
     chromium.screenshot(REPORTS / "browser-report.png")
+    chromium.screenshot(REPORTS / "report-first-screen.png", first_screen=True)  # the README's picture
     assert chromium.console_errors() == []
     assert facts["plotly"] and facts["external"] == []
     assert facts["charts"] >= 1 and facts["charts_with_svg"] == facts["charts"], facts["chart_ids"]

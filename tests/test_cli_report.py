@@ -104,6 +104,37 @@ def test_report_default_path_is_reports_run_name(run_file: Path, tmp_path: Path)
     assert res.stdout.strip() == os.path.join("reports", "tiny.html")
 
 
+def test_reports_of_two_runs_of_one_script_do_not_overwrite(tmp_path: Path) -> None:
+    """Both runs are named after the script (train); each report is named after its file."""
+    for stem in ("before", "after"):
+        tiny_run(tmp_path / f"{stem}.json", name="train", change_at=4 if stem == "before" else 99)
+        res = invoke(["report", f"{stem}.json"], cwd=tmp_path)
+        assert res.exit_code == 0, res.output
+        assert res.stdout.strip() == os.path.join("reports", f"{stem}.html")
+    before = (tmp_path / "reports" / "before.html").read_text(encoding="utf-8")
+    after = (tmp_path / "reports" / "after.html").read_text(encoding="utf-8")
+    assert "recompile" in before and before != after
+    assert not (tmp_path / "reports" / "train.html").exists()
+
+
+def test_report_of_rank_files_is_named_after_the_run(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for rank in (0, 1):
+        tiny_run(runs / f"bert.rank{rank}.json", name="train")
+    assert invoke(["report", "runs"], cwd=tmp_path).stdout.strip() == os.path.join("reports", "runs.html")
+    res = invoke(["report", "runs/bert.rank0.json", "runs/bert.rank1.json"], cwd=tmp_path)
+    assert res.stdout.strip() == os.path.join("reports", "bert.html")
+
+
+def test_open_without_a_browser_says_where_the_report_is(run_file: Path, tmp_path: Path) -> None:
+    """BROWSER names a command that fails: webbrowser finds no browser that opened it."""
+    res = real(["report", str(run_file), "-o", "r.html", "--open"], cwd=tmp_path, env={"BROWSER": "false"})
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "r.html"
+    assert res.stderr.strip() == f"xprof: no browser to open here; the report is {tmp_path.resolve() / 'r.html'}"
+
+
 def test_report_as_a_real_subprocess(run_file: Path, tmp_path: Path) -> None:
     res = real(["report", str(run_file)], cwd=tmp_path)
     assert res.returncode == 0, res.stderr

@@ -501,3 +501,20 @@ def test_graphs_only_in_one_run_are_dated_in_training_steps(tmp_path: Path) -> N
     assert "ids[8, 40]" in only_base.inputs and only_base.first_step == 2
     assert any("step 2: ids [8, 32] -> [8, 40]" in e for f in analyze(load_run(tmp_path / "base.json")).findings
                for e in f.evidence)
+
+
+def test_markdown_leads_with_the_verdict_and_folds_graphs_and_shapes() -> None:
+    """A PR comment: gate, verdict and findings first; the graph and shape lists folded."""
+    from xprof.comparison import compare as run_compare
+    from xprof.report.compare_text import render_markdown
+    from xprof.runfile import load_run
+
+    samples = Path(__file__).resolve().parent.parent / "sample_runs"
+    result = run_compare(load_run(samples / "padded_fixed.json"), load_run(samples / "padded_longest.json"))
+    md = render_markdown(result)
+    verdict = md.index("`padded_longest` vs `padded_fixed`: worse")
+    assert verdict < md.index("| Metric |") < md.index("**New findings in")
+    opened = md.index("<details><summary>Graphs and input shapes only one run has (8)</summary>")
+    assert md.index("**New findings in") < opened < md.index("**Graphs compiled only in") < md.index("</details>")
+    assert md.index("**Input shapes only in") < md.index("</details>")
+    assert "\n\n**Graphs" in md[opened:]  # a blank line after <summary>: GitHub renders the Markdown inside

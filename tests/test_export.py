@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from collections import defaultdict
@@ -12,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from xprof.cli.app import app
-from xprof.report.trace import TRACKS, chrome_trace
+from xprof.report.trace import LANE_STRIDE, TID_EXECUTIONS, TRACKS, chrome_trace
 from xprof.runfile import RunWriter, load_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,9 +95,56 @@ def test_recorded_sample_runs_export(name: str, tmp_path: Path) -> None:
     trace = json.loads(out.read_text())
     spans = _check_structure(trace)
     run = load_run(src)
-    assert sum(1 for e in spans if e["tid"] == 2) == len(run.compiles)
-    assert sum(1 for e in spans if e["tid"] == 3) == len(run.executions)
-    assert sum(1 for e in spans if e["tid"] == 4) == len(run.syncs)
+    assert sum(1 for e in spans if e["tid"] % LANE_STRIDE == 2) == len(run.compiles)
+    assert sum(1 for e in spans if e["tid"] % LANE_STRIDE == 3) == len(run.executions)
+    assert sum(1 for e in spans if e["tid"] % LANE_STRIDE == 4) == len(run.syncs)
+    assert_nested_per_track(trace)
+
+
+def assert_nested_per_track(trace: dict) -> None:
+    """The rule Perfetto's JSON importer applies: on one track (pid, tid), each complete event
+    either starts after the open one ends or ends within it; one that ends past it is dropped
+    (``slice_drop_overlapping_complete_event``). Times are read as the importer reads them,
+    ``llround(us * 1000)`` nanoseconds for ``ts`` and ``dur`` each."""
+    tracks: dict[tuple[int, int], list[tuple[int, int, str]]] = defaultdict(list)
+    for e in trace["traceEvents"]:
+        if e["ph"] == "X":
+            start = round(e["ts"] * 1000)
+            tracks[(e["pid"], e["tid"])].append((start, start + round(e["dur"] * 1000), e["name"]))
+    for key, slices in tracks.items():
+        open_: list[tuple[int, int, str]] = []
+        for start, end, name in sorted(slices, key=lambda s: (s[0], -s[1])):
+            while open_ and open_[-1][1] <= start:
+                open_.pop()
+            assert not open_ or end <= open_[-1][1], f"track {key}: {name} [{start}, {end}] overlaps {open_[-1]}"
+            open_.append((start, end, name))
+
+
+def test_slices_nest_per_track_at_unix_times(tmp_path: Path) -> None:
+    """Steps back to back at unix times (where a float holds ~0.2 µs), each with its barrier
+    ending with it, compiles inside, and executions that overlap (torch_xla ran them
+    concurrently): no slice crosses another on its track, the overlapping ones get a lane."""
+    rng = random.Random(30)
+    p = tmp_path / "unix.json"
+    t = 1_765_000_000.0 + rng.random()
+    w = RunWriter(p, {"name": "unix", "started_unix": t})
+    samples = []
+    for i in range(300):
+        t1 = t + rng.uniform(0.0005, 0.4)
+        tb = t + (t1 - t) * rng.random()
+        w.write({"type": "compile", "i": i, "t": tb + (t1 - tb) / 2, "ns": (t1 - tb) / 2 * 1e9, "at": "barrier"})
+        w.write({"type": "step", "i": i, "t0": t, "tb": tb, "t1": t1, "barrier": "mark_step", "bu": 1})
+        samples.append([t1, (t1 - t) * 1e9 * 1.5])  # starts before the previous one ended
+        t = t1
+    w.write({"type": "exec", "samples": samples})
+    w.write({"type": "end", "t": t, "status": "ok", "steps": 300, "syncs": 0, "errors": 0})
+    w.close()
+    trace = chrome_trace(load_run(p))
+    assert_nested_per_track(trace)
+    executions = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] % LANE_STRIDE == TID_EXECUTIONS]
+    assert len(executions) == 300 and {3, 13} <= {e["tid"] for e in executions}
+    names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert names[13] == "executions (2)"
 
 
 def test_bad_input_exit_2(tmp_path: Path) -> None:

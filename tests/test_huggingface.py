@@ -159,3 +159,24 @@ def test_log_marks_keep_record_order_under_concurrent_steps(device: Any, tmp_pat
             done = i + 1
         else:
             assert i == done, (i, done)
+
+
+def test_an_uncaught_error_in_train_is_the_runs_exception(tmp_path: Path) -> None:
+    """A script whose ``trainer.train()`` raises and nobody catches: the run names that error."""
+    pytest.importorskip("transformers", reason="transformers is not installed (pip install 'xprof-lazy[hf]')")
+    import os
+    import subprocess
+    import sys
+
+    from xprof.runfile import load_run
+
+    script = Path(__file__).parent / "scripts" / "hf_padded_trainer.py"
+    run_path = tmp_path / "crash.json"
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "out"), "--crash", str(run_path)],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PJRT_DEVICE": "CPU", "XPROF_LIVE": "0"})
+    assert proc.returncode == 1 and "ValueError: loss is nan at step 2" in proc.stderr, proc.stderr[-2000:]
+    run = load_run(run_path)
+    assert run.complete and run.end is not None and run.end.status == "error"
+    assert "ValueError" in (run.end.exception or "") and "loss is nan at step 2" in (run.end.exception or "")
+    assert "TrainingDidNotFinish" not in (run.end.exception or "")

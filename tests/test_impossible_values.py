@@ -78,7 +78,7 @@ def test_an_impossible_record_is_skipped_and_counted_by_both_readers(tmp_path: P
     assert_same_run(cols, typed)
     a = analyze(cols)
     assert_same_analysis(a, analyze(typed))
-    assert any("1 record(s) with impossible values were skipped" in n for n in a.notes)
+    assert any("1 record with impossible values was skipped" in n for n in a.notes)
     t = a.totals
     for value in (t.compile_seconds, t.execute_seconds, t.wall_seconds, t.compiles, t.executions, t.steps):
         assert math.isfinite(value) and value >= 0
@@ -93,11 +93,11 @@ def test_summary_report_and_json_say_it_with_no_numpy_warning(tmp_path: Path) ->
     env = {**os.environ, "PYTHONWARNINGS": "default"}
     proc = subprocess.run([str(XPROF), "summary", str(path)], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    assert "1 record(s) with impossible values were skipped" in " ".join(proc.stdout.split())
+    assert "1 record with impossible values was skipped" in " ".join(proc.stdout.split())
     doc = json.loads(invoke(["summary", str(path), "--json"]).stdout)
     assert any("impossible values" in n for n in doc["notes"])
     assert invoke(["report", str(path), "-o", str(tmp_path / "r.html")]).exit_code == 0
-    assert "1 record(s) with impossible values were skipped" in (tmp_path / "r.html").read_text()
+    assert "1 record with impossible values was skipped" in (tmp_path / "r.html").read_text()
 
 
 def _negative_compiles(path: Path) -> Path:

@@ -60,6 +60,12 @@ def one_line(n):
     src = make(n).to("xla"); tgt = make(n).to("xla")
     a = Tensor(); b = a.to("xla")
     return src, tgt, b
+
+
+def whole_step(b, model, done):
+    loss = model(b.to("xla")); done.append(loss); done.append(b)
+    x = b.to("xla"); done.append(model(x))
+    return loss
 '''
 
 
@@ -143,3 +149,12 @@ def test_a_loader_batch_is_named_by_what_the_line_unpacks_it_into(tmp_path: Path
     assert names_from_unpacking(f, 2, 3) is None  # a batch of another size than the line unpacks
     assert names_from_unpacking(f, 9, 1) == ("tok",)  # a batch that is one tensor
     assert names_from_unpacking(f, 7, 1) == ("batch",)  # (the loop variable, whatever it holds)
+
+
+def test_a_step_on_one_line_names_the_moved_tensor_not_the_loss(tmp_path: Path) -> None:
+    # `loss = model(b.to(dev)).mean(); loss.backward(); opt.step(); ...; torch_xla.sync()` (a
+    # compact test's step): the input is b, as on a line of its own, never loss
+    mod = _module(tmp_path)
+    mod.SEEN.clear()
+    mod.whole_step(mod.Tensor(), lambda t: t, [])
+    assert [name for name, _ in mod.SEEN] == ["b", "x"]

@@ -89,7 +89,7 @@ def test_table_and_stragglers_on_exact_runs(tmp_path: Path) -> None:
     assert table["sync_wait_s"].tolist() == pytest.approx([0.01, 0.01, 0.5])
     notes = stragglers(table)
     assert [(n.rank, n.metric) for n in notes] == [(1, "recompiles"), (2, "sync_wait")]
-    assert "rank 1 recompiled 2 time(s) where the fewest was 0" in notes[0].message
+    assert "rank 1 recompiled 2 times where the fewest was 0" in notes[0].message
 
 
 def test_no_stragglers_when_alike() -> None:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from xprof import openxla as _openxla
 from xprof._version import __version__
 from xprof.runfile import Run, RunFileError
 from xprof.runfile import load_run as load
+
+_openxla.check()  # OpenXLA's xprof in the same environment: one line on stderr
 
 if TYPE_CHECKING:
     from xprof.recorder.watch import watch as watch

@@ -26,14 +26,16 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pandas as pd
 
+from xprof import openxla
 from xprof.analysis.model import Analysis, Finding, FindingKey
+from xprof.words import plural
+
+openxla.check()  # a test suite's first import of this package may be this module
 
 
 class CompileGuardError(AssertionError):
@@ -82,6 +84,7 @@ def _describe(f: Finding) -> str:
 def check(analysis: Analysis, n: int, *, warmup: int = 2, max_syncs: int | None = None,
           path: str = "") -> GuardResult:
     """Apply the limits to an analysis; raise :class:`CompileGuardError` when one is crossed."""
+    __tracebackhide__ = True
     result = GuardResult(path=path or analysis.run.path, analysis=analysis)
     cutoff = _cutoff_step(analysis.steps, warmup)
     if cutoff is None:
@@ -95,10 +98,10 @@ def check(analysis: Analysis, n: int, *, warmup: int = 2, max_syncs: int | None 
     problems: list[str] = []
     keys: set[str] = set()
     if len(late) > n:
-        problems.append(f"{len(late)} compile(s) after {warmup} warm-up step(s), {n} allowed")
+        problems.append(f"{plural(len(late), 'compile')} after {plural(warmup, 'warm-up step')}, {n} allowed")
         keys.update(str(k) for k in late["finding"] if isinstance(k, str))
     if max_syncs is not None and len(late_syncs) > max_syncs:
-        problems.append(f"{len(late_syncs)} host sync(s) after {warmup} warm-up step(s), "
+        problems.append(f"{plural(len(late_syncs), 'host sync')} after {plural(warmup, 'warm-up step')}, "
                         f"{max_syncs} allowed")
         keys.update(str(FindingKey.sync(int(s))) for s in late_syncs["site"])
     if not problems:
@@ -115,39 +118,58 @@ def check(analysis: Analysis, n: int, *, warmup: int = 2, max_syncs: int | None 
     raise CompileGuardError("\n".join(lines))
 
 
-@contextmanager
 def max_compiles(n: int = 0, *, warmup: int = 2, max_syncs: int | None = None,
-                 path: str | None = None, name: str | None = None) -> Iterator[GuardResult]:
+                 path: str | None = None, name: str | None = None) -> MaxCompiles:
     """Fail the enclosing test when the block compiles more than ``n`` times after warm-up.
 
     The run is written to ``path`` (or a temporary folder, kept only when the guard fails,
     so the message can point at it). An exception raised inside the block propagates
     unchanged and no limit is checked.
     """
-    from xprof.analysis import analyze
-    from xprof.recorder.watch import watch
-    from xprof.runfile import load_run
+    return MaxCompiles(n, warmup, max_syncs, path, name)
 
-    tmpdir = None
-    if path is None:
-        tmpdir = tempfile.mkdtemp(prefix="xprof-guard-")
-        path = os.path.join(tmpdir, "guard.json")
-    w = watch(path, name=name or "xprof guard", live=False)  # the guard's verdict is its output
-    result = GuardResult(path=path)
-    failed = True
-    try:
-        with w:
-            yield result
-        result.path = w.path
-        analysis = analyze(load_run(w.path))
-        checked = check(analysis, n, warmup=warmup, max_syncs=max_syncs, path=w.path)
+
+class MaxCompiles:
+    """The guard's ``with`` block. A class, not a generator, so that pytest's report of a
+    failed guard shows the test's line and the diagnosis, not xprof's source: its frames and
+    :func:`check`'s carry ``__tracebackhide__``."""
+
+    def __init__(self, n: int, warmup: int, max_syncs: int | None, path: str | None, name: str | None) -> None:
+        self.limits = (n, warmup, max_syncs)
+        self.tmpdir = None if path is not None else tempfile.mkdtemp(prefix="xprof-guard-")
+        self.path = path if path is not None else os.path.join(self.tmpdir or "", "guard.json")
+        self.name = name or "xprof guard"
+        self.result = GuardResult(path=self.path)
+        self.watch: Any = None
+
+    def __enter__(self) -> GuardResult:
+        from xprof.recorder.watch import watch
+
+        self.watch = watch(self.path, name=self.name, live=False)  # the guard's verdict is its output
+        self.watch.__enter__()
+        return self.result
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        __tracebackhide__ = True
+        self.watch.__exit__(exc_type, exc, tb)  # the user's exception goes on unchanged
+        if exc_type is None:
+            self._check()
+
+    def _check(self) -> None:
+        __tracebackhide__ = True
+        from xprof.analysis import analyze
+        from xprof.runfile import load_run
+
+        n, warmup, max_syncs = self.limits
+        result = self.result
+        result.path = self.watch.path
+        analysis = analyze(load_run(result.path))
+        checked = check(analysis, n, warmup=warmup, max_syncs=max_syncs, path=result.path)
         result.compiles_after_warmup = checked.compiles_after_warmup
         result.syncs_after_warmup = checked.syncs_after_warmup
         result.analysis = analysis
-        failed = False
-    finally:
-        if tmpdir is not None and not failed:
-            shutil.rmtree(tmpdir, ignore_errors=True)
+        if self.tmpdir is not None:  # passed: nothing to point at
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
 def guard_factory(directory: str) -> Callable[..., Any]:

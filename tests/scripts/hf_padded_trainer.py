@@ -48,6 +48,20 @@ def train(out_dir: str, callbacks: list[Any] | None = None, grad_accum: int = 1,
     return trainer
 
 
+class CrashAtStep2(transformers.TrainerCallback):  # type: ignore[misc]
+    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        if state.global_step == 2:
+            raise ValueError("loss is nan at step 2")
+
+
 if __name__ == "__main__":
+    # OUT_DIR [--eval] [--crash RUN]: --crash records RUN with XprofCallback and raises
+    # from inside trainer.train() at step 2, left uncaught, as a user's script would.
     argv = [a for a in sys.argv[1:] if not a.startswith("--")]
-    train(argv[0] if argv else "hf-out", evaluate="--eval" in sys.argv)
+    callbacks = None
+    if "--crash" in sys.argv:
+        from xprof.integrations.huggingface import XprofCallback
+
+        callbacks = [XprofCallback(sys.argv[sys.argv.index("--crash") + 1]), CrashAtStep2()]
+        argv = argv[:1]
+    train(argv[0] if argv else "hf-out", callbacks, evaluate="--eval" in sys.argv)

@@ -19,6 +19,7 @@ from xprof.analysis import tables
 from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals, unmeasured
 from xprof.runcolumns import RunColumns, columns_of, load_columns
 from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter
+from xprof.words import plural
 
 __all__ = ["CAUSES", "WARMUP_STEPS", "Analysis", "Finding", "Totals", "analyze", "analyze_path"]
 
@@ -182,9 +183,9 @@ def _consistent(cols: RunColumns, tail_step: int | None = None) -> tuple[RunColu
     has_step = np.isin(cols.compiles["step"], idx)
     parts = []
     if repeated:
-        parts.append(f"{repeated} repeated step record(s)")
+        parts.append(plural(repeated, "repeated step record"))
     if orphans:
-        parts.append(f"{orphans} compile record(s) without their step")
+        parts.append(plural(orphans, "compile record") + " without their step")
     note = f"Ignored {' and '.join(parts)} (a file cut off mid-step, or damaged)."
     return dataclasses.replace(cols, steps={k: v[keep] for k, v in cols.steps.items()},
                                counters={k: v[keep] for k, v in cols.counters.items()},
@@ -339,16 +340,18 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, u
                          f"{int(steps['user_step'].iloc[-1])}) without reaching another: the run "
                          "ended while the next step was tracing, compiling or running.")
     if run.errors:
-        notes.append(f"xprof hit {len(run.errors)} error(s) of its own while recording; training "
+        notes.append(f"xprof hit {plural(len(run.errors), 'error')} of its own while recording; training "
                      f"was not affected. First: {run.errors[0].where}: {run.errors[0].error}")
     dropped = run.end.samples_dropped if run.end else ()
     if dropped:
         notes.append(f"Some timing samples were lost from torch_xla's ring buffer ({', '.join(dropped)}); "
                      "execute times are partial.")
     if run.skipped_lines + unreadable:
-        notes.append(f"{run.skipped_lines + unreadable} unreadable line(s) in the run file were skipped.")
+        notes.append(f"{plural(run.skipped_lines + unreadable, 'unreadable line')} in the run file "
+                     + ("was" if run.skipped_lines + unreadable == 1 else "were") + " skipped.")
     if run.impossible:
-        notes.append(f"{run.impossible} record(s) with impossible values were skipped (negative, NaN or infinite "
+        notes.append(f"{plural(run.impossible, 'record')} with impossible values "
+                     + ("was" if run.impossible == 1 else "were") + " skipped (negative, NaN or infinite "
                      "times, durations or counts, or a step index repeated or out of order): the recorder never "
                      "writes them, so this file was changed or damaged and its figures are partial.")
     if len(syncs) and len(steps):
@@ -356,12 +359,13 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, u
         after = live[live["step"] > int(steps["i"].max())]
         tail_compiles = 0 if _tail_step(run) or run.end is None else int(run.end.tail.get(UNCACHED, 0))
         if len(after):
-            notes.append(f"{len(after)} host read(s) after the last step barrier are not counted as "
+            notes.append(f"{plural(len(after), 'host read')} after the last step barrier "
+                         + ("is" if len(after) == 1 else "are") + " not counted as "
                          "findings (e.g. a final print)"
-                         + (f", nor the {tail_compiles} compile{'s' if tail_compiles != 1 else ''} after it "
+                         + (f", nor the {plural(tail_compiles, 'compile')} after it "
                             "as recompiles." if tail_compiles else "."))
     if totals.deferred_reads:
-        notes.append(f"{totals.deferred_reads} read(s) ran in step closures after the barrier "
+        notes.append(f"{plural(totals.deferred_reads, 'read')} ran in step closures after the barrier "
                      "(xm.add_step_closure): deferred, they never split a step's graph.")
     for d in run.debug:
         if d.kind == "hook":

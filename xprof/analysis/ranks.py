@@ -27,6 +27,7 @@ import pandas as pd
 
 from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding
 from xprof.runfile import RANK_IN_NAME, Run
+from xprof.words import plural
 
 RANKS_SCHEMA = "xprof-ranks"
 RANKS_SUMMARY_SCHEMA = "xprof-ranks-summary"
@@ -329,7 +330,7 @@ def stragglers(table: pd.DataFrame, window: str = "") -> list[Straggler]:
             if value > fewest:
                 extra_s = float(row.compile_s) - float(table["compile_s"].min())
                 out.append(Straggler(int(row.rank), col, value, fewest,
-                                     f"rank {row.rank} {what} {value} time(s) where the fewest was "
+                                     f"rank {row.rank} {what} {plural(value, 'time')} where the fewest was "
                                      f"{fewest} ({max(extra_s, 0.0):.2f} s more compiling){window}; the "
                                      "other ranks wait for it at the next collective"))
         break

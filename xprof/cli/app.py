@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperCommand
 
 from xprof._version import __version__
 from xprof.report.console import SafeConsole
@@ -38,9 +39,31 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+class Command(TyperCommand):
+    """Help as plain text that reads the same in a terminal, a pipe and a CI log: arguments by
+    their metavar (typer would write ``{RUN}...`` and ``<list[str]>``), options as click lays
+    them out, wrapped at the terminal's width or 80 columns."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [self.options_metavar or "", *(p.metavar or p.name.upper() for p in self._arguments(ctx))]
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        args = [(p.metavar or p.name.upper(), p.help) for p in self._arguments(ctx) if p.help]
+        if args:
+            with formatter.section("Arguments"):
+                formatter.write_dl(args)
+        opts = [rec for p in self.get_params(ctx) if p.param_type_name == "option" and (rec := p.get_help_record(ctx))]
+        if opts:
+            with formatter.section("Options"):
+                formatter.write_dl(opts)
+
+    def _arguments(self, ctx: Any) -> list[Any]:
+        return [p for p in self.get_params(ctx) if p.param_type_name == "argument"]
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
@@ -96,6 +119,8 @@ def run_app(argv: list[str] | None = None) -> int:
         app(args=argv, prog_name="xprof")
     except SystemExit as exc:
         code = exc.code
+        if code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            return EXIT_OK  # click's answer to a closed pipe (`xprof --help | head -1`)
         return code if isinstance(code, int) else (0 if code is None else EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         err_console.print("xprof: interrupted", markup=False)
@@ -125,6 +150,9 @@ def reads_only() -> None:
 
 
 def main() -> None:
+    from xprof.openxla import check
+
+    check()  # `python -m xprof` still runs when OpenXLA's xprof took `import xprof` and the command
     # Import the command modules so they register on ``app``.
     from xprof.cli import commands  # noqa: F401
 

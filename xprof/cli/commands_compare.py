@@ -8,7 +8,6 @@ thresholds: exit 1 when one is crossed, with one line per crossed threshold on s
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,6 +15,7 @@ import typer
 
 from xprof.cli.app import (
     EXIT_REGRESSION,
+    Command,
     app,
     console,
     err_console,
@@ -25,7 +25,7 @@ from xprof.cli.app import (
     reads_only,
 )
 from xprof.cli.outputs import checked_output
-from xprof.report.console import Text
+from xprof.report.console import Text, write_stdout
 from xprof.untrusted import md_code
 
 if TYPE_CHECKING:
@@ -36,25 +36,26 @@ if TYPE_CHECKING:
 _EXAMPLE = """
 Compare a run against a baseline, and gate CI on it:
 
-    xprof compare base.json new.json
-    xprof compare base.json new.json --max-new-recompiles 0 --max-compile-seconds-increase 10% \\
-        --markdown >> "$GITHUB_STEP_SUMMARY"
-    xprof compare base.json new.json -o reports/compare.html
-    xprof compare day1.json day2.json day3.json        # a trend against the first
+\b
+  xprof compare base.json new.json
+  xprof compare base.json new.json --max-new-recompiles 0 \\
+      --max-compile-seconds-increase 10% --markdown >> "$GITHUB_STEP_SUMMARY"
+  xprof compare base.json new.json -o reports/compare.html
+  xprof compare day1.json day2.json day3.json    # a trend against the first
 
 Exit codes: 0 within every threshold, 1 a threshold was crossed, 2 bad input.
 """
 
 
-@app.command(epilog=_EXAMPLE)
+@app.command(cls=Command, epilog=_EXAMPLE)
 def compare(
-    runs: Annotated[list[str], typer.Argument(help="BASE NEW [MORE...]: run files; each later one is "
+    runs: Annotated[list[str], typer.Argument(metavar="BASE NEW [MORE...]", help="Run files; each later one is "
                                                    "compared against the first.", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="Print the versioned JSON object "
                                                          "(docs/compare.md) instead of the table.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print GitHub Markdown (a CI job summary "
                                                               "or PR comment) instead of the table.")] = False,
-    output: Annotated[str | None, typer.Option("-o", "--output", help="Also write the comparison to "
+    output: Annotated[str | None, typer.Option("-o", "--output", metavar="FILE", help="Also write the comparison to "
                                                   "this file: .html (self-contained), .md or .json.",
                                                   show_default=False)] = None,
     max_new_recompiles: Annotated[str | None, typer.Option(
@@ -66,14 +67,17 @@ def compare(
              "or seconds (2s).")] = None,
     max_step_time_increase: Annotated[str | None, typer.Option(
         "--max-step-time-increase", metavar="LIMIT",
-        help="Fail when the median execute time of steady-state steps rose by more than "
-             "LIMIT (5%, or 3ms).")] = None,
+        help="Fail when the median execute time of a steady-state step (the device's part; "
+             "the whole step's time holds the host's work and is too noisy to judge) rose by "
+             "more than LIMIT (5%, or 3ms).")] = None,
     max_new_syncs: Annotated[str | None, typer.Option(
         "--max-new-syncs", metavar="N",
         help="Fail when there are more than N implicit host syncs beyond what the base makes "
              "in as many steps.")] = None,
 ) -> None:
-    """Compare runs: compiles, compile time, step time, syncs, findings and graphs, side by side.
+    """Compare runs side by side, and gate CI on a regression.
+
+    Compiles, compile time, step and execute time, syncs, findings and graphs.
 
     Counts are exact; times are judged on medians of steady-state steps with a noise floor,
     so two recordings of the same loop report no regression.
@@ -113,11 +117,11 @@ def compare(
 
     if as_json:
         text = json.dumps(result.to_json(violations, gate.describe() if gated else None), indent=2)
-        sys.stdout.write(text + "\n")
+        write_stdout(text + "\n")
     elif markdown:
         from xprof.report.compare_text import render_markdown
 
-        sys.stdout.write(render_markdown(result, violations, gated) + "\n")
+        write_stdout(render_markdown(result, violations, gated) + "\n")
     else:
         from xprof.report.compare_text import print_terminal
 
@@ -165,7 +169,7 @@ def _compare_ranks(runs: list[str], gate: Gate, as_json: bool, markdown: bool, o
         violations = [v for p in result.pairs for v in gate.check(p)]
         results.append((pair.rank, result, violations))
         if markdown:
-            sys.stdout.write(f"### rank {pair.rank}\n\n" + render_markdown(result, violations, gate.active) + "\n")
+            write_stdout(f"### rank {pair.rank}\n\n" + render_markdown(result, violations, gate.active) + "\n")
         elif not as_json:
             console.rule(f"rank {pair.rank}")
             print_terminal(console, result, violations, gate.active)
@@ -173,9 +177,9 @@ def _compare_ranks(runs: list[str], gate: Gate, as_json: bool, markdown: bool, o
             _write(rank_output_path(output, pair.rank), result, violations, gate.active, thresholds)
     problems.sort(key=lambda p: p.rank)
     if as_json:
-        sys.stdout.write(json.dumps(compare_ranks_json(results, thresholds, problems), indent=2) + "\n")
+        write_stdout(json.dumps(compare_ranks_json(results, thresholds, problems), indent=2) + "\n")
     elif markdown and problems:
-        sys.stdout.write("### ranks not compared\n\n" + "".join(f"- {md_code(p.message)}\n" for p in problems) + "\n")
+        write_stdout("### ranks not compared\n\n" + "".join(f"- {md_code(p.message)}\n" for p in problems) + "\n")
     elif problems:
         console.rule("ranks not compared")
         for p in problems:

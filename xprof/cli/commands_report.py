@@ -9,19 +9,20 @@ render, write (one line and exit 2 when the output cannot be written). Heavy imp
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from xprof.cli.app import app, console, fail, finite_json, load_or_fail, output_errors, reads_only
+from xprof.cli.app import Command, app, console, err_console, fail, finite_json, load_or_fail, output_errors, reads_only
 from xprof.cli.outputs import checked_output
 from xprof.cli.progress import Progress, wanted
+from xprof.report.console import write_stdout
 
-RunArg = Annotated[str, typer.Argument(help="Run file written by xprof.watch() or xprof run.",
+RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run file written by xprof.watch() or xprof run.",
                                        show_default=False)]
 RunsArg = Annotated[list[str], typer.Argument(
+    metavar="RUN...",
     help="Run file written by xprof.watch() or xprof run; several rank files (run.rank0.json ...) "
          "or their folder for a multi-process run.", show_default=False)]
 
@@ -68,18 +69,23 @@ def _plain(text: str) -> None:
     console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
-@app.command()
+@app.command(cls=Command)
 def report(
     runs: RunsArg,
     output: Annotated[str | None, typer.Option(
-        "-o", "--output", help="Where to write the HTML [default: reports/<run name>.html].",
+        "-o", "--output", metavar="FILE", help="Where to write the HTML [default: reports/<run file name>.html].",
         show_default=False)] = None,
     open_browser: Annotated[bool, typer.Option("--open", help="Open the report in a browser.")] = False,
 ) -> None:
-    """Write one self-contained HTML report of a run (works offline; plotly is inlined).
+    """Write a run's HTML report: one self-contained file.
 
-    Example: [bold]xprof report run.json -o run.html --open[/bold]; for a multi-process run,
-    [bold]xprof report runs/[/bold] (a section lines up the ranks, the rest shows the straggler).
+    It works offline (plotly is inlined) and can be attached to a CI run or mailed.
+
+    Examples:
+
+    \b
+      xprof report run.json -o run.html --open
+      xprof report runs/    # a folder of rank files: the ranks side by side
     """
     reads_only()
     from xprof.report import default_report_path, write_report
@@ -94,19 +100,41 @@ def report(
             analysis = _focus(pod, ranks, bar)
         else:
             analysis = _one(files[0], bar)
-        path = output or str(default_report_path(analysis.run.name))
+        path = output or str(default_report_path(_report_name(runs, files)))
         target = checked_output(path, files)
         bar.phase("writing the report")
         with output_errors(path):
             written = write_report(analysis, target, ranks)
     _plain(str(Path(path)))
     if open_browser:
-        import webbrowser
-
-        webbrowser.open(written.resolve().as_uri())
+        _open(written)
 
 
-@app.command()
+def _report_name(runs: list[str], files: list[str]) -> str:
+    """The report's default name: the run file's (``before.json`` -> ``before``, so two runs of
+    one script do not overwrite each other's report), a folder's, or a pod's rank files' stem."""
+    from xprof.runfile import RANK_IN_NAME
+
+    if len(runs) == 1 and Path(runs[0]).is_dir():
+        return Path(runs[0]).resolve().name
+    name = Path(files[0]).name
+    rank = RANK_IN_NAME.search(name) if len(files) > 1 else None
+    return name[:rank.start()] if rank else Path(name).stem
+
+
+def _open(path: Path) -> None:
+    """Open the report in a browser, or say where it is when this machine has none."""
+    import webbrowser
+
+    try:
+        opened = webbrowser.open(path.resolve().as_uri())
+    except webbrowser.Error:
+        opened = False
+    if not opened:
+        err_console.print(f"xprof: no browser to open here; the report is {path.resolve()}", markup=False)
+
+
+@app.command(cls=Command)
 def summary(
     runs: RunsArg,
     as_json: Annotated[bool, typer.Option(
@@ -114,9 +142,13 @@ def summary(
     brief: Annotated[bool, typer.Option(
         "--brief", help="Print only the four lines watch() and xprof run end with.")] = False,
 ) -> None:
-    """Print how much time compiles and host reads cost, and what to change.
+    """Print what compiles and host reads cost, and what to change.
 
-    Example: [bold]xprof summary run.json[/bold] or [bold]xprof summary run.json --json | jq .recompiles[/bold]
+    Examples:
+
+    \b
+      xprof summary run.json
+      xprof summary run.json --json | jq .recompiles
     """
     reads_only()
     files = _expand(runs)
@@ -133,8 +165,7 @@ def summary(
         _summary_ranks(view, focus, as_json)
         return
     if as_json:
-        sys.stdout.write(json.dumps(finite_json(analysis.summary()), indent=2, default=str) + "\n")
-        sys.stdout.flush()
+        write_stdout(json.dumps(finite_json(analysis.summary()), indent=2, default=str) + "\n")
         return
     from xprof.report.terminal import render_summary
 
@@ -148,8 +179,7 @@ def _brief(files: list[str]) -> None:
     from xprof.report.prose import exit_lines
 
     analysis = _one(files[0], Progress(False))
-    sys.stdout.write("".join(line + "\n" for line in exit_lines(analysis, files[0])))
-    sys.stdout.flush()
+    write_stdout("".join(line + "\n" for line in exit_lines(analysis, files[0])))
 
 
 def _summary_ranks(view: Any, focus: Any, as_json: bool) -> None:
@@ -157,7 +187,7 @@ def _summary_ranks(view: Any, focus: Any, as_json: bool) -> None:
 
     if as_json:
         doc = ranks_summary_json(view)
-        sys.stdout.write(json.dumps(finite_json(doc), indent=2, default=str) + "\n")
+        write_stdout(json.dumps(finite_json(doc), indent=2, default=str) + "\n")
         return
     from xprof.report.terminal import render_ranks, render_summary
 
@@ -166,19 +196,22 @@ def _summary_ranks(view: Any, focus: Any, as_json: bool) -> None:
     render_summary(focus, console)
 
 
-@app.command()
+@app.command(cls=Command)
 def demo(
     output: Annotated[str, typer.Option(
-        "-o", "--output", help="Where to write the HTML report; the run file goes beside it (.json).")
+        "-o", "--output", metavar="FILE", help="Where to write the HTML report; the run file goes beside it (.json).")
     ] = "reports/demo.html",
-    steps: Annotated[int, typer.Option("--steps", min=3, max=2000,
+    steps: Annotated[int, typer.Option("--steps", min=3, max=2000, metavar="N",
                                        help="Training steps to run.")] = 30,
 ) -> None:
-    """Train a tiny text model on torch_xla (the CPU is fine) with two classic problems, then report it.
+    """Train a tiny model with two classic problems, then report it.
 
-    It pads each batch to its longest sequence and prints the loss tensor mid-step.
+    It runs on torch_xla (the CPU is fine), pads each batch to its longest sequence and prints the loss tensor mid-step.
 
-    Example: [bold]xprof demo -o reports/demo.html --steps 30[/bold]
+    Examples:
+
+    \b
+      xprof demo -o reports/demo.html --steps 30
     """
     import os
 

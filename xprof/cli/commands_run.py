@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from typing import Annotated
 
 import typer
 
 from xprof.cli.app import (
     EXIT_BAD_INPUT,
+    Command,
     app,
     console,
     err_console,
@@ -25,28 +25,37 @@ from xprof.cli.app import (
     reads_only,
 )
 from xprof.cli.outputs import checked_output
+from xprof.report.console import write_stdout
+from xprof.words import plural
 
-_RUN_HELP = """Run SCRIPT unmodified under xprof.watch(), like python -m cProfile.
+_RUN_HELP = """Record a script unmodified, as xprof.watch() would.
+
+Like python -m cProfile: SCRIPT runs as __main__ with its own arguments.
 
 Everything after SCRIPT goes to the script untouched (its own options included). The
 script's exit code is passed through (1 if it raised, 130 on Ctrl-C); the run file is
 written in every case.
 
-Example: [bold]xprof run -o run.json train.py --epochs 1[/bold]
+Examples:
+
+\b
+  xprof run -o run.json train.py --epochs 1
 """
 
 
 @app.command(
     "run",
+    cls=Command,
     help=_RUN_HELP,
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
                       "allow_interspersed_args": False},
 )
 def run_command(
     ctx: typer.Context,
-    script: Annotated[str, typer.Argument(help="The Python script to run.", show_default=False)],
-    output: Annotated[str, typer.Option("-o", "--output", help="Run file to write.")] = "run.json",
-    name: Annotated[str | None, typer.Option("--name", help="Name shown in reports "
+    script: Annotated[str, typer.Argument(metavar="SCRIPT [ARGS]...", show_default=False,
+                                          help="The Python script to run, and its own arguments.")],
+    output: Annotated[str, typer.Option("-o", "--output", metavar="FILE", help="Run file to write.")] = "run.json",
+    name: Annotated[str | None, typer.Option("--name", metavar="NAME", help="Name shown in reports "
                                              "(default: the script's name).")] = None,
     no_debug: Annotated[bool, typer.Option("--no-debug", help="Do not capture torch_xla's "
                                            "PT_XLA_DEBUG_LEVEL=2 compile/execute analysis.")] = False,
@@ -69,7 +78,7 @@ def run_command(
         raise typer.Exit(result.exit_code)
     if result.live:
         _exit_summary(result.path)
-    extra = f", {result.debug_records} torch_xla debug record(s)" if result.debug_records else ""
+    extra = f", {plural(result.debug_records, 'torch_xla debug record')}" if result.debug_records else ""
     err_console.print(f"xprof: wrote {result.path} ({result.status}{extra})", markup=False)
     raise typer.Exit(result.exit_code)
 
@@ -88,16 +97,22 @@ def _exit_summary(path: str) -> None:
         err_console.print(f"xprof: no summary ({type(exc).__name__}: {exc})", markup=False)
 
 
-@app.command("export")
+@app.command("export", cls=Command)
 def export_command(
     run_path: Annotated[str, typer.Argument(metavar="RUN", help="Run file to export.")],
-    output: Annotated[str | None, typer.Option("-o", "--output", help="File to write "
+    output: Annotated[str | None, typer.Option("-o", "--output", metavar="FILE", help="File to write "
                                                "(default: RUN with .trace.json).")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="Output format: chrome-trace.")] = "chrome-trace",
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT",
+                                     help="Output format: chrome-trace.")] = "chrome-trace",
 ) -> None:
-    """Export a run as a Chrome trace (Trace Event Format) to open in Perfetto or chrome://tracing.
+    """Export a run as a Chrome trace for Perfetto.
 
-    Example: [bold]xprof export run.json --format chrome-trace -o run.trace.json[/bold]
+    Trace Event Format: it opens in https://ui.perfetto.dev and chrome://tracing.
+
+    Examples:
+
+    \b
+      xprof export run.json --format chrome-trace -o run.trace.json
     """
     reads_only()
     if fmt != "chrome-trace":
@@ -117,15 +132,19 @@ def export_command(
     err_console.print(f"xprof: wrote {out} ({n} events)", markup=False)
 
 
-@app.command("ranks")
+@app.command("ranks", cls=Command)
 def ranks_command(
     paths: Annotated[list[str], typer.Argument(metavar="PATH...", help="Run files, or folders "
                                                "holding run.rankN.json files.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """Compare the ranks of a multi-process run side by side and name the stragglers.
+    """Line up the ranks of a multi-process run and name the stragglers.
 
-    Example: [bold]xprof ranks runs/[/bold]  or  [bold]xprof ranks run.rank0.json run.rank1.json[/bold]
+    Examples:
+
+    \b
+      xprof ranks runs/
+      xprof ranks run.rank0.json run.rank1.json
     """
     reads_only()
     from xprof.cli.commands_report import read_pod
@@ -139,7 +158,7 @@ def ranks_command(
     with Progress(wanted(machine_output=as_json)) as bar:
         _, view = read_pod(files, bar)
     if as_json:
-        sys.stdout.write(json.dumps(finite_json(view.to_json()), indent=2) + "\n")
+        write_stdout(json.dumps(finite_json(view.to_json()), indent=2) + "\n")
         return
     from xprof.report.terminal import render_ranks
 

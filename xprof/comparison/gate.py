@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from xprof.comparison.metrics import Noise
 from xprof.comparison.model import PairComparison, Violation
+from xprof.words import plural
 
 
 class ThresholdError(ValueError):
@@ -116,7 +117,7 @@ class Gate:
             if added > self.max_new_recompiles:
                 out.append(Violation(
                     "--max-new-recompiles", run, added, str(self.max_new_recompiles),
-                    f"{run}: {added} new recompile{'s' if added != 1 else ''} "
+                    f"{run}: {plural(added, 'new recompile')} "
                     f"({int(m.base or 0)} -> {int(m.new or 0)} after warm-up), more than "
                     f"--max-new-recompiles {self.max_new_recompiles}" + _recompile_causes(pair)))
         if self.max_compile_seconds_increase is not None:

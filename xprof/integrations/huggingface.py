@@ -13,15 +13,16 @@ code. Each ``on_log`` also writes a ``debug`` record of kind ``hf_log`` (the ste
 fell in, the Trainer's global step and the logged keys), which marks those steps as the
 Trainer's logging steps.
 
-If ``trainer.train()`` raises, the Trainer calls no ``on_train_end``; call
-:meth:`XprofCallback.close` in a ``finally`` (the run is also closed at interpreter exit,
-marked as an error, so the file is always complete).
+If ``trainer.train()`` raises, the Trainer calls no ``on_train_end``: the run is closed at
+interpreter exit with the exception that ended the program, so the file is complete and
+names the real error. Catching it yourself, pass it on: ``callback.close(exc)``.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import sys
 from typing import Any
 
 try:
@@ -94,7 +95,11 @@ class XprofCallback(TrainerCallback):  # type: ignore[misc]
             w.__exit__(type(exc), exc, exc.__traceback__)
 
     def _close_at_exit(self) -> None:
-        self.close(TrainingDidNotFinish("the Trainer did not reach on_train_end"))
+        """The run left open at interpreter exit: closed with the exception that ended the
+        program (``sys.last_value``, set before exit handlers run), else as unfinished."""
+        last = getattr(sys, "last_value", None)
+        self.close(last if isinstance(last, BaseException)
+                   else TrainingDidNotFinish("the Trainer did not reach on_train_end"))
 
 
 def _run_name(args: Any) -> str:

@@ -177,16 +177,17 @@ def _parse_line(filename: str, lineno: int) -> str | tuple[Slot, ...]:
 
 def _statement_slots(stmt: ast.stmt, indent: int) -> list[Slot]:
     """The slots of one statement of a line holding several: a tuple assignment's by
-    position, an assignment's target over its whole value, else each moved variable."""
+    position, an assignment's target when its value is the move, else each moved variable
+    (as for a statement alone on its line)."""
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
         slots = list(_moved_slots(stmt.targets[0], stmt.value, indent))
         if slots:
             return slots
         name = _target_name(stmt.targets[0])
-        if name is not None and (_is_move(stmt.value) or _moved_inside(stmt.value, indent)):
-            receiver = stmt.value.func.value if _is_move(stmt.value) else None  # type: ignore[attr-defined]
+        if name is not None and _is_move(stmt.value):  # x = a.to(dev): the target is the tensor
+            receiver = stmt.value.func.value  # type: ignore[attr-defined]
             return [(name, receiver.id if isinstance(receiver, ast.Name) else None, *_span(stmt.value, indent))]
-        return []
+        return _moved_inside(stmt.value, indent)  # loss = model(b.to(dev)): b, never loss
     return _moved_inside(stmt, indent)
 
 

@@ -14,7 +14,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 
 from xprof.comparison.model import CompareResult, FindingChange, MetricChange, PairComparison, Violation
-from xprof.report.console import Text
+from xprof.report.console import NARROW_TABLE, Text
 from xprof.untrusted import md_code
 
 Quote = Callable[[str], str]
@@ -58,6 +58,13 @@ def change(m: MetricChange, compact: bool = False) -> str:
     return f"{sign}{mag}, {m.rel * 100:+.0f}%" if compact else f"{sign}{mag} ({m.rel * 100:+.0f}%)"
 
 
+def _short_change(m: MetricChange) -> str:
+    """``+111%``, or ``+2`` where there is no percent: a trend's cell, its value beside it."""
+    if m.rel is not None and math.isfinite(m.rel):
+        return f"{m.rel * 100:+.0f}%"
+    return change(m)
+
+
 def _finding_line(f: FindingChange, q: Quote = _as_is) -> str:
     parts = [q(f.cause_text())]
     if f.compiles_delta:
@@ -73,6 +80,11 @@ def _finding_line(f: FindingChange, q: Quote = _as_is) -> str:
 
 def sections(pair: PairComparison, q: Quote = _as_is) -> list[tuple[str, list[str]]]:
     """Titled lists of what changed; ``q`` sets every run-file string (see :data:`Quote`)."""
+    return finding_sections(pair, q) + detail_sections(pair, q)
+
+
+def finding_sections(pair: PairComparison, q: Quote = _as_is) -> list[tuple[str, list[str]]]:
+    """The findings that are new, changed or gone."""
     out: list[tuple[str, list[str]]] = []
     new, base = q(pair.new.name), q(pair.base.name)
     for status, title in (("new", f"New findings in {new}"),
@@ -81,6 +93,13 @@ def sections(pair: PairComparison, q: Quote = _as_is) -> list[tuple[str, list[st
         found = [f for f in pair.findings if f.status == status]
         if found:
             out.append((title, [f"{_finding_line(f, q)} — {q(f.title)}" for f in found]))
+    return out
+
+
+def detail_sections(pair: PairComparison, q: Quote = _as_is) -> list[tuple[str, list[str]]]:
+    """The graphs and input shapes only one of the runs has: the evidence under the findings."""
+    out: list[tuple[str, list[str]]] = []
+    new, base = q(pair.new.name), q(pair.base.name)
     for side, title in (("new", f"Graphs compiled only in {new}"),
                         ("base", f"Graphs compiled only in {base}")):
         graphs = [g for g in pair.graphs if g.side == side]
@@ -128,27 +147,42 @@ def gate_lines(violations: list[Violation] | None, gated: bool) -> list[str]:
 
 # -- terminal ------------------------------------------------------------------------
 
-def _pair_table(pair: PairComparison) -> Table:
-    t = Table(title=Text(f"{pair.base.name} (base) → {pair.new.name}"), title_justify="left",
-              header_style="bold")
+MARK_WIDTH = 12
+"""The verdict column's width: a note longer than this is cut to its head ("not judged")
+and said in full under the table, so the table fits 80 columns (a pipe, a CI log)."""
+
+
+def _mark(m: MetricChange) -> tuple[str, str | None]:
+    """The verdict cell, and the note said in full under the table when it does not fit."""
+    mark = _MARK.get(m.verdict, m.verdict)
+    if not (m.note and m.verdict in ("same", "info", "n/a") and (m.delta or m.verdict == "n/a")):
+        return mark, None
+    if len(m.note) <= MARK_WIDTH:
+        return m.note, None
+    head = m.note.split(" (")[0]
+    return (head if len(head) <= MARK_WIDTH else mark), f"{m.label}: {m.note}"
+
+
+def _pair_table(pair: PairComparison) -> tuple[Table, list[str]]:
+    """The metrics of base and new, with the notes that did not fit the verdict column."""
+    t = Table(header_style="bold", **NARROW_TABLE)
     t.add_column("Metric", no_wrap=True)
-    t.add_column(Text(pair.base.name), justify="right", overflow="fold")
-    t.add_column(Text(pair.new.name), justify="right", overflow="fold")
+    t.add_column("base", justify="right", no_wrap=True)
+    t.add_column("new", justify="right", no_wrap=True)
     t.add_column("Change", justify="right", no_wrap=True)
-    t.add_column("", overflow="fold", min_width=8)
+    t.add_column("", no_wrap=True, min_width=8)
+    notes: list[str] = []
     for m in pair.metric_changes:
-        style = _STYLE.get(m.verdict, "")
-        mark = _MARK.get(m.verdict, m.verdict)
-        if m.note and m.verdict in ("same", "info") and m.delta:
-            mark = m.note
+        mark, note = _mark(m)
+        if note:
+            notes.append(note)
         t.add_row(Text(m.label), Text(value(m.base, m.unit)), Text(value(m.new, m.unit)), Text(change(m)),
-                  Text(mark, style=style or "dim"))
-    return t
+                  Text(mark, style=_STYLE.get(m.verdict, "") or "dim"))
+    return t, notes
 
 
 def _trend_table(result: CompareResult) -> Table:
-    t = Table(title=Text(f"Trend against {result.base.name}"), title_justify="left",
-              header_style="bold")
+    t = Table(header_style="bold", **NARROW_TABLE)
     t.add_column("Metric", no_wrap=True)
     for r in result.runs:
         t.add_column(Text(r.name), justify="right", overflow="fold")
@@ -159,7 +193,7 @@ def _trend_table(result: CompareResult) -> Table:
             m = pair.metric_changes[k]
             cell = Text(value(m.new, m.unit))
             if m.delta:
-                cell.append(f" ({change(m, compact=True)})", style=_STYLE.get(m.verdict, "dim"))
+                cell.append(f" ({_short_change(m)})", style=_STYLE.get(m.verdict, "dim"))
             cells.append(cell)
         t.add_row(Text(m0.label), *cells)
     return t
@@ -172,12 +206,16 @@ def render_terminal(result: CompareResult, violations: list[Violation] | None = 
         parts.append(Text(f"{r.name}: {r.path} ({r.steps} steps, torch_xla {r.torch_xla or '?'}, "
                           f"{r.device or '?'}, {r.status})", style="dim"))
     if len(result.pairs) > 1:
+        parts.append(Text(f"Trend against {result.base.name}", style="bold"))
         parts.append(_trend_table(result))
     for pair in result.pairs:
         for w in pair.warnings:
             parts.append(Text(f"warning: {pair.new.name}: {w}", style="yellow"))
         if len(result.pairs) == 1:
-            parts.append(_pair_table(pair))
+            parts.append(Text(f"{pair.base.name} (base) → {pair.new.name} (new)", style="bold"))
+            table, notes = _pair_table(pair)
+            parts.append(table)
+            parts.extend(Text(note, style="dim") for note in notes)
         for title, lines in sections(pair):
             parts.append(Text(title + ":", style="bold"))
             for line in _clip(lines):
@@ -228,6 +266,7 @@ def render_markdown(result: CompareResult, violations: list[Violation] | None = 
         else:
             out.append("**Gate: passed** (every threshold held)")
         out.append("")
+    out += [verdict_line(pair, _code) for pair in result.pairs] + [""]
     warnings = [(p.new.name, w) for p in result.pairs for w in p.warnings]
     for name, w in warnings:
         out.append(f"> ⚠️ {_code(name)}: {_code(w)}")
@@ -256,11 +295,17 @@ def render_markdown(result: CompareResult, violations: list[Violation] | None = 
             out.append(f"| {m0.label} | " + " | ".join(cells) + " |")
     out.append("")
     for pair in result.pairs:
-        for title, lines in sections(pair, _code):
-            out.append(f"**{title}**")
-            out.append("")
-            out += [f"- {line}" for line in _clip(lines)]
-            out.append("")
-        out.append(verdict_line(pair, _code))
-        out.append("")
+        out += _md_sections(finding_sections(pair, _code))
+        details = _md_sections(detail_sections(pair, _code))
+        if details:
+            n = sum(len(lines) for _, lines in detail_sections(pair))
+            out += [f"<details><summary>Graphs and input shapes only one run has ({n})</summary>", "",
+                    *details, "</details>", ""]
     return "\n".join(out)
+
+
+def _md_sections(titled: list[tuple[str, list[str]]]) -> list[str]:
+    out: list[str] = []
+    for title, lines in titled:
+        out += [f"**{title}**", "", *(f"- {line}" for line in _clip(lines)), ""]
+    return out

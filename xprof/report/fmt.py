@@ -6,6 +6,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from xprof.words import plural as plural
+
 
 def seconds(value: float | None) -> str:
     """``0.004`` -> ``4 ms``, ``12.34`` -> ``12.3 s``, ``125`` -> ``2 min 5 s``."""
@@ -45,8 +47,6 @@ def percent(share: float | None) -> str:
     return f"{p:.0f}%"
 
 
-def plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def shape(dims: Sequence[int] | None) -> str:

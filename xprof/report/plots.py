@@ -147,7 +147,7 @@ def timeline_figure(analysis: Analysis, max_points: int = MAX_POINTS) -> dict[st
         g["x"].append(i)
         g["y"].append(round(float(comp[n]), 3))
         g["text"].append(
-            f"<b>step {i}</b><br>{int(unc[n])} uncached compile(s), {fmt.ms(float(comp[n]))}"
+            f"<b>step {i}</b><br>{fmt.plural(int(unc[n]), 'uncached compile')}, {fmt.ms(float(comp[n]))}"
             f"<br>cause: {_e(cause_label(cause))}" + (f"<br>inputs: {_e(sig)}" if sig else ""))
     for cause in sorted(by_cause, key=lambda c: (c != "warmup", c)):
         g = by_cause[cause]

@@ -13,7 +13,7 @@ from rich.table import Table
 from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding
 from xprof.analysis.ranks import RanksView
 from xprof.report import fmt, prose
-from xprof.report.console import Text
+from xprof.report.console import NARROW_TABLE, Text
 
 MAX_FINDINGS = 10
 
@@ -125,6 +125,14 @@ def render_summary(analysis: Analysis, console: Console) -> None:
         console.print(Text(f"note: {note}", style="dim"))
 
 
+def _rank_table() -> Table:
+    """The rank table's columns, each at least as wide as its heading (80 columns hold them)."""
+    table = Table(**NARROW_TABLE)
+    for col in prose.RANK_COLUMNS:
+        table.add_column(col, justify="right", min_width=len(col))
+    return table
+
+
 def render_ranks(view: RanksView, console: Console, details_below: bool = True) -> None:
     """The rank files that are not there, the rank table (grouped for many ranks), the
     stragglers and the findings across ranks of a multi-process run."""
@@ -133,16 +141,14 @@ def render_ranks(view: RanksView, console: Console, details_below: bool = True) 
     groups, rows = prose.rank_rows(view)
     title = f"Ranks ({len(view.table)}" + (f" of {view.world_size}" if view.world_size else "") + ")"
     if groups:
-        table = Table(title=f"{title}: ranks that counted alike", title_justify="left", show_edge=False)
-        for col in prose.RANK_COLUMNS:
-            table.add_column(col, justify="right")
+        console.print(Text(f"{title}: ranks that counted alike", style="bold"))
+        table = _rank_table()
         for cells in groups:
             table.add_row(*(Text(c) for c in cells))
         console.print(table)
     if rows:
-        table = Table(title="Other ranks, one by one" if groups else title, title_justify="left", show_edge=False)
-        for col in prose.RANK_COLUMNS:
-            table.add_column(col, justify="right")
+        console.print(Text("Other ranks, one by one" if groups else title, style="bold"))
+        table = _rank_table()
         for cells in rows:
             table.add_row(*(Text(c) for c in cells))
         console.print(table)

@@ -24,6 +24,10 @@ TID_EXECUTIONS = 3
 TID_SYNCS = 4
 TRACKS = {TID_STEPS: "steps", TID_COMPILES: "compiles", TID_EXECUTIONS: "executions",
           TID_SYNCS: "host syncs"}
+LANE_STRIDE = 10
+"""A slice that overlaps one on its track without nesting in it (executions torch_xla ran
+concurrently) moves to a lane of its own, ``tid + LANE_STRIDE * lane``, named "executions (2)":
+on one track, Perfetto's importer would drop it."""
 
 
 def _pid(run: Run) -> int:
@@ -42,20 +46,54 @@ def _origin(run: Run) -> float:
     return min(times) if times else 0.0
 
 
+def _ns(t: float, origin: float) -> int:
+    """Whole nanoseconds since ``origin``: each instant rounded once, so a span that ends
+    where the next begins (a step and the next, a barrier and its step) shares that value."""
+    return round((t - origin) * 1e9)
+
+
 def _us(t: float, origin: float) -> float:
-    return round((t - origin) * 1e6, 3)
+    return _ns(t, origin) / 1000
 
 
 def _span(name: str, cat: str, pid: int, tid: int, start: float, end: float, origin: float,
           args: dict[str, Any]) -> dict[str, Any]:
+    """A complete event whose ``ts`` and ``dur`` (µs, to the ns) come from its start and end
+    rounded once each, never its duration rounded apart: Perfetto's importer drops a slice that
+    ends even 1 ns past the end of the slice around it or the start of the next."""
+    first = _ns(start, origin)
+    last = max(_ns(end, origin), first)
     return {"name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid,
-            "ts": _us(start, origin), "dur": round(max(end - start, 0.0) * 1e6, 3), "args": args}
+            "ts": first / 1000, "dur": (last - first) / 1000, "args": args}
 
 
 def _site_label(site: Site | None) -> str:
     if not site:
         return "sync"
     return f"{site.access} at {site.file.rsplit('/', 1)[-1]}:{site.line}"
+
+
+def _into_lanes(events: list[dict[str, Any]]) -> set[int]:
+    """Move each slice to the first lane of its track where it nests in or follows what is
+    open there (``events`` sorted by track, start, longest first); the extra lanes' tids."""
+    open_ends: dict[int, list[int]] = {}
+    extra: set[int] = set()
+    for e in events:
+        start = round(e["ts"] * 1000)
+        end = start + round(e["dur"] * 1000)
+        tid = e["tid"]
+        while True:
+            ends = open_ends.setdefault(tid, [])
+            while ends and ends[-1] <= start:
+                ends.pop()
+            if not ends or end <= ends[-1]:
+                break
+            tid += LANE_STRIDE
+        ends.append(end)
+        if tid != e["tid"]:
+            extra.add(tid)
+            e["tid"] = tid
+    return extra
 
 
 def chrome_trace(run: Run) -> dict[str, Any]:
@@ -93,6 +131,7 @@ def chrome_trace(run: Run) -> dict[str, Any]:
                             pid, TID_SYNCS, y.t0, y.t1, origin, args))
     # Sorted by track, then start; an enclosing span before what it encloses.
     events.sort(key=lambda e: (e["tid"], e["ts"], -e["dur"]))
+    lanes = _into_lanes(events)
     for err in run.errors:
         if err.t is not None:
             events.append({"name": f"xprof error: {err.where}", "cat": "xprof", "ph": "i",
@@ -103,10 +142,12 @@ def chrome_trace(run: Run) -> dict[str, Any]:
         {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": label}},
         {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": pid}},
     ]
-    for tid, tname in TRACKS.items():
+    for tid in sorted(set(TRACKS) | lanes):
+        base, lane = tid % LANE_STRIDE, tid // LANE_STRIDE
+        tname = TRACKS[base] + (f" ({lane + 1})" if lane else "")
         meta.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": tname}})
         meta.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
-                     "args": {"sort_index": tid}})
+                     "args": {"sort_index": base * LANE_STRIDE + lane}})
     return {
         "traceEvents": meta + events,
         "displayTimeUnit": "ms",
