@@ -482,7 +482,7 @@ def test_a_read_compiling_again_within_a_warm_up_step_is_its_own_cost(tmp_path: 
     # the overview does not call them recompiles of a step graph without saying where they ran
     from xprof.report.prose import headline
 
-    assert ("5 of them were not warm-up (the first graphs of the first 2 steps): recompiles that a loop with "
+    assert ("5 of them were not warm-up (every compile of the first 2 steps): recompiles that a loop with "
             "fixed shapes and graphs would not pay (all of them compiled inside host reads in the first 2 "
             "steps: graphs the reads needed, not the step).") in headline(a)
     # several values read at one line (a check over each parameter) do not grow: warm-up

@@ -198,7 +198,7 @@ def headline(analysis: Analysis) -> list[str]:
                     notes.append(f"{whom} {what}")
             out.append(
                 f"{'One' if t.recompiles == 1 else t.recompiles} of them {'was' if t.recompiles == 1 else 'were'} "
-                f"not warm-up (the first graphs of the first {WARMUP_STEPS} steps): "
+                f"not warm-up (every compile of the first {WARMUP_STEPS} steps): "
                 f"{'a recompile' if t.recompiles == 1 else 'recompiles'}"
                 f" that a loop with fixed shapes and graphs would not pay"
                 + (f" ({'; '.join(notes)})." if notes else ".")

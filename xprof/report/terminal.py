@@ -110,7 +110,7 @@ def render_summary(analysis: Analysis, console: Console) -> None:
     findings = prose.ranked(analysis.findings)
     if findings:
         console.print()
-        warm = (f"; warm-up, the first graphs of the first {WARMUP_STEPS} steps, not listed"
+        warm = (f"; warm-up, every compile of the first {WARMUP_STEPS} steps, not listed"
                 if analysis.totals.steps else "")
         console.print(Text(f"Findings (most time lost first, information last{warm})", style="bold"))
         for n, f in enumerate(findings[:MAX_FINDINGS], 1):
