@@ -450,7 +450,7 @@ def test_a_compile_between_a_library_calls_reads_is_the_calls_in_the_summary(tmp
 ])
 def test_a_library_calls_reads_are_one_cost_unless_the_loop_runs_inside_it(loop_line: int, first: str,
                                                                           tmp_path: Path) -> None:
-    """The analysis' grouping (test_issue11_unit): by call, or by inner function inside trainer.train()."""
+    """The analysis' grouping (test_steps_and_mechanisms): by call, or by inner function inside trainer.train()."""
     live = LiveNotices(0.0, lambda line: None)
     recs: list[dict[str, Any]] = [{"type": "site", "id": 9, "kind": "barrier", "file": "/u/t.py", "line": loop_line,
                                    "func": "main", "via": None, "code": "xm.mark_step()"}]
@@ -473,7 +473,7 @@ def test_a_library_calls_reads_are_one_cost_unless_the_loop_runs_inside_it(loop_
 
 
 def test_torch_compiles_own_syncs_in_the_first_steps_are_warm_up(tmp_path: Path) -> None:
-    """As the analysis (test_issue11_unit): a graph compiled at torch.compile's own sync while
+    """As the analysis (test_steps_and_mechanisms): a graph compiled at torch.compile's own sync while
     it traces the first step is warm-up, not a recompile."""
     live = LiveNotices(0.0, None)
     recs = [{"type": "compile", "i": 0, "t": 0.3, "ns": 5e7, "at": "step"},
@@ -504,7 +504,7 @@ def test_a_read_after_the_last_barrier_says_nothing() -> None:
 
 
 def test_a_barrier_recompile_after_a_library_calls_first_run_is_the_calls(tmp_path: Path) -> None:
-    """As the analysis (test_issue11_unit): generate() at line 23 runs for the first time in
+    """As the analysis (test_steps_and_mechanisms): generate() at line 23 runs for the first time in
     step 4 with torch.isin on the CPU, and the step's barrier compiles a new graph. Whether the
     op is the call's needs the whole run: live, the read is said, and the compile is not said
     as the op's."""

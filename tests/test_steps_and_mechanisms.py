@@ -1,4 +1,4 @@
-"""Fast unit tests of issue 11's rules on exact data (no torch needed): which barriers are
+"""Fast unit tests on exact data (no torch needed): which barriers are
 training steps, counters that go down, sites grouped by library mechanism."""
 
 from __future__ import annotations

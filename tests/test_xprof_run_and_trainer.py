@@ -1,4 +1,4 @@
-"""Issue 11's loops where `xprof run` itself is under test, and the HF Trainer.
+"""`xprof run` under test against torch_xla's own debug output, and the HF Trainer.
 
 - a boolean-mask loss under `xprof run`: torch_xla's own debug output is the referee for
   the line of the data-dependent op;
