@@ -981,6 +981,23 @@ def test_a_read_compiling_for_an_eval_batch_is_the_eval_passs(tmp_path: Path) ->
     assert a.findings[0].compiles == 2 and not any(f.cause == "input_shape" for f in a.findings)
 
 
+def test_a_read_compiling_in_an_eval_pass_with_training_shapes_is_the_passs(tmp_path: Path) -> None:
+    # The same mask check, eval batches of the training shape (fixed padding): the read still
+    # compiles in the pass (its graph runs with grad off). The compile is the pass's, as the
+    # pass's barrier compiles are; the read keeps its waits (rule read_in_eval_pass).
+    b = Builder(tmp_path / "r.json")
+    for k in range(12):
+        ev = k in (6, 7)
+        b.step({"input_ids": [4, 16]}, compile_ms=300 if k in (0, 1, 6) else 0, nodes=40 if ev else 70,
+               fields={"ev": 1} if ev else {"o": 1, "bw": 1},
+               read=("item", 30, "if (mask == 0).any():"), read_compile_ms=100 if k in (0, 6) else 0)
+    a = b.done()
+    passes = [f for f in a.findings if f.kind == "eval_pass"]
+    assert len(passes) == 1 and passes[0].compiles == 2  # the barrier's and the read's
+    assert not any(f.kind == "item" and f.compiles for f in a.findings)
+    assert a.compiles.loc[a.compiles["at"] == "step", "cause"].tolist() == ["warmup", "graph_change"]
+
+
 def test_graphs_that_trade_an_input_for_a_constant_either_way_name_the_scalars(tmp_path: Path) -> None:
     # A KL weight ramped 0 -> 1 (beta = min(1, step / 10)): it meets Adam's 1 - 0.9 at step 1
     # (one input for both), is its own input at step 2, meets the model's 0.5 at step 5 and

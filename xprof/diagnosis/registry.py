@@ -57,6 +57,7 @@ MID_STEP: tuple[Rule, ...] = (
     Rule("step_closure", reads.in_closure),
     Rule("data_dependent_op", values.inside_op),
     Rule("read_of_new_inputs", reads.read_of_new_inputs),
+    Rule("read_in_eval_pass", reads.read_in_eval_pass, whole_run=True, maybe=passes.in_eval_phase),
     Rule("read_after_data_dependent_op", values.read_after_op),
     Rule("implicit_sync", reads.in_read),
     Rule("dynamo_tracing", passes.dynamo_tracing),

@@ -8,6 +8,7 @@ import os
 from xprof.diagnosis.cause import Cause
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import FindingKey
+from xprof.diagnosis.mechanisms import group_key
 from xprof.diagnosis.rules.fallback import fallback_call
 from xprof.diagnosis.rules.passes import eval_pass
 from xprof.diagnosis.rules.shapes import new_inputs, shape_cause
@@ -32,6 +33,21 @@ def read_of_new_inputs(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | 
     if read is None or read.deferred or read.site not in walk.seen_sites or not new_inputs(step, walk):
         return None
     return eval_pass(c, step, walk) or shape_cause(step.sig_id or 0, walk)
+
+
+def read_in_eval_pass(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
+    """The eval pass's (whole run): a compile inside a host read in an eval pass, where the same
+    read (the same finding: a model's mask check, a shared loss helper's ``.item()``) also ran
+    in training steps. The pass's graphs differ from training's (grad off, eval mode), so this
+    graph is the pass's, as its barriers' are; the read's waits stay the read's. A read only
+    the pass makes (``generate()``'s stop check) keeps its compiles."""
+    read = c.read
+    if read is None or read.deferred:
+        return None
+    group = group_key(read.site, walk.sites.get(read.site), walk.loops)
+    if not any(group_key(s, walk.sites.get(s), walk.loops) == group for s in walk.seen_sites):
+        return None
+    return eval_pass(c, step, walk)
 
 
 def in_read(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
