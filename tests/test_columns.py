@@ -127,9 +127,9 @@ def test_damaged_files_are_read_alike(tmp_path: Path, case: str) -> None:
 def test_counters_read_alike_when_every_step_is_parsed(tmp_path: Path, case: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """More distinct counters objects than runcolumns codes: each step's own is parsed."""
-    import xprof.runcolumns
+    import xprof.runcolumns.queries
 
-    monkeypatch.setattr(xprof.runcolumns, "CODED_COUNTERS", 0)
+    monkeypatch.setattr(xprof.runcolumns.queries, "CODED_COUNTERS", 0)
     path = _damaged(tmp_path, case, CASES[case])
     assert_same_run(load_columns(path, engine="duckdb"), load_run(path))
 

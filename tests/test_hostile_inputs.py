@@ -77,11 +77,11 @@ def test_a_header_line_with_no_end_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("where", ["middle", "last", "cut"])
 def test_a_line_past_the_limit_is_one_skipped_line_in_both_readers(tmp_path: Path, where: str,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import xprof.runcolumns
-    import xprof.runfile
+    import xprof.runcolumns.scan
+    import xprof.runfile.loader
 
-    monkeypatch.setattr(xprof.runfile, "MAX_LINE", 5000)
-    monkeypatch.setattr(xprof.runcolumns, "MAX_LINE", 5000)
+    monkeypatch.setattr(xprof.runfile.loader, "MAX_LINE", 5000)
+    monkeypatch.setattr(xprof.runcolumns.scan, "MAX_LINE", 5000)
     path = tiny_run(tmp_path / "r.json")
     lines = path.read_text().splitlines(keepends=True)
     long = '{"type":"step","i":99,"barrier":"' + "x" * 20000 + '"}'

@@ -27,7 +27,8 @@ from xprof.runfile import load_run
 pytestmark = pytest.mark.xla
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
-HOOKS = str(Path(xprof.__file__).with_name("recorder") / "hooks.py")
+HOOKS = str(Path(xprof.__file__).with_name("recorder") / "hooks")
+"""The hooks' package: their wrappers' frames name a file in it."""
 
 
 def _steps(device: Any, n: int) -> list[float]:
@@ -134,6 +135,6 @@ def test_an_exception_leaving_the_watch_has_no_xprof_frame(tmp_path: Path, devic
         with xprof.watch(tmp_path / "run.json", live=False):
             _steps(device, 2)
             torch.ones(3).item()  # a CPU tensor: every .item() in the process goes through the hook
-    assert all(f.filename != HOOKS for f in _frames(info.value))
+    assert all(os.path.dirname(f.filename) != HOOKS for f in _frames(info.value))
     assert _frames(info.value)[-1].line == "torch.ones(3).item()  # a CPU tensor: every .item() in the process " \
         "goes through the hook"

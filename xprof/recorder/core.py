@@ -5,10 +5,16 @@ Everything here runs inside the user's training process. It is split in two:
 - the **hooks' side** (the training thread, and any thread that reads a tensor) only
   takes what cannot wait: the clock, the counters, the input shapes, the user's line of
   a host read. It appends that as one tuple to a queue (``deque.append`` is atomic, so no
-  lock is taken) and returns;
-- the **writer thread** turns the queued tuples into records a few times a second:
-  counter deltas, signature and site interning, compile and sample reads, naming, JSON,
-  the write itself, and the live notices (:mod:`xprof.recorder.live`).
+  lock is taken) and returns: the barriers and host reads here, the step's inputs and SPMD
+  shardings in :mod:`xprof.recorder.stepinputs`, the queued tuples' kinds in
+  :mod:`xprof.recorder.events`;
+- the **writer thread** (this module's queue, thread and writes) turns the queued tuples
+  into records a few times a second: counter deltas, signature and site interning, compile
+  and sample reads, naming (:mod:`xprof.recorder.encoder`), JSON, the write itself, and the
+  live notices (:mod:`xprof.recorder.live`).
+
+``Recorder`` holds the state of both sides; ``StepInputs`` and ``RecordEncoder`` are its base
+classes, so a hook calls the same bound method as before, with no call in between.
 
 It must never raise into the user's code (its own errors are caught, logged once and
 written to the run as ``error`` records), and must not change what torch_xla compiles or
@@ -23,24 +29,17 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
-from operator import sub
 from typing import Any, Protocol
 
 from xprof.recorder import metrics as m
+from xprof.recorder.encoder import RecordEncoder
+from xprof.recorder.events import _MARK, _RECORD, _STEP, _SYNC, RawInput
 from xprof.recorder.frames import FrameClassifier, Site
-from xprof.recorder.inputs import dtype_name
-from xprof.recorder.spmd import ShardingsOf, mesh_facts, shardings_reader, spmd_enabled, spmd_meta
-from xprof.runfile import EncodedRecord, RunWriter, encode_record
+from xprof.recorder.spmd import ShardingsOf
+from xprof.recorder.stepinputs import StepInputs
+from xprof.runfile import RunWriter
 
 log = logging.getLogger("xprof")
-
-SAMPLE_BATCH = 256
-"""Executions between two reads of the ExecuteTime / TensorsGraphSize sample lists.
-
-Their ring buffers keep 1024 samples (XLA_METRICS_SAMPLES), so reading every 256
-executions loses nothing in a loop with up to four syncs a step. The writer thread reads
-them (copying a full ring costs 25-40 µs)."""
-
 
 FLUSH_INTERVAL = 0.25
 """Seconds between two passes of the writer thread. A step that compiled wakes it at
@@ -62,14 +61,6 @@ NO_BARRIER_AFTER = 3
 """Optimizer steps with no step barrier yet in the run after which a ``no_barrier`` debug
 record is written (a loop that never calls ``torch_xla.sync()``; the live notice)."""
 
-RAW_SIG_LIMIT = 65536
-"""Raw signatures remembered for a fast lookup (a run with more still interns correctly)."""
-
-STEADY_LIMIT = 4096
-"""Kinds of steady step remembered with their encoded line (see ``Recorder._steady_step``)."""
-
-_STEP_HEAD = '{"type":"step","i":%d,"t0":%s,"tb":%r,"t1":%s'
-
 
 class _Local(threading.local):
     depth = 0
@@ -78,28 +69,13 @@ class _Local(threading.local):
     """Inside an ``xm.add_step_closure`` callback: reads there are deferred, not syncs."""
 
 
-InputEntry = tuple[str, tuple[int, ...], str, str] | tuple[str, tuple[int, ...], str, str, str]
-"""``(name, shape, dtype, source)``, and in an SPMD run the sharding spec last."""
-RawInput = tuple[str, Any, Any, str] | tuple[str, Any, Any, str, str]
-"""``(name, shape, dtype, source)`` as the hook saw it: ``torch.Size`` and ``torch.dtype``
-objects, named and deduplicated on the writer thread; an SPMD run adds the sharding spec
-read at the barrier."""
-
-_MESH_KEYS = ("mesh_shape", "axis_names")
-
-_STEP = 0
-_SYNC = 1
-_MARK = 2
-_RECORD = 3
-
-
 class Observer(Protocol):
     """Sees every record the writer thread writes, in file order (the live notices)."""
 
     def feed(self, records: list[dict[str, Any]]) -> None: ...
 
 
-class Recorder:
+class Recorder(StepInputs, RecordEncoder):
     """Keeps the state of one ``watch()``: the step in progress, what is queued and interned."""
 
     def __init__(self, writer: RunWriter, source: m.MetricsSource,
@@ -180,37 +156,7 @@ class Recorder:
         """(index in ``_inputs``, the device tensor whose sharding is read at the barrier)."""
         self._batch_index: dict[int, int] = {}
         """id of a CPU batch leaf -> its index in ``_inputs`` (its ``.to`` result is sharded)."""
-        # -- the writer thread's side --
-        self._mesh: dict[str, Any] = {}
-        """SPMD: the mesh last written (header or ``spmd`` record)."""
-        self._compile_cursor = m.SampleCursor(source, m.COMPILE_TIME)
-        self._op_compile_cursor = m.SampleCursor(source, m.EAGER_COMPILE_TIME)
-        self._exec_cursor = m.SampleCursor(source, m.EXECUTE_TIME)
-        self._rexec_cursor = m.SampleCursor(source, m.EXECUTE_REPLICATED_TIME)
-        self._size_cursor = m.SampleCursor(source, m.GRAPH_SIZE)
-        self._xfer_cursor = m.SampleCursor(source, m.TRANSFER_FROM)
-        self._compile_buf: list[tuple[float, float, str]] = []
-        """Compile samples not written yet: (end, ns, ``at``; "" until the step is known)."""
-        self._steps_written = 0
-        """Step events turned into records: the index of the step a read or mark belongs to."""
-        self._exec_pending = 0
-        self._xfer_pending = 0
-        self._dtypes: dict[Any, str] = {}
-        self._sigs: dict[tuple[InputEntry, ...], int] = {}
-        self._raw_sigs: dict[tuple[Any, ...], int] = {}
-        """The same signatures keyed by the raw inputs the hooks queued (writer thread)."""
-        self._sites: dict[tuple[Any, ...], int] = {}
-        self._prev: dict[str, int] = {}
-        """The counters at the last step written (those not zero), by name."""
-        self._prev_names: tuple[str, ...] = ()
-        self._prev_vals: list[int] = []
-        """The same, as the barrier read them; ``_prev`` is rebuilt from these when stale."""
-        self._prev_stale = False
-        self._steady: dict[tuple[Any, ...], tuple[str, dict[str, Any], int, int]] = {}
-        """Steady steps seen (see :meth:`_steady_step`), for the counter names in ``_steady_names``."""
-        self._steady_names: tuple[str, ...] = ()
-        self._t_text: tuple[float, str] = (-1.0, "")
-        """The last ``t1`` written and its text: the next step's ``t0`` is the same time."""
+        self._init_encoder(source)
         self._stopped = threading.Event()
         self._wake = threading.Event()
         self._flusher: threading.Thread | None = None
@@ -572,130 +518,6 @@ class Recorder:
         if failures:
             self._events.append((_RECORD, {"type": "dynamo", "t": time.time(), "guard_failures": failures}))
 
-    # -- the hooks' side: inputs -----------------------------------------------------
-
-    def on_batch(self, leaves: list[tuple[str, Any]], source: str) -> None:
-        """Training thread only: the named tensor leaves of a loader batch."""
-        inputs = self._inputs
-        if not inputs:
-            self._batch_ids.clear()
-        ids = self._batch_ids
-        room = 256 - len(inputs)
-        first = len(inputs)
-        for name, t in leaves[:room] if room < len(leaves) else leaves:
-            inputs.append((name, t.shape, t.dtype, source))
-            ids.add(id(t))
-        if self.keep_devices:
-            self._keep_batch_devices(leaves[:room], source, first)
-
-    def on_call_args(self, leaves: list[tuple[str, Any]]) -> None:
-        """Training thread only: the tensor arguments of a ``torch_xla.compile`` call,
-        inputs of the step it runs. A tensor already recorded under the same name and
-        shape (moved just before the call), or as a leaf of this step's loader batch (an
-        ``MpDeviceLoader`` batch passed on as ``fn(data, target)``), is not added twice."""
-        inputs = self._inputs
-        have = {(e[0], tuple(e[1])) for e in inputs}
-        batch = self._batch_ids if inputs else ()
-        keep = self.keep_devices
-        for name, t in leaves:
-            if len(inputs) >= 256:
-                break
-            if (name, tuple(t.shape)) not in have and id(t) not in batch:
-                if keep:
-                    self._devices.append((len(inputs), t))
-                inputs.append((name, t.shape, t.dtype, "arg"))
-
-    def is_batch_leaf(self, tensor: Any) -> bool:
-        """Already recorded as a leaf of this step's loader batch (so ``.to`` adds nothing)."""
-        return id(tensor) in self._batch_ids
-
-    def on_to_device(self, tensor: Any, name: str, moved: Any = None) -> None:
-        """Training thread only: a CPU tensor moved to the device (as ``moved``) outside a batch."""
-        if len(self._inputs) < 256 and id(tensor) not in self._batch_ids:
-            if self.keep_devices and moved is not None:
-                self._devices.append((len(self._inputs), moved))
-            self._inputs.append((name, tensor.shape, tensor.dtype, "to"))
-
-    def on_batch_leaf_moved(self, tensor: Any, moved: Any) -> None:
-        """Training thread only, SPMD: a CPU batch leaf was moved to the device as ``moved``,
-        the tensor ``mark_sharding`` shards (read at the barrier)."""
-        k = self._batch_index.get(id(tensor))
-        if k is not None:
-            self._devices.append((k, moved))
-
-    # -- the hooks' side: SPMD -------------------------------------------------------
-
-    def enable_spmd(self, inputs: bool, meta: dict[str, Any]) -> None:
-        """Before :meth:`start`: an SPMD run, whose header (``meta``) is written already;
-        each input's sharding is read at the barrier when ``inputs`` are recorded."""
-        self.spmd = True
-        self._spmd_undecided = False
-        self.counters.count_replicated()
-        self._mesh = {k: meta[k] for k in _MESH_KEYS if k in meta}
-        self._read_shardings = shardings_reader() if inputs else None
-        self.keep_devices = self._read_shardings is not None
-
-    def watch_for_spmd(self, inputs: bool) -> None:
-        """Before :meth:`start`: SPMD is off now, but the script may switch it on before
-        its first device use (``xprof run``): look again at each barrier until a graph runs,
-        keeping the inputs' device tensors meanwhile."""
-        self._spmd_undecided = True
-        self._want_inputs = inputs
-        self.keep_devices = inputs
-
-    def _decide_spmd(self, ran_graph: bool) -> None:
-        if spmd_enabled():
-            self.spmd = True
-            self._spmd_undecided = False
-            # From the next barrier on (this one's counters are read already): the graphs
-            # that ran before it count in the next step's ExecuteReplicated delta.
-            self.counters.count_replicated()
-            meta = spmd_meta() or {}
-            # The mesh is the writer thread's to write (with the step's signature).
-            self._events.append((_RECORD, {"type": "spmd", **{k: v for k, v in meta.items()
-                                                              if k not in _MESH_KEYS}}))
-            self._read_shardings = shardings_reader() if self._want_inputs else None
-            self.keep_devices = self._read_shardings is not None
-            if not self.keep_devices:
-                self._devices.clear()
-                self._batch_index.clear()
-        elif ran_graph:  # use_spmd() comes before any device use: this run is not SPMD
-            self._spmd_undecided = False
-            self.keep_devices = False
-            self._devices.clear()
-            self._batch_index.clear()
-
-    def _keep_batch_devices(self, leaves: list[tuple[str, Any]], source: str, first: int) -> None:
-        if not first:
-            self._batch_index.clear()
-        if source == "batch":  # CPU tensors: their .to(device) results get sharded
-            for k, (_, t) in enumerate(leaves):
-                self._batch_index[id(t)] = first + k
-        else:  # MpDeviceLoader's batches are on the device, sharded by its input_sharding
-            self._devices.extend((first + k, t) for k, (_, t) in enumerate(leaves))
-
-    def _read_input_shardings(self, inputs: list[RawInput]) -> None:
-        """SPMD: each input's sharding spec, read now that ``mark_sharding`` has run.
-
-        One private call for all of the step's inputs (2.4 µs for 3 on the CPU); the spec
-        joins the input's signature, so it reaches the file only when it changes."""
-        devices, self._devices = self._devices, []
-        self._batch_index.clear()
-        read = self._read_shardings
-        if read is None:
-            return
-        try:
-            specs = read([t for _, t in devices])
-        except Exception as exc:
-            self._read_shardings = None
-            self.keep_devices = False
-            self.error("sharding read", exc)
-            return
-        n = len(inputs)
-        for (k, _), spec in zip(devices, specs):
-            if k < n:
-                e = inputs[k]
-                inputs[k] = (e[0], e[1], e[2], e[3], spec)
 
     # -- the hooks' side: host reads -------------------------------------------------
 
@@ -733,285 +555,3 @@ class Recorder:
             # Until the writer wakes, every event past WAKE_AT lands here: Event.set takes a
             # lock and notifies each time, is_set is one attribute read.
             self._wake.set()
-
-    # -- the writer thread's side ----------------------------------------------------
-
-    def _prev_snapshot(self) -> dict[str, int]:
-        if self._prev_stale:
-            self._prev = {n: v for n, v in zip(self._prev_names, self._prev_vals) if v}
-            self._prev_stale = False
-        return self._prev
-
-    def _steady_step(self, ev: tuple[Any, ...], out: list[dict[str, Any]]) -> bool:
-        """Write a step like one already written (same barrier, counter increases, inputs
-        and evidence; nothing compiled) from that step's encoded parts: only its index and
-        times are new. Most steps of a training loop are such a step. False when it is not
-        one seen before (the caller builds it field by field, and :meth:`_learn_steady`
-        keeps its parts). The writer's hot path: every step of a steady loop comes here."""
-        names = ev[7]
-        if ev[10] is not None or ev[11] is not None or names is not self._steady_names \
-                or names is not self._prev_names:
-            return False  # a step with notes or a site, or the counter names changed
-        inputs = ev[9]
-        sid = None
-        if inputs:
-            sid = self._raw_sigs.get(tuple(inputs))
-            if sid is None:
-                return False
-        vals = ev[8]
-        known = self._steady.get(_steady_key(ev, tuple(map(sub, vals, self._prev_vals)), sid))
-        if known is None:
-            return False
-        tail, fields, executions, transfers = known
-        i, t0, tb, t1 = ev[1], ev[2], ev[3], ev[4]
-        self._steps_written = i + 1
-        self._prev_vals = vals
-        self._prev_stale = True
-        last_t, t0_text = self._t_text
-        if t0 != last_t:
-            t0_text = repr(t0)
-        t1_text = repr(t1)
-        self._t_text = (t1, t1_text)
-        rec = EncodedRecord(fields)
-        rec["i"], rec["t0"], rec["tb"], rec["t1"] = i, t0, tb, t1
-        rec.line = _STEP_HEAD % (i, t0_text, tb, t1_text) + tail
-        rec.steady = fields
-        if executions or transfers:
-            self._exec_pending += executions
-            self._xfer_pending += transfers
-            if self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
-                self._flush_samples(out)
-        out.append(rec)
-        return True
-
-    def _learn_steady(self, ev: tuple[Any, ...], rec: dict[str, Any], executions: int, transfers: int) -> None:
-        """Keep the parts of a step written field by field that a later step like it reuses:
-        its fields after the times, encoded, and what it adds to the pending sample reads."""
-        names, vals, prev = ev[7], ev[8], self._prev_vals
-        if ev[10] is not None or ev[11] is not None or names is not self._prev_names:
-            return  # (the same names: the values line up)
-        increases = tuple(map(sub, vals, prev))
-        if min(increases) < 0 or increases[0] or rec.get("bu") or len(self._steady) >= STEADY_LIMIT:
-            return  # a counter reset (read as counting from 0), or a compile: not reusable
-        fields = {k: v for k, v in rec.items() if k not in ("type", "i", "t0", "tb", "t1")}
-        if names is not self._steady_names:
-            self._steady = {}
-            self._steady_names = names
-        self._steady[_steady_key(ev, increases, rec.get("sig"))] = (
-            "," + encode_record(fields)[1:] + "\n", {"type": "step", **fields}, executions, transfers)
-
-    def _step_records(self, ev: tuple[Any, ...], out: list[dict[str, Any]]) -> None:
-        """A step that is not one already written (see :meth:`_steady_step`), field by field."""
-        (_, i, t0, tb, t1, kind, before, names, vals, inputs, extra, site, opt, graphs, no_grad, eval_mode,
-         backwards, mid, turned_off) = ev
-        self._steps_written = i + 1
-        snap = {n: v for n, v in zip(names, vals) if v}
-        d = m.delta(snap, self._prev_snapshot())
-        rec: dict[str, Any] = {"type": "step", "i": i, "t0": t0, "tb": tb, "t1": t1, "barrier": kind}
-        if d:
-            rec["c"] = d
-        bu = m.increase(snap.get(m.UNCACHED, 0), before[0])
-        bc = m.increase(snap.get(m.CACHED, 0), before[1])
-        if bu:
-            rec["bu"] = bu
-        if site is not None and (bu or d.get(m.UNCACHED)):
-            rec["site"] = self._intern_site("barrier", site, out)
-        if bc:
-            rec["bc"] = bc
-        # What tells a training step from the other barriers: optimizer steps since the
-        # last barrier (``o``), graphs torch.compile extracted (``dz``), grad mode (``ng``),
-        # modules in eval mode (``ev``), backward passes (``bw``).
-        if opt:
-            rec["o"] = opt
-        if graphs:
-            rec["dz"] = graphs
-        if no_grad:
-            rec["ng"] = 1
-        if eval_mode:
-            rec["ev"] = 1
-        if backwards:
-            rec["bw"] = backwards
-        if mid:
-            rec["mg"] = mid
-        if turned_off:
-            rec["gd"] = 1
-        if inputs:
-            rec["sig"] = self._intern_sig(inputs, out)
-        if extra:
-            rec.update(extra)
-        if d.get(m.UNCACHED):
-            buf = self._compile_buf
-            buf.extend((ts, ns, "") for ts, ns in self._compile_cursor.new())
-            # An op run eagerly (eager mode) compiles on its own, timed in another metric.
-            op = self._op_compile_cursor.new()
-            if op:
-                buf.extend((ts, ns, "op") for ts, ns in op)
-                buf.sort()
-            kept = []
-            for ts, ns, at in buf:
-                if ts <= t1:
-                    out.append({"type": "compile", "i": i, "t": ts, "ns": ns,
-                                "at": at or ("barrier" if ts >= tb else "step")})
-                else:
-                    kept.append((ts, ns, at))  # a later step's (the writer runs behind)
-            self._compile_buf = kept
-        executions = d.get(m.EXECUTE, 0) + d.get(m.REPLICATED, 0)
-        transfers = d.get(m.TO_CPU, 0) + d.get(m.LOCAL_SCALAR, 0)
-        self._exec_pending += executions
-        self._xfer_pending += transfers
-        if bu or d.get(m.UNCACHED) or self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
-            # (a step that compiled: its graphs' sizes come before it, for the live notices)
-            self._flush_samples(out)
-        out.append(rec)
-        self._learn_steady(ev, rec, executions, transfers)
-        self._prev = snap
-        self._prev_names = names
-        self._prev_vals = vals
-        self._t_text = (-1.0, "")
-
-    def _tail_compiles(self, out: list[dict[str, Any]]) -> None:
-        """Compiles after the last barrier (a final print's graph; every graph of a loop that
-        never reached a barrier): ``compile`` records of step ``self.step``, which has no step
-        record (the ``end`` record's ``tail`` counts them)."""
-        buf = self._compile_buf
-        buf.extend((ts, ns, "") for ts, ns in self._compile_cursor.new())
-        buf.extend((ts, ns, "op") for ts, ns in self._op_compile_cursor.new())
-        buf.sort()
-        self._compile_buf = []
-        out.extend({"type": "compile", "i": self.step, "t": ts, "ns": ns, "at": at or "step"} for ts, ns, at in buf)
-        self.tail_compile_s = [ns / 1e9 for _, ns, _ in buf]
-
-    def _flush_samples(self, out: list[dict[str, Any]]) -> None:
-        self._exec_pending = 0
-        execs = self._exec_cursor.new()
-        replicated = self._rexec_cursor.new()
-        if replicated:  # SPMD: one sample per execution over all of the process's devices
-            execs = sorted(execs + replicated) if execs else replicated
-        if execs:
-            out.append({"type": "exec", "samples": [list(s) for s in execs]})
-        if self._xfer_pending:
-            self._xfer_pending = 0
-            xfer = self._xfer_cursor.new()
-            if xfer:
-                out.append({"type": "xfer", "samples": [list(s) for s in xfer]})
-        sizes = self._size_cursor.new()
-        if sizes:
-            out.append({"type": "graph_sizes", "samples": [list(s) for s in sizes]})
-
-    def _name_inputs(self, inputs: list[RawInput]) -> list[InputEntry]:
-        """The step's inputs as recorded: a name taken twice gets ``#2``, dtypes as text."""
-        taken: dict[str, int] = {}
-        dtypes = self._dtypes
-        out: list[InputEntry] = []
-        for e in inputs:
-            name, shape, dtype, src = e[0], e[1], e[2], e[3]
-            n = taken.get(name, 0)
-            taken[name] = n + 1
-            if n:
-                name = f"{name}#{n + 1}"
-            dt = dtypes.get(dtype)
-            if dt is None:
-                dt = dtypes[dtype] = dtype_name(dtype)
-            out.append((name, tuple(shape), dt, src) if len(e) == 4 else (name, tuple(shape), dt, src, e[4]))
-        return out
-
-    def _intern_sig(self, inputs: list[RawInput], out: list[dict[str, Any]]) -> int:
-        # Steps repeat a few signatures: the raw tuples (names, torch.Size, dtypes) are looked
-        # up first, so naming and converting happen once per distinct signature, not per step.
-        raw = tuple(inputs)
-        sid = self._raw_sigs.get(raw)
-        if sid is not None:
-            return sid
-        key = tuple(self._name_inputs(inputs))
-        sid = self._sigs.get(key)
-        if sid is None:
-            sid = len(self._sigs)
-            self._sigs[key] = sid
-            out.append({"type": "sig", "id": sid, "inputs": [_input_record(e) for e in key]})
-            if self.spmd:
-                self._note_mesh(out)
-        if len(self._raw_sigs) < RAW_SIG_LIMIT:
-            self._raw_sigs[raw] = sid
-        return sid
-
-    def _note_mesh(self, out: list[dict[str, Any]]) -> None:
-        """SPMD: write the global mesh when it differs from the one written last (it is
-        often set after ``watch()`` started). Looked at with each new signature and at the end."""
-        facts = mesh_facts()
-        if facts and facts != self._mesh:
-            self._mesh = facts
-            out.append({"type": "spmd", **facts})
-
-    def _spmd_at_stop(self, out: list[dict[str, Any]]) -> None:
-        """The mesh as it is at the end; and a run that switched SPMD on after its first
-        graph (``use_spmd()`` forces it then) is said to be one, late."""
-        if not self.spmd and spmd_enabled():
-            self.spmd = True
-            self.counters.count_replicated()
-            out.append({"type": "spmd", **{k: v for k, v in (spmd_meta() or {}).items() if k not in _MESH_KEYS}})
-        if self.spmd:
-            self._note_mesh(out)
-
-    def _sync_records(self, ev: tuple[Any, ...], out: list[dict[str, Any]]) -> None:
-        _, kind, site, t0, t1, before, after, deferred, thread = ev
-        # The step a read belongs to is where it sits in the queue, after the barriers of
-        # the steps before it. A read in a step closure runs inside a barrier, before that
-        # barrier's step is queued, and belongs to the step before.
-        i = self._steps_written - 1 if deferred else self._steps_written
-        self.syncs += 1
-        rec: dict[str, Any] = {"type": "sync", "i": i, "site": self._intern_site(kind, site, out),
-                               "t0": t0, "t1": t1}
-        increase = m.increase  # a counter reset (torch.compile's bridge) counts from 0
-        du, dc, dx = (increase(after[0], before[0]), increase(after[1], before[1]),
-                      increase(after[2], before[2]))
-        if du:
-            rec["u"] = du
-        if dc:
-            rec["c"] = dc
-        if dx:
-            rec["x"] = dx
-        if deferred:
-            rec["deferred"] = True
-        if thread is not None:
-            rec["thread"] = thread
-        out.append(rec)
-
-    def _intern_site(self, kind: str, site: Site | None, out: list[dict[str, Any]]) -> int:
-        file, line, func, via, inner, chain, inner_file, inner_line, caller_file, caller_line = (
-            site if site is not None else ("?", 0, "?", None, None, (), None, 0, None, 0))
-        # The chain is part of a site's identity: the same user line reaches a barrier or a
-        # read through different library paths (the HF Trainer's logging and its evaluation
-        # both run under ``trainer.train()`` and both end in xm.mark_step's wrapper).
-        key = (kind, file, line, func, via, inner, chain, inner_file, inner_line, caller_file, caller_line)
-        sid = self._sites.get(key)
-        if sid is None:
-            sid = len(self._sites)
-            self._sites[key] = sid
-            rec: dict[str, Any] = {"type": "site", "id": sid, "kind": kind, "file": file, "line": line,
-                                   "func": func, "via": via, "code": site.code() if site else ""}
-            if inner:
-                rec["inner"] = inner
-            if chain:
-                rec["chain"] = list(chain)
-            if inner_file and site is not None:
-                rec["inner_at"] = [inner_file, inner_line, site.inner_code()]
-            if caller_file and site is not None:
-                rec["caller"] = [caller_file, caller_line, site.caller_code()]
-            out.append(rec)
-        return sid
-
-
-def _steady_key(ev: tuple[Any, ...], increases: tuple[int, ...], sid: int | None) -> tuple[Any, ...]:
-    """What makes a step written like another: its barrier kind, counter increases,
-    compiles at the barrier (uncached, cached), optimizer steps, dynamo graphs, grad and
-    eval mode, backward passes, graphs run mid-step outside host reads, grad turned off
-    (``ev[12:19]``) and input signature."""
-    vals, before = ev[8], ev[6]
-    return (ev[5], increases, vals[0] - before[0], vals[1] - before[1], ev[12:19], sid)
-
-
-def _input_record(entry: InputEntry) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": entry[0], "shape": list(entry[1]), "dtype": entry[2], "src": entry[3]}
-    if len(entry) > 4:
-        out["sharding"] = entry[4]  # type: ignore[misc]
-    return out

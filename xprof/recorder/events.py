@@ -1,0 +1,21 @@
+"""What the hooks queue for the writer thread: the kinds of event (the first item of each
+queued tuple) and the inputs as the hooks saw them and as they are recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+InputEntry = tuple[str, tuple[int, ...], str, str] | tuple[str, tuple[int, ...], str, str, str]
+"""``(name, shape, dtype, source)``, and in an SPMD run the sharding spec last."""
+RawInput = tuple[str, Any, Any, str] | tuple[str, Any, Any, str, str]
+"""``(name, shape, dtype, source)`` as the hook saw it: ``torch.Size`` and ``torch.dtype``
+objects, named and deduplicated on the writer thread; an SPMD run adds the sharding spec
+read at the barrier."""
+
+_MESH_KEYS = ("mesh_shape", "axis_names")
+
+_STEP = 0
+_SYNC = 1
+_MARK = 2
+_RECORD = 3

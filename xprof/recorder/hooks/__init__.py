@@ -1,0 +1,82 @@
+"""The hooks ``watch()`` installs, and the bookkeeping that takes every one of them out.
+
+- the step barrier: ``torch_xla._XLAC._xla_step_marker``, which every barrier ends in
+  (``xm.mark_step``, ``torch_xla.sync``, ``xm.optimizer_step(barrier=True)``, each
+  ``MpDeviceLoader`` batch, the end of ``torch_xla.step()`` / ``torch_xla.compile``);
+- host reads of an XLA tensor's value: ``Tensor.item``, ``tolist``, ``numpy``, ``cpu``,
+  ``to`` (to the CPU), ``__bool__``, ``__int__``, ``__float__``, ``__index__``,
+  ``__repr__`` (so ``print`` and ``str``), ``__format__`` (f-strings), ``__array__``;
+- step closures: callbacks given to ``xm.add_step_closure`` run with reads marked deferred;
+- step inputs: batches from ``DataLoader`` iterators and ``PerDeviceLoader``
+  (``MpDeviceLoader``), and CPU tensors moved to the device with ``.to``/``.cuda``-style
+  calls.
+
+One module for each thing patched: the barrier (:mod:`~xprof.recorder.hooks.barrier`), host
+reads and step closures (:mod:`~xprof.recorder.hooks.reads`), loaders
+(:mod:`~xprof.recorder.hooks.loaders`), the evidence of what a step is and where a warning
+came from (:mod:`~xprof.recorder.hooks.evidence`), data-dependent shapes
+(:mod:`~xprof.recorder.hooks.data_dependent`), torch.compile
+(:mod:`~xprof.recorder.hooks.dynamo`); the patches and their restore
+(:mod:`~xprof.recorder.hooks.patching`). ``watch()`` takes them all from here.
+
+Each wrapper checks ``rec.active`` first, so a wrapper left behind by someone else's
+later patch turns into a plain pass-through once the watch has ended.
+"""
+
+
+from __future__ import annotations
+
+from xprof.recorder.hooks.barrier import install_barrier
+from xprof.recorder.hooks.data_dependent import DATA_DEPENDENT, MASK_INDEX_COUNTER, install_data_dependent
+from xprof.recorder.hooks.dynamo import (
+    DYNAMO_LOGGER,
+    _first_per_entry,
+    dynamo_guard_counts,
+    dynamo_guard_failures,
+    install_dynamo,
+    install_dynamo_limit,
+)
+from xprof.recorder.hooks.evidence import (
+    _HOOKS_DIR,
+    install_optimizer_steps,
+    install_phase_evidence,
+    install_warning_location,
+)
+from xprof.recorder.hooks.loaders import _make_next, install_loaders
+from xprof.recorder.hooks.patching import Patches, _posing_as, _user_frames_only
+from xprof.recorder.hooks.reads import (
+    HOST_READS,
+    _make_reader,
+    _make_to,
+    install_closures,
+    install_host_reads,
+    install_sync_multi,
+)
+
+__all__ = [
+    "DATA_DEPENDENT",
+    "DYNAMO_LOGGER",
+    "HOST_READS",
+    "MASK_INDEX_COUNTER",
+    "_HOOKS_DIR",
+    "Patches",
+    "_first_per_entry",
+    "_make_next",
+    "_make_reader",
+    "_make_to",
+    "_posing_as",
+    "_user_frames_only",
+    "dynamo_guard_counts",
+    "dynamo_guard_failures",
+    "install_barrier",
+    "install_closures",
+    "install_data_dependent",
+    "install_dynamo",
+    "install_dynamo_limit",
+    "install_host_reads",
+    "install_loaders",
+    "install_optimizer_steps",
+    "install_phase_evidence",
+    "install_sync_multi",
+    "install_warning_location",
+]
