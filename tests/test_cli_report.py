@@ -282,3 +282,29 @@ def test_demo_trains_records_and_reports(xla: Any, tmp_path: Path) -> None:
     assert sync.code and "print(" in sync.code and "loss" in sync.code
     page = out.read_text(encoding="utf-8")
     assert re.search(r"demo\.py:\d+", page) and "input_ids" in page
+
+
+def test_summary_brief_is_the_exit_summary_of_watch_and_xprof_run(tmp_path: Path) -> None:
+    """``watch()`` prints these lines (xprof.recorder.verdict runs this command in a child
+    process); ``xprof run`` prints the same function's lines in its own process."""
+    from xprof.analysis import analyze
+    from xprof.report.prose import exit_lines
+    from xprof.runfile import load_run
+
+    sample = Path(__file__).resolve().parent.parent / "sample_runs" / "padded_longest.json"
+    out = CliRunner().invoke(app, ["summary", "--brief", str(sample)])
+    assert out.exit_code == 0, out.output
+    assert out.output.splitlines() == exit_lines(analyze(load_run(sample)), str(sample))
+    assert out.output.splitlines()[2].startswith("xprof: first thing to change: input_ids is padded per batch")
+    two = CliRunner().invoke(app, ["summary", "--brief", str(sample), str(sample.with_name("clean_a.json"))])
+    assert two.exit_code == EXIT_BAD_INPUT and "--brief takes one run file" in two.output
+
+
+def test_the_exit_summary_of_watch_comes_from_the_child_and_says_why_when_it_cannot(tmp_path: Path) -> None:
+    from xprof.recorder.verdict import exit_lines
+
+    sample = Path(__file__).resolve().parent.parent / "sample_runs" / "padded_longest.json"
+    lines = exit_lines(str(sample))
+    assert len(lines) == 4 and lines[0].startswith("xprof: 24 steps (2 warm-up) in ")
+    missing = exit_lines(str(tmp_path / "gone.json"))
+    assert len(missing) == 1 and missing[0].startswith("xprof: no summary (") and "gone.json" in missing[0]
