@@ -37,7 +37,7 @@ from xprof.analysis.findings.reads import (
     _sync_finding,
     sync_kind,
 )
-from xprof.analysis.findings.series import _Series
+from xprof.analysis.findings.series import SeriesIndex, _Series
 from xprof.analysis.findings.shapes import _micro_batch_finding, _shape_finding, _sharding_finding
 from xprof.analysis.model import Finding, FindingKey
 from xprof.analysis.steps import training_barrier_sites
@@ -68,6 +68,13 @@ class _Run:
     """Barrier index -> the training step it is reported under (:func:`_user_steps`)."""
     steady: int
     """How many training steps after warm-up ran a graph."""
+    _series: SeriesIndex | None = None
+
+    def series_index(self) -> SeriesIndex:
+        """The signatures by input, built at the first shape finding and kept for the others."""
+        if self._series is None:
+            self._series = SeriesIndex(self.steps, self.sigs)
+        return self._series
 
 
 def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], syncs: pd.DataFrame,
@@ -144,28 +151,34 @@ def _compile_findings(run: _Run, groups: dict[FindingKey, list[int]], dynamo_rea
     when its retraces were all warm-up's, and no dynamo finding took them)."""
     findings: list[Finding] = []
     gave_up = _gave_up(dynamo_limits, run.compiles, run.causes, run.ordinal_of)
+    # Each key's compiles as one slice of the compiles taken once in the keys' order: the same
+    # rows as ``compiles.iloc[ks]``, without a take of every column for each of thousands of keys.
+    taken = run.compiles.iloc[[k for ks in groups.values() for k in ks]]
+    start = 0
     for key, ks in groups.items():
         c0 = run.causes[ks[0]]
+        rows = taken.iloc[start:start + len(ks)]
+        start += len(ks)
         if c0.cause == "dynamo":
-            findings.append(_dynamo_finding(key, c0, run.compiles.iloc[ks], dynamo_reads, dynamo_guards, gave_up))
+            findings.append(_dynamo_finding(key, c0, rows, dynamo_reads, dynamo_guards, gave_up))
             gave_up = []
             continue
-        findings.append(_compile_finding(run, key, ks, specs))
+        findings.append(_compile_finding(run, key, ks, rows, specs))
     if gave_up:
         findings.append(_gave_up_finding(gave_up))
     return findings
 
 
-def _compile_finding(run: _Run, key: FindingKey, ks: list[int], specs: Shardings) -> Finding:
-    """The finding of the compiles ``ks`` (positions in ``run.compiles``) that share ``key``,
-    by their first cause: a shape, a sharding, a graph, an op on the CPU, a step closure."""
+def _compile_finding(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame, specs: Shardings) -> Finding:
+    """The finding of the compiles ``ks`` (positions in ``run.compiles``; ``rows``: theirs)
+    that share ``key``, by their first cause: a shape, a sharding, a graph, an op on the CPU,
+    a step closure."""
     c0 = run.causes[ks[0]]
-    rows = run.compiles.iloc[ks]
     steps, ordinal_of = run.steps, run.ordinal_of
     if c0.cause == "input_shape" and key.group == "micro":
         return _micro_batch_finding(key, c0, ks, run.causes, rows, ordinal_of)
     if c0.cause == "input_shape":
-        return _shape_finding(c0, ks, run.causes, rows, steps, run.sigs, ordinal_of, run.steady)
+        return _shape_finding(c0, ks, run.causes, rows, steps, run.series_index(), ordinal_of, run.steady)
     if c0.cause == "input_sharding":
         return _sharding_finding(key, ks, run.causes, rows, steps, run.sigs, specs)
     if c0.cause == "graph_change":

@@ -10,10 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xprof.analysis.causes import (
-    Signature,
-    base_input_name,
-)
+from xprof.analysis.causes import Signature, base_input_name
 
 
 @dataclass
@@ -34,27 +31,14 @@ class _Series:
     """The input's shapes in the first step (ordinal 0, left out of the series as a one-off
     graph), for counting the steps of a stage it began."""
 
+    sizes0: dict[str, set[int]] | None = None
+    """Each input's sizes along dim 0 over every steady signature, the ones without this
+    input too (:meth:`other_free_size`); None: from ``rests``, which then hold every group."""
+
     @classmethod
     def of(cls, name: str, steps: pd.DataFrame, sigs: dict[int, Signature]) -> _Series:
-        shape_of = {sig_id: [shape for n, shape, _, _ in inputs if base_input_name(n) == name]
-                    for sig_id, inputs in sigs.items()}
-        rest_of = {sig_id: tuple(sorted((n, tuple(shape)) for n, shape, _, _ in inputs
-                                        if base_input_name(n) != name))
-                   for sig_id, inputs in sigs.items()}
-        sig_col = steps["sig"]
-        keep = (steps["work"].to_numpy(dtype=bool) & sig_col.notna().to_numpy(dtype=bool)
-                & (steps["ordinal"].to_numpy() >= 1))
-        sig = sig_col.to_numpy(dtype=np.int64, na_value=-1)[keep]
-        ords = steps["ordinal"].to_numpy()[keep]
-        codes, uniques = pd.factorize(sig)  # groups in order of first appearance
-        groups = [shape_of.get(int(u), []) for u in uniques]
-        rests = [rest_of.get(int(u), ()) for u in uniques]
-        has = np.asarray([len(g) > 0 for g in groups], dtype=bool)[codes] if len(groups) else np.zeros(0, bool)
-        at_first = (steps["work"].to_numpy(dtype=bool) & sig_col.notna().to_numpy(dtype=bool)
-                    & (steps["ordinal"].to_numpy() == 0))
-        first_sig = sig_col.to_numpy(dtype=np.int64, na_value=-1)[at_first]
-        first = shape_of.get(int(first_sig[0]), []) if len(first_sig) else []
-        return cls(ords[has], codes[has], groups, rests, first)
+        """The series of input ``name`` (one question: :class:`SeriesIndex` answers many)."""
+        return SeriesIndex(steps, sigs).series(name)
 
     def rows_shared(self) -> bool | None:
         """Whether the input's dim 0 is a batch's rows: another input had the same size there
@@ -74,12 +58,13 @@ class _Series:
         signature the two differ): two sizes that change on their own each step are a
         structure's (a graph's nodes and its edges), not one batch's rows. Its name, or None."""
         mine = [shapes[0][0] if shapes and shapes[0] else None for shapes in self.groups]
-        sizes: dict[str, set[int]] = {}
+        sizes: dict[str, set[int]] = {} if self.sizes0 is None else self.sizes0
         apart: set[str] = set()
         for own, rest in zip(mine, self.rests):
             for n, shape in rest:
                 if shape:
-                    sizes.setdefault(n, set()).add(shape[0])
+                    if self.sizes0 is None:
+                        sizes.setdefault(n, set()).add(shape[0])
                     if own is not None and shape[0] != own:
                         apart.add(n)
         free = sorted(n for n in apart if len(sizes[n]) >= 3)
@@ -173,3 +158,62 @@ def _still_varying(with_rest: set[tuple[int, tuple[tuple[str, tuple[int, ...]], 
         for name, shape in key:
             seen.setdefault(base_input_name(name), set()).add(shape)
     return sorted(n for n, v in seen.items() if len(v) > 1)
+
+
+class SeriesIndex:
+    """The run's steady steps and signatures indexed once, so that the series of each of
+    many inputs costs what that input's own signatures and steps hold: a run with thousands
+    of distinct input names (each in a few signatures) stays linear, where reading every
+    signature and every step for each input was quadratic (issue 28).
+
+    A series from here holds only the groups (signatures) that have the input, in order of
+    first appearance: the others add nothing to it but their dim-0 sizes, kept run-wide in
+    ``sizes0``. The signatures' inputs by name (:meth:`entries`) serve the shape findings too.
+    """
+
+    def __init__(self, steps: pd.DataFrame, sigs: dict[int, Signature]) -> None:
+        self._steps = steps
+        self._sigs = sigs
+        self._entries: dict[str, list[tuple[int, str, Any, str, str]]] = {}
+        for sig_id, inputs in sigs.items():
+            for n, shape, dtype, src in inputs:
+                self._entries.setdefault(base_input_name(n), []).append((sig_id, n, shape, dtype, src))
+        sig_col = steps["sig"]
+        work = steps["work"].to_numpy(dtype=bool) & sig_col.notna().to_numpy(dtype=bool)
+        ordinal = steps["ordinal"].to_numpy()
+        keep = work & (ordinal >= 1)
+        sig = sig_col.to_numpy(dtype=np.int64, na_value=-1)
+        self._ords = ordinal[keep]
+        self._codes, uniques = pd.factorize(sig[keep])  # groups in order of first appearance
+        self._group_of = {int(u): k for k, u in enumerate(uniques.tolist())}
+        order = np.argsort(self._codes, kind="stable")
+        bounds = np.searchsorted(self._codes[order], np.arange(len(uniques) + 1))
+        self._steps_of = [order[bounds[k]:bounds[k + 1]] for k in range(len(uniques))]
+        first_sig = sig[work & (ordinal == 0)]
+        self._first_sig = int(first_sig[0]) if len(first_sig) else None
+        self.sizes0: dict[str, set[int]] = {}
+        for u in uniques.tolist():
+            for n, shape, _, _ in sigs.get(int(u), ()):
+                if shape:
+                    self.sizes0.setdefault(n, set()).add(shape[0])
+
+    def entries(self, name: str) -> list[tuple[int, str, Any, str, str]]:
+        """(signature id, input name, shape, dtype, source) of each input of base name
+        ``name`` (``x`` and its micro-batches ``x#2``...), in signature and input order."""
+        return self._entries.get(name, [])
+
+    def series(self, name: str) -> _Series:
+        """The series of input ``name`` over the steady steps (see :class:`_Series`)."""
+        shapes: dict[int, list[Any]] = {}
+        for sig_id, _, shape, _, _ in self.entries(name):
+            shapes.setdefault(sig_id, []).append(shape)
+        mine = sorted(k for k in (self._group_of.get(sig_id) for sig_id in shapes) if k is not None)
+        sig_of = {k: sig_id for sig_id, k in ((s, self._group_of.get(s)) for s in shapes) if k is not None}
+        groups = [shapes[sig_of[k]] for k in mine]
+        rests = [tuple(sorted((n, tuple(shape)) for n, shape, _, _ in self._sigs[sig_of[k]]
+                              if base_input_name(n) != name)) for k in mine]
+        at = (np.sort(np.concatenate([self._steps_of[k] for k in mine])) if mine
+              else np.zeros(0, dtype=np.int64))
+        which = np.searchsorted(np.asarray(mine, dtype=np.int64), self._codes[at])  # (mine is sorted)
+        first = shapes.get(self._first_sig, []) if self._first_sig is not None else []
+        return _Series(self._ords[at], which, groups, rests, first, self.sizes0)

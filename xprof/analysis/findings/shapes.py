@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -17,7 +18,7 @@ from xprof.analysis.causes import (
     no_sharding,
 )
 from xprof.analysis.findings.common import _and_list, _compiled_at, _first_few
-from xprof.analysis.findings.series import _Series, _still_varying
+from xprof.analysis.findings.series import SeriesIndex, _Series, _still_varying
 from xprof.analysis.model import SETTLED_AFTER, Finding, FindingKey
 from xprof.analysis.steps import is_inference
 from xprof.diagnosis.evidence import bucket_step, of_other_kinds
@@ -58,20 +59,21 @@ class _WhatIf:
 
 
 def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
-                   steps: pd.DataFrame, sigs: dict[int, Signature], ordinal_of: dict[int, int],
+                   steps: pd.DataFrame, index: SeriesIndex, ordinal_of: dict[int, int],
                    steady: int) -> Finding:
     """The finding of an input whose shape changed (``ks``: its compiles): padding per batch,
-    a batch size, a partial last batch, stages, buckets, or another kind of batch."""
+    a batch size, a partial last batch, stages, buckets, or another kind of batch. ``index``:
+    the run's signatures by input, built once for all its shape findings."""
     name = c0.input or "?"
     ms = float(rows["ms"].sum())
     comp_steps = [int(s) for s in rows["step"]]
-    series = _Series.of(name, steps, sigs)
-    forms = list(dict.fromkeys((tuple(shape), str(dtype)) for sig in sigs.values()
-                               for n, shape, dtype, _ in sig if base_input_name(n) == name))
+    series = index.series(name)
+    entries = index.entries(name)
+    forms = list(dict.fromkeys((tuple(shape), str(dtype)) for _, _, shape, dtype, _ in entries))
     if of_other_kinds(forms):
         return _kinds_finding(name, forms, c0, len(ks), ms, comp_steps, ordinal_of)
-    ch = _shape_change(name, series, sigs)
-    integer = _integer_input(name, sigs)  # (token ids: a tokenizer's padding; else values)
+    ch = _shape_change(name, series, {src for _, _, _, _, src in entries})
+    integer = _integer_input(entries)  # (token ids: a tokenizer's padding; else values)
     what_if = _padding_what_if(ch, ms, integer) if len(rows) else _WhatIf()
     n = len(ks)
     last = max((ordinal_of.get(s, s) for s in comp_steps), default=0)
@@ -111,7 +113,7 @@ def _kinds_finding(name: str, forms: list[tuple[tuple[int, ...], str]], c0: Caus
         steps=comp_steps, input=name, shapes=[list(sh) for sh, _ in forms])
 
 
-def _shape_change(name: str, series: _Series, sigs: dict[int, Signature]) -> _ShapeChange:
+def _shape_change(name: str, series: _Series, srcs: set[str]) -> _ShapeChange:
     """Which kind of change the input's shapes show: dim 0 alone is a batch size (a short last
     one: a partial batch), one other dim a padded length, several a resize; then what is not a
     batch of rows after all (no other input shares its dim 0) is a size of its own."""
@@ -138,12 +140,13 @@ def _shape_change(name: str, series: _Series, sigs: dict[int, Signature]) -> _Sh
         # random resized crops) is a size, not padding: one varying dim is a padded length.
         ch.resized = len([d for d in ch.others if d != 0]) >= 2
         ch.kind = "dynamic_padding" if distinct >= 3 and not ch.resized else "shape_change"
-    _not_a_batch(ch, sigs)
+    _not_a_batch(ch, srcs)
     return ch
 
 
-def _not_a_batch(ch: _ShapeChange, sigs: dict[int, Signature]) -> None:
-    """Correct a batch-size or padding reading of ``ch`` that the other inputs contradict."""
+def _not_a_batch(ch: _ShapeChange, srcs: set[str]) -> None:
+    """Correct a batch-size or padding reading of ``ch`` that the other inputs contradict
+    (``srcs``: where the input's tensors came from: a loader's batch, a ``.to``)."""
     series, shapes = ch.series, ch.shapes
     free = None
     if ch.kind == "batch_size_change" and len(series.value_counts(0)) >= 3:
@@ -159,7 +162,6 @@ def _not_a_batch(ch: _ShapeChange, sigs: dict[int, Signature]) -> None:
         ch.dim = ch.dim or 0
         distinct = len({s[ch.dim] for s in shapes if len(s) > ch.dim})
         ch.kind, ch.pattern = ("dynamic_size" if distinct >= 3 else "shape_change"), None
-    srcs = {src for sig in sigs.values() for n, _, _, src in sig if base_input_name(n) == ch.name}
     if (ch.kind == "partial_batch" and srcs and not srcs & {"batch", "loader", "?"} and len(ch.minority_ords) == 1
             and ch.minority_ords[0] < int(series.ords.max())):
         # No loader gave this input (moved with .to from tensors the loop made), and its one
@@ -314,12 +316,11 @@ def _padding_alone(ch: _ShapeChange, what_if: _WhatIf, row_counts: list[int]) ->
     return "; ".join(parts)
 
 
-def _integer_input(name: str, sigs: dict[int, Signature]) -> bool:
-    """Whether the input (any micro-batch of it) is integer-typed in the run: token ids, labels."""
-    for sig in sigs.values():
-        for n, _, dtype, _ in sig:
-            if base_input_name(n) == name:
-                return "int" in str(dtype) or str(dtype) == "bool"
+def _integer_input(entries: list[tuple[int, str, Any, str, str]]) -> bool:
+    """Whether the input (any micro-batch of it) is integer-typed in the run: token ids,
+    labels. ``entries``: its inputs in the run's signatures (:meth:`SeriesIndex.entries`)."""
+    for _, _, _, dtype, _ in entries[:1]:
+        return "int" in str(dtype) or str(dtype) == "bool"
     return True
 
 
