@@ -133,7 +133,7 @@ def eval_pass_ids(steps: pd.DataFrame) -> np.ndarray:
     """Which eval pass each barrier is in (-1: none). A pass is a run of consecutive eval and
     empty barriers with at least one eval barrier: a training or dynamo barrier ends it.
     The one definition of a pass (counted in :func:`eval_passes`, owned in ``causes.py``,
-    timed in ``findings.py``)."""
+    timed in ``findings/graphs.py``)."""
     phase = steps["phase"].to_numpy(dtype=object) if len(steps) else np.zeros(0, dtype=object)
     out = np.full(len(phase), -1, dtype=np.int64)
     is_eval = phase == "eval"

@@ -7,10 +7,13 @@ import math
 import os
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xprof.diagnosis.terms import GROWING_READS
 from xprof.runfile import base_input_name
+
+if TYPE_CHECKING:
+    from xprof.diagnosis.signatures import SigIndex
 
 
 def dynamo_func(func: str, file: Any, line: Any) -> str:
@@ -97,40 +100,54 @@ def bucket_step(values: Sequence[int]) -> int:
 
 
 def micro_batch_change(sig: Sequence[tuple[str, Sequence[int], str, str]],
-                       seen: Iterable[Sequence[tuple[str, Sequence[int], str, str]]]) -> tuple[int, int, str] | None:
+                       seen: Iterable[Sequence[tuple[str, Sequence[int], str, str]]],
+                       index: SigIndex | None = None) -> tuple[int, int, str] | None:
     """(micro-batches before, now, the input) when this signature differs from a seen one
     only in how many micro-batches the step held (``input_ids``, ``input_ids#2`` ...: a
-    gradient-accumulation window cut short at an epoch's end), every shape seen before."""
-    def counts(s: Sequence[tuple[str, Sequence[int], str, str]]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for n, _, _, _ in s:
-            b = base_input_name(n)
-            out[b] = out.get(b, 0) + 1
-        return out
-
-    now = counts(sig)
+    gradient-accumulation window cut short at an epoch's end), every shape seen before.
+    ``index``: ``seen`` as indexed (caught up with it): only the seen signatures of the same
+    base names are looked at, the latest first."""
+    now = _base_counts(sig)
     if not now:
         return None
     shapes = {(base_input_name(n), tuple(shape)) for n, shape, _, _ in sig}
-    for prev in reversed(list(seen)):
-        was = counts(prev)
+    if index is not None:
+        candidates = ((index.counts[k], index.base_shapes[k]) for k in reversed(index.same_bases(frozenset(now))))
+    else:
+        candidates = ((_base_counts(prev), {(base_input_name(n), tuple(shape)) for n, shape, _, _ in prev})
+                      for prev in reversed(list(seen)))
+    for was, prev_shapes in candidates:
         if set(was) != set(now) or was == now:
             continue
-        if shapes <= {(base_input_name(n), tuple(shape)) for n, shape, _, _ in prev}:
+        if shapes <= prev_shapes:
             base = max(now, key=lambda b: abs(was[b] - now[b]))
             return was[base], now[base], base
     return None
 
 
+def _base_counts(s: Sequence[tuple[str, Sequence[int], str, str]]) -> dict[str, int]:
+    """How many inputs of each base name a signature has (``x#2`` is ``x``)."""
+    out: dict[str, int] = {}
+    for n, _, _, _ in s:
+        b = base_input_name(n)
+        out[b] = out.get(b, 0) + 1
+    return out
+
+
 def added_inputs(sig: Sequence[tuple[str, Sequence[int], str, str]],
-                 earlier: Iterable[Sequence[tuple[str, Sequence[int], str, str]]]) -> list[str]:
+                 earlier: Iterable[Sequence[tuple[str, Sequence[int], str, str]]],
+                 index: SigIndex | None = None) -> list[str]:
     """The inputs ``sig`` has beyond the first of ``earlier`` whose every input it has, with
     the same shape (a step's own inputs and another pass's; read the other way round, an
     input moved in some steps only); empty when none is. The analysis and the live notices
-    alike."""
+    alike. ``index``: ``earlier`` as indexed (caught up with it): only the signatures that
+    may lie within ``sig`` are looked at."""
     mine = {n: tuple(shape) for n, shape, _, _ in sig}
-    for prev in earlier:
-        theirs = {n: tuple(shape) for n, shape, _, _ in prev}
+    if index is not None:
+        known = (index.items[k] for k in index.within(mine))
+    else:
+        known = ({n: tuple(shape) for n, shape, _, _ in prev} for prev in earlier)
+    for theirs in known:
         if theirs and len(mine) > len(theirs) and all(mine.get(n) == shape for n, shape in theirs.items()):
             return [n for n in mine if n not in theirs]
     return []

@@ -9,6 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from xprof.diagnosis.patterns import Shape, changed_dims, shape_distance
+from xprof.runfile import base_input_name
 
 Signature = tuple[tuple[str, Shape, str, str], ...]
 Shardings = dict[int, dict[str, str]]
@@ -29,17 +30,7 @@ def closest(sig: Signature, previous: list[Signature], index: SigIndex | None = 
         return None, None, None, None, None
     index = SigIndex() if index is None else index
     index.catch_up(previous)
-    mine = _known(sig)
-    names = [name for name, _, _, _ in sig]
-    shapes = [shape for _, shape, _, _ in sig]
-    dist = np.zeros(len(previous), dtype=np.int64)
-    for layout, group in index.groups.items():
-        if mine.layout is not None and layout == mine.layout:
-            # same inputs and ranks: the distance is how many dims differ
-            dist[group.positions[:group.n]] = (group.rows[:group.n] != mine.dims).sum(axis=1)
-        else:
-            for k in group.positions[:group.n].tolist():
-                dist[k] = _sig_distance(names, shapes, len(previous[k]), index.entries[k].shapes)
+    dist = index.distances(sig)
     prev = previous[int(np.argmin(dist))]  # (argmin: the first of equals)
     prev_by_name = shape_map(prev)
     candidates = []
@@ -107,23 +98,126 @@ class _Group:
 
 
 class SigIndex:
-    """Earlier signatures as :func:`closest` compares them, grouped by layout (names and
-    ranks) so the many alike ones are compared in one array operation: linear in the run's
-    distinct signatures per question, not in their dims times a Python loop."""
+    """Earlier signatures as :func:`closest` and the shape rules compare them, indexed as they
+    come: by layout (names and ranks), so the many alike ones are compared in one array
+    operation; by input name and rank, so that a signature's distance to every earlier one
+    is a few array operations even when each has names of its own (thousands of distinct
+    input names, issue 28); by the set of base names (:meth:`same_bases`); and by one
+    (name, shape) of each (:meth:`within`)."""
 
     def __init__(self) -> None:
         self.entries: list[_Known] = []
         self.groups: dict[tuple[tuple[str, int], ...] | None, _Group] = {}
+        self._len_of: list[int] = []
+        """Each earlier signature's number of inputs."""
+        self._by_name: dict[str, dict[int, _Group]] = {}
+        """Input name -> rank -> the earlier signatures with that input, and its dims there."""
+        self._plain = True
+        """Every dim of every earlier signature an int64 (else distances are counted one by one)."""
+        self.counts: list[dict[str, int]] = []
+        """Each earlier signature's inputs per base name (micro-batches ``x#2`` count as ``x``)."""
+        self.base_shapes: list[set[tuple[str, Shape]]] = []
+        """Each earlier signature's (base name, shape)."""
+        self._by_bases: dict[frozenset[str], list[int]] = {}
+        self.items: list[dict[str, Shape]] = []
+        """Each earlier signature's input name -> shape (the last of a name)."""
+        self._seen_items: dict[tuple[str, Shape], int] = {}
+        self._by_item: dict[tuple[str, Shape], list[int]] = {}
+        """(name, shape) -> the earlier signatures it stands for: each has one, its rarest when it came."""
 
     def catch_up(self, previous: list[Signature]) -> None:
         """Take in the signatures appended to ``previous`` since the last call."""
         for k in range(len(self.entries), len(previous)):
-            entry = _known(previous[k])
+            sig = previous[k]
+            entry = _known(sig)
             self.entries.append(entry)
             group = self.groups.get(entry.layout)
             if group is None:
                 group = self.groups[entry.layout] = _Group(len(entry.dims))
             group.add(k, entry.dims)
+            self._add_by_name(k, sig, entry)
+            counts: dict[str, int] = {}
+            for n, _, _, _ in sig:
+                b = base_input_name(n)
+                counts[b] = counts.get(b, 0) + 1
+            self.counts.append(counts)
+            self.base_shapes.append({(base_input_name(n), tuple(shape)) for n, shape, _, _ in sig})
+            self._by_bases.setdefault(frozenset(counts), []).append(k)
+            self._add_items(k, sig)
+
+    def _add_by_name(self, k: int, sig: Signature, entry: _Known) -> None:
+        self._len_of.append(len(sig))
+        if not self._plain:
+            return
+        for name, shape in entry.shapes.items():
+            if not _int_dims(shape):
+                self._plain = False
+                return
+            by_rank = self._by_name.setdefault(name, {})
+            group = by_rank.get(len(shape))
+            if group is None:
+                group = by_rank[len(shape)] = _Group(len(shape))
+            group.add(k, np.asarray(shape, dtype=np.int64))
+
+    def _add_items(self, k: int, sig: Signature) -> None:
+        items = {n: tuple(shape) for n, shape, _, _ in sig}
+        self.items.append(items)
+        if not items:
+            return
+        rarest = min(items.items(), key=lambda item: self._seen_items.get(item, 0))  # (the first of equals)
+        self._by_item.setdefault(rarest, []).append(k)
+        for item in items.items():
+            self._seen_items[item] = self._seen_items.get(item, 0) + 1
+
+    def same_bases(self, bases: frozenset[str]) -> list[int]:
+        """The earlier signatures (positions, in order) whose base names are exactly ``bases``."""
+        return self._by_bases.get(bases, [])
+
+    def within(self, items: dict[str, Shape]) -> list[int]:
+        """The earlier signatures (positions, in order) that may have no input outside
+        ``items`` (name -> shape): every one that has none is among them."""
+        found: set[int] = set()
+        for item in items.items():
+            found.update(self._by_item.get(item, ()))
+        return sorted(found)
+
+    def distances(self, sig: Signature) -> np.ndarray:
+        """How far ``sig`` is from each earlier signature (:func:`_sig_distance`), in order."""
+        n = len(self.entries)
+        names = [name for name, _, _, _ in sig]
+        shapes = [shape for _, shape, _, _ in sig]
+        if not (self._plain and all(_int_dims(shape) for shape in shapes)):
+            return self._distances_one_by_one(sig, names, shapes)
+        lens = np.asarray(self._len_of[:n], dtype=np.int64)
+        # Each input of ``sig`` costs 10 where the other lacks its name, else the dims apart.
+        dist = 10 * np.abs(len(names) - lens) + 10 * len(names)
+        for name, shape in zip(names, shapes):
+            for rank, group in self._by_name.get(name, {}).items():
+                at = group.positions[:group.n]
+                if rank == len(shape):
+                    apart = (group.rows[:group.n] != np.asarray(shape, dtype=np.int64)).sum(axis=1)
+                    dist[at] -= 10 - apart
+                else:
+                    dist[at] -= 10 - shape_distance(shape, (0,) * rank)
+        return dist
+
+    def _distances_one_by_one(self, sig: Signature, names: list[str], shapes: list[Shape]) -> np.ndarray:
+        """:meth:`distances` where some dim is not an int64 (an older file's symbolic size)."""
+        mine = _known(sig)
+        dist = np.zeros(len(self.entries), dtype=np.int64)
+        for layout, group in self.groups.items():
+            if mine.layout is not None and layout == mine.layout:
+                # same inputs and ranks: the distance is how many dims differ
+                dist[group.positions[:group.n]] = (group.rows[:group.n] != mine.dims).sum(axis=1)
+            else:
+                for k in group.positions[:group.n].tolist():
+                    dist[k] = _sig_distance(names, shapes, self._len_of[k], self.entries[k].shapes)
+        return dist
+
+
+def _int_dims(shape: Shape) -> bool:
+    """Every dim of ``shape`` an int that fits an int64."""
+    return all(type(d) is int and _LO <= d <= _HI for d in shape)
 
 
 def _sig_distance(names: list[str], shapes: list[Shape], other_len: int, other: dict[str, Shape]) -> int:

@@ -23,10 +23,11 @@ def joined_pass(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     if not new_inputs(step, walk):
         return None
     sig = walk.sigs.get(step.sig_id or 0, ())
-    extra = added_inputs(sig, walk.seen_sig_list)
+    walk.known_sigs.catch_up(walk.seen_sig_list)
+    extra = added_inputs(sig, walk.seen_sig_list, walk.known_sigs)
     nodes, train_nodes = c.nodes, walk.train_nodes
     if not (extra and nodes is not None and train_nodes and nodes > train_nodes
-            and micro_batch_change(sig, walk.seen_sig_list) is None):
+            and micro_batch_change(sig, walk.seen_sig_list, walk.known_sigs) is None):
         return None
     copies = f" ({len(extra)} tensors)" if len(extra) > len(set(map(base_input_name, extra))) else ""
     return Cause("graph_change", FindingKey("joined"), evidence=(
@@ -60,7 +61,8 @@ def shape_cause(sig_id: int, walk: Walk) -> Cause:
         if found is not None:
             return found
     sig = walk.sigs.get(sig_id, ())
-    micro = micro_batch_change(sig, walk.seen_sig_list)
+    walk.known_sigs.catch_up(walk.seen_sig_list)
+    micro = micro_batch_change(sig, walk.seen_sig_list, walk.known_sigs)
     if micro is not None:
         # Every shape seen before, another number of micro-batches (x#3 is x again).
         before, now, base = micro

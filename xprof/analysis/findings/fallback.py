@@ -1,0 +1,90 @@
+"""Ops without an XLA lowering that ran on the CPU, as findings: the calls, the graphs they
+cut, the compiles they forced."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from xprof.analysis.advice import ADVICE
+from xprof.analysis.causes import (
+    Cause,
+)
+from xprof.analysis.findings.common import _compiled_early, _pattern
+from xprof.analysis.model import WARMUP_STEPS, Finding, FindingKey
+from xprof.analysis.tables import fallback_rows
+from xprof.diagnosis.terms import DATA_DEPENDENT_FALLBACKS
+
+
+def _uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles: pd.DataFrame,
+                          ordinal_of: dict[int, int], steady: int) -> list[Finding]:
+    """CPU-fallback ops that run after warm-up without compiling anything new: each call
+    still copies to the host and cuts the graph, so it is a finding of its own."""
+    covered = {op for f in findings if f.cause == "cpu_fallback" for op in f.key.ops}
+    if any(f.cause == "data_dependent" for f in findings):
+        covered |= DATA_DEPENDENT_FALLBACKS
+    ops: set[str] = set()
+    ran = fallback_rows(steps)
+    for o, d in zip(steps["ordinal"].to_numpy()[ran].tolist(), steps["fallback"].to_numpy()[ran].tolist()):
+        if o >= 2:
+            ops.update(op for op in d if op not in covered)
+    if not ops:
+        return []
+    key = FindingKey.fallback(ops)
+    cause = Cause("cpu_fallback", key, evidence=f"ops without an XLA lowering ran on the CPU after warm-up: "
+                  f"{', '.join(sorted(ops))}")
+    return [_fallback_finding(key, cause, compiles.iloc[0:0], steps, ordinal_of, steady)]
+
+
+
+def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
+                      ordinal_of: dict[int, int], steady: int) -> Finding:
+    ops = key.ops
+    ms = float(rows["ms"].sum())
+    ran = []
+    ran_rows = fallback_rows(steps)  # most steps ran no fallback op: an empty dict counts 0 calls
+    for i, d in zip(steps["i"].to_numpy()[ran_rows].tolist(), steps["fallback"].to_numpy()[ran_rows].tolist()):
+        calls_here = sum(int(d.get(op, 0)) for op in ops)
+        if calls_here:
+            ran.append((i, calls_here))
+    calls = sum(n for _, n in ran)
+    ran_steps = [i for i, _ in ran]
+    pattern = _pattern([ordinal_of.get(i, 0) for i in ran_steps], steady)
+    names = ", ".join(ops)
+    has = "have" if len(ops) > 1 else "has"
+    when = f" {pattern}" if pattern else ""
+    n = len(rows)
+    ran_calls = f"{names} {has} no XLA lowering and ran on the CPU{when}: {calls} call{'s' if calls != 1 else ''}"
+    title = f"{ran_calls}, {n} compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"
+    evidence = [c0.evidence] if c0.evidence else []
+    evidence.append("each call copies its input to the host and cuts the graph around it")
+    kind = "cpu_fallback"
+    steady_ran = [i for i in ran_steps if ordinal_of.get(i, 0) >= WARMUP_STEPS]
+    if not n and steady_ran:
+        # Nothing compiled, but each call still ran the graph before it early (torch_xla's
+        # counters: graphs between barriers, outside host reads) and copied to the host and
+        # back: time xprof cannot separate from the step's. In most steps, a change to make.
+        cut = steps.loc[steps["i"].isin(steady_ran), "mid_graphs"].to_numpy()
+        if cut.sum() and len(steady_ran) * 2 >= max(steady, 1):
+            kind = "graph_cut"
+            per = cut.sum() / len(steady_ran)
+            it = "them" if len(ops) > 1 else "it"
+            graphs = f"{per:.3g} graph{'s' if per != 1 else ''}"
+            title = f"{ran_calls}, each step cut at {it} ({graphs} run early a step)"
+            evidence.append(f"{int(cut.sum())} graphs ran before the barrier, outside any host read, in the "
+                            f"{len(steady_ran)} steps after warm-up that called {it}: "
+                            "the graph up to each call runs early so its inputs can be copied to the host; the "
+                            "copies and the op on the CPU are not timed apart from the step")
+    early = _compiled_early(rows, ran, ordinal_of)
+    if early is not None:
+        # The graphs it cut were compiled once: the same calls later hit the cache.
+        user, later = early
+        title += (f" (all compiles by step {user}; the {later} call{'s' if later != 1 else ''} "
+                  "after compiled nothing)")
+        evidence.append(f"its {later} later call{'s' if later != 1 else ''} compiled nothing: the graphs "
+                        "around it are cached once seen, so this cost is paid when a new code path first "
+                        "runs it (a new shape, the first evaluation or generation)")
+    return Finding(
+        id=str(key), cause="cpu_fallback", kind=kind, title=title, count=calls, compiles=n,
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["cpu_fallback"],
+        evidence=evidence, steps=ran_steps, pattern=pattern,
+    )

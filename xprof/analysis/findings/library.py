@@ -1,0 +1,61 @@
+"""Advice for a library call that reads values on the host, from the library's own line."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from xprof.analysis.findings.common import _short
+from xprof.runfile import Site
+
+
+def _third_party(via: Any) -> bool:
+    """``via`` is a function of an installed library, not torch's or torch_xla's own."""
+    return isinstance(via, str) and via.split(".", 1)[0] not in ("torch", "torch_xla")
+
+
+
+def _library_advice(via: str, where: str, code: str, site: Site | None, does: str) -> str:
+    """What to change about a library call that reads values on the host, from its own line:
+    a keyword argument of the call that the line uses, a conversion to a number, or a check
+    of the inputs (``..._validation``: libraries let you turn those off)."""
+    lib_code = site.inner_at[2] if site is not None and site.inner_at is not None else ""
+    arg = _argument_read_on(code, lib_code)
+    inner = (site.inner or "") if site is not None else ""
+    # a check of the inputs: the innermost function's name, or the reading line, says so
+    checks = re.search(r"valid|check", f"{inner.rsplit('.', 1)[-1]} {lib_code}", re.IGNORECASE) is not None
+    where_in = f"{inner.rsplit('.', 1)[-1]}, " if inner else ""
+    return (f"{via} (called from {where}) {does}. "
+            + (f"The library's line that reads uses `{arg.split('=')[0]}`, which you pass as `{arg}`: "
+               "without it that read may not happen. " if arg else "")
+            + (f"That line turns a tensor into a Python number (`{_short(lib_code)}`): pass it a "
+               "value you read on the host anyway (at a logging step), or call it less often. "
+               if not arg and _TO_NUMBER.search(lib_code) else "")
+            + (f"It happens in {where_in}a check of your inputs: libraries usually let you turn such checks "
+               "off (validate_args=False in torchmetrics and torch.distributions). " if checks and not arg else "")
+            + "Check whether it needs to run every step, or whether the library has an XLA-friendly option.")
+
+
+
+_KWARG = re.compile(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^,()]+)")
+
+
+
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+
+_TO_NUMBER = re.compile(r"\b(?:float|int)\(|\.item\(\)|\.tolist\(\)")
+
+
+
+def _argument_read_on(code: str, lib_code: str) -> str | None:
+    """The keyword argument (``name=value``) of the user's call whose name the library's
+    reading line uses (``error_if_nonfinite=True`` and ``if error_if_nonfinite and (...)``)."""
+    if "(" not in code or not lib_code:
+        return None
+    names = set(_NAME.findall(lib_code))
+    for name, value in _KWARG.findall(code[code.index("("):]):
+        if name in names:
+            return f"{name}={value.strip()}"
+    return None
