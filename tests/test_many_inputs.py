@@ -52,7 +52,9 @@ def _distances_by_loop(sig: Signature, previous: list[Signature]) -> list[int]:
 def test_signature_index_matches_the_loops(previous: list[Signature], sig: Signature) -> None:
     index = SigIndex()
     index.catch_up(previous)
-    assert index.distances(sig).tolist() == _distances_by_loop(sig, previous)
+    by_loop = _distances_by_loop(sig, previous)
+    assert index.distances(sig).tolist() == by_loop
+    assert index.nearest(sig) == by_loop.index(min(by_loop))  # (the first of equals)
     assert closest(sig, previous, index) == closest(sig, previous, SigIndex())
     assert micro_batch_change(sig, previous, index) == micro_batch_change(sig, previous)
     assert added_inputs(sig, previous, index) == added_inputs(sig, previous)
@@ -138,6 +140,7 @@ def test_a_run_of_many_inputs_or_sites_gives_the_findings_of_the_loops(
     monkeypatch.setattr(SigIndex, "distances",
                         lambda self, sig: self._distances_one_by_one(sig, [n for n, _, _, _ in sig],
                                                                      [s for _, s, _, _ in sig]))
+    monkeypatch.setattr(SigIndex, "nearest", lambda self, sig: int(self.distances(sig).argmin()))
     monkeypatch.setattr(SigIndex, "same_bases", lambda self, bases: list(range(len(self.entries))))
     monkeypatch.setattr(SigIndex, "within", lambda self, items: list(range(len(self.entries))))
     monkeypatch.setattr(series_module.SeriesIndex, "series",

@@ -30,8 +30,7 @@ def closest(sig: Signature, previous: list[Signature], index: SigIndex | None = 
         return None, None, None, None, None
     index = SigIndex() if index is None else index
     index.catch_up(previous)
-    dist = index.distances(sig)
-    prev = previous[int(np.argmin(dist))]  # (argmin: the first of equals)
+    prev = previous[index.nearest(sig)]
     prev_by_name = shape_map(prev)
     candidates = []
     for name, shape, _, src in sig:
@@ -110,6 +109,10 @@ class SigIndex:
         self.groups: dict[tuple[tuple[str, int], ...] | None, _Group] = {}
         self._len_of: list[int] = []
         """Each earlier signature's number of inputs."""
+        self._lens = _Group(1)
+        """Each earlier signature's number of inputs, as an array (row k: signature k)."""
+        self._by_len: dict[int, list[int]] = {}
+        """Number of inputs -> the earlier signatures with that many, in order."""
         self._by_name: dict[str, dict[int, _Group]] = {}
         """Input name -> rank -> the earlier signatures with that input, and its dims there."""
         self._plain = True
@@ -147,6 +150,8 @@ class SigIndex:
 
     def _add_by_name(self, k: int, sig: Signature, entry: _Known) -> None:
         self._len_of.append(len(sig))
+        self._lens.add(k, np.asarray([len(sig)], dtype=np.int64))
+        self._by_len.setdefault(len(sig), []).append(k)
         if not self._plain:
             return
         for name, shape in entry.shapes.items():
@@ -181,6 +186,50 @@ class SigIndex:
             found.update(self._by_item.get(item, ()))
         return sorted(found)
 
+    def nearest(self, sig: Signature) -> int:
+        """The position of the earlier signature nearest to ``sig``, the first of equals: the
+        argmin of :meth:`distances`, found from the signatures that share an input name with
+        ``sig`` and, for the others (whose distance depends on their length alone), the first
+        of each length; so a run of thousands of signatures with names of their own does not
+        compare each with every earlier one."""
+        names = [name for name, _, _, _ in sig]
+        shapes = [shape for _, shape, _, _ in sig]
+        if not (self._plain and all(_int_dims(shape) for shape in shapes)):
+            return int(np.argmin(self.distances(sig)))  # (argmin: the first of equals)
+        groups = [g for name in names for g in self._by_name.get(name, {}).values()]
+        if sum(g.n for g in groups) * 4 > len(self.entries):
+            # (most earlier signatures share a name with it: one pass over all, in arrays)
+            return int(np.argmin(self.distances(sig)))
+        positions, cuts = [], []
+        for name, shape in zip(names, shapes):
+            for rank, group in self._by_name.get(name, {}).items():
+                at = group.positions[:group.n]
+                if rank == len(shape):
+                    apart = (group.rows[:group.n] != np.asarray(shape, dtype=np.int64)).sum(axis=1)
+                    cuts.append(10 - apart)
+                else:
+                    cuts.append(np.full(len(at), 10 - shape_distance(shape, (0,) * rank), dtype=np.int64))
+                positions.append(at)
+        size = len(names)
+        best = (1 << 62, 1 << 62)  # (distance, position)
+        shared: set[int] = set()
+        if positions:
+            pos, inverse = np.unique(np.concatenate(positions), return_inverse=True)
+            cut = np.bincount(inverse, weights=np.concatenate(cuts)).astype(np.int64)
+            shared = {int(p) for p in pos}
+            lens = self._lens.rows[pos, 0]
+            dist = 10 * np.abs(size - lens) + 10 * size - cut
+            top = int(np.argmin(dist))  # (pos is sorted: the first of equals)
+            best = (int(dist[top]), int(pos[top]))
+        for length, ks in self._by_len.items():
+            d = 10 * abs(size - length) + 10 * size
+            if d > best[0]:
+                continue
+            first = next((p for p in ks if p not in shared), None)
+            if first is not None and (d, first) < best:
+                best = (d, first)
+        return best[1]
+
     def distances(self, sig: Signature) -> np.ndarray:
         """How far ``sig`` is from each earlier signature (:func:`_sig_distance`), in order."""
         n = len(self.entries)
@@ -188,7 +237,7 @@ class SigIndex:
         shapes = [shape for _, shape, _, _ in sig]
         if not (self._plain and all(_int_dims(shape) for shape in shapes)):
             return self._distances_one_by_one(sig, names, shapes)
-        lens = np.asarray(self._len_of[:n], dtype=np.int64)
+        lens = self._lens.rows[:n, 0]
         # Each input of ``sig`` costs 10 where the other lacks its name, else the dims apart.
         dist = 10 * np.abs(len(names) - lens) + 10 * len(names)
         for name, shape in zip(names, shapes):
