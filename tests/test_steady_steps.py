@@ -153,6 +153,7 @@ def test_live_notices_take_the_steady_path_and_say_the_same(tmp_path: Path, monk
     on the records of the 60-step loop above, everything they count and say is what the full
     path gives."""
     from xprof.recorder.live import LiveNotices
+    from xprof.runfile import step_record
 
     fed: list[dict[str, Any]] = []
 
@@ -162,7 +163,7 @@ def test_live_notices_take_the_steady_path_and_say_the_same(tmp_path: Path, monk
 
     _drive(tmp_path / "r.json", monkeypatch, _Observer())
     fast, full = LiveNotices(0.0, None), LiveNotices(0.0, None)
-    full._step = lambda step, steady: full._barrier(step)  # type: ignore[method-assign]
+    full._step = lambda rec: full._barrier(step_record(rec))  # type: ignore[method-assign]
     taken = 0
     barrier = fast._barrier
 

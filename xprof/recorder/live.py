@@ -48,6 +48,9 @@ from xprof.runfile import (
 
 __all__ = ["LiveNotices", "clean", "read_label", "stderr_line"]
 
+FAST_KINDS = 8
+"""Kinds of steady step remembered for the short path (a run with more starts over)."""
+
 _READ_LABEL = {
     "item": ".item()", "tolist": ".tolist()", "numpy": ".numpy()", "cpu": ".cpu()",
     "to_cpu": ".to('cpu')", "bool": "a tensor used as a condition", "int": "int() of a tensor",
@@ -138,9 +141,10 @@ class LiveNotices:
         """Input signature -> its run of training graphs, each larger than the last (held notices)."""
         self._unsized: list[tuple[float, float]] = []
         """(tb, t1) of steady barriers whose graph size was not written yet."""
-        self._fast: tuple[Any, bool, int] | None = None
-        """The kind of steady step the next may repeat (its shared fields, an optimizer step,
-        cached compiles at its barrier): see :meth:`_step`."""
+        self._fast: dict[int, tuple[Any, bool, int]] = {}
+        """Kinds of steady step a step may repeat, by the identity of their shared fields (the
+        fields, an optimizer step, cached compiles at the barrier): see :meth:`_step`. Steps
+        of a loop often alternate between two kinds (an execution counted a barrier late)."""
 
     # -- feeding ---------------------------------------------------------------------
 
@@ -148,9 +152,7 @@ class LiveNotices:
         for rec in records:
             kind = rec.get("type")
             if kind == "step":
-                step = step_record(rec)
-                if step is not None:
-                    self._step(step, getattr(rec, "steady", None))
+                self._step(rec)
             elif kind == "sync":
                 self._sync(sync_record(rec))
             elif kind == "compile":
@@ -268,23 +270,29 @@ class LiveNotices:
 
     # -- barriers --------------------------------------------------------------------
 
-    def _step(self, step: Step, steady: Any) -> None:
-        fast = self._fast
-        if (fast is not None and steady is not None and steady is fast[0] and not self._held
+    def _step(self, rec: dict[str, Any]) -> None:
+        steady = getattr(rec, "steady", None)
+        fast = self._fast.get(id(steady)) if steady is not None else None
+        if (fast is not None and steady is fast[0] and not self._held
                 and not self._compiles and not self._reads):
             # A steady step like the last one (the same written fields), with nothing read or
-            # compiled since: it changes nothing the walk remembers (most steps take this path).
+            # compiled since: it changes nothing the walk remembers (most steps take this path,
+            # before the record is even decoded).
             if fast[1]:
                 self._at.k += 1
             self._count_graphs(self._at.k if self._at.opt_seen else self._at.work, 0, fast[2])
             self._at.work += 1
             return
-        self._fast = None
+        step = step_record(rec)
+        if step is None:
+            return
         quiet = not (self._held or self._compiles or self._reads)
         facts = self._barrier(step)
         if (steady is not None and quiet and facts.phase == "train" and facts.ordinal >= WARMUP_STEPS
                 and not step.barrier_uncached and not step.mid_graphs and not facts.fallback):
-            self._fast = (steady, bool(step.opt), step.barrier_cached)
+            if len(self._fast) >= FAST_KINDS:
+                self._fast.clear()
+            self._fast[id(steady)] = (steady, bool(step.opt), step.barrier_cached)
 
     def _barrier(self, step: Step) -> StepFacts:
         held, self._held = self._held, []
