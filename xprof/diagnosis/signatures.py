@@ -127,6 +127,8 @@ class SigIndex:
         self._seen_items: dict[tuple[str, Shape], int] = {}
         self._by_item: dict[tuple[str, Shape], list[int]] = {}
         """(name, shape) -> the earlier signatures it stands for: each has one, its rarest when it came."""
+        self._with_item: dict[tuple[str, Shape], list[int]] = {}
+        """(name, shape) -> every earlier signature with that input of that shape (the last of a name), in order."""
 
     def catch_up(self, previous: list[Signature]) -> None:
         """Take in the signatures appended to ``previous`` since the last call."""
@@ -173,6 +175,7 @@ class SigIndex:
         self._by_item.setdefault(rarest, []).append(k)
         for item in items.items():
             self._seen_items[item] = self._seen_items.get(item, 0) + 1
+            self._with_item.setdefault(item, []).append(k)
 
     def same_bases(self, bases: frozenset[str]) -> list[int]:
         """The earlier signatures (positions, in order) whose base names are exactly ``bases``."""
@@ -196,10 +199,13 @@ class SigIndex:
         shapes = [shape for _, shape, _, _ in sig]
         if not (self._plain and all(_int_dims(shape) for shape in shapes)):
             return int(np.argmin(self.distances(sig)))  # (argmin: the first of equals)
-        groups = [g for name in names for g in self._by_name.get(name, {}).values()]
-        if sum(g.n for g in groups) * 4 > len(self.entries):
-            # (most earlier signatures share a name with it: one pass over all, in arrays)
-            return int(np.argmin(self.distances(sig)))
+        n = len(self.entries)
+        sizes = {name: sum(g.n for g in self._by_name.get(name, {}).values()) for name in names}
+        if sum(sizes.values()) * 4 > n:
+            # Most earlier signatures share a name with it (a ``labels`` in every one): those
+            # names, if few, are compared by shape below; else one pass over all, in arrays.
+            found = self._nearest_with_common(names, shapes, sizes)
+            return int(np.argmin(self.distances(sig))) if found is None else found
         positions, cuts = [], []
         for name, shape in zip(names, shapes):
             for rank, group in self._by_name.get(name, {}).items():
@@ -228,6 +234,74 @@ class SigIndex:
             first = next((p for p in ks if p not in shared), None)
             if first is not None and (d, first) < best:
                 best = (d, first)
+        return best[1]
+
+    def _nearest_with_common(self, names: list[str], shapes: list[Shape],
+                             sizes: dict[str, int]) -> int | None:
+        """:meth:`nearest` where some of ``sig``'s names are in many earlier signatures (its
+        common names), or None where this cannot tell it without a pass over all. The
+        signatures that share a rare name are compared exactly; any other of length ``L``
+        is at least ``10 |s - L| + 10 s - 10 c`` away (``c`` common names, each taking at most
+        10 off), exactly that where every common name has the same shape (the first of
+        those, by the index of (name, shape)), and more otherwise (other dims or rank
+        always take less off)."""
+        n = len(self.entries)
+        if len(set(names)) != len(names):
+            return None
+        limit = max(64, n // 64)
+        common = [i for i, name in enumerate(names) if sizes[name] > limit]
+        rare = [i for i, name in enumerate(names) if 0 < sizes[name] <= limit]
+        if not common or len(common) > 4 or sum(sizes[names[i]] for i in rare) * 4 > n:
+            return None
+        size = len(names)
+        best = (1 << 62, 1 << 62)  # (distance, position)
+        shared: set[int] = set()
+        if rare:
+            parts, cuts = [], []
+            for i in rare:
+                shape = shapes[i]
+                for rank, group in self._by_name[names[i]].items():
+                    parts.append(group.positions[:group.n])
+                    cuts.append(_contrib(group, shape, rank, None))
+            pos, inverse = np.unique(np.concatenate(parts), return_inverse=True)
+            cut = np.bincount(inverse, weights=np.concatenate(cuts), minlength=len(pos)).astype(np.int64)
+            for i in common:
+                shape = shapes[i]
+                for rank, group in self._by_name[names[i]].items():
+                    at = group.positions[:group.n]
+                    idx = np.minimum(np.searchsorted(at, pos), group.n - 1)
+                    has = at[idx] == pos
+                    cut[has] += _contrib(group, shape, rank, idx[has])
+            shared = {int(p) for p in pos}
+            dist = 10 * np.abs(size - self._lens.rows[pos, 0]) + 10 * size - cut
+            top = int(np.argmin(dist))  # (pos is sorted: the first of equals)
+            best = (int(dist[top]), int(pos[top]))
+        # The others, by length: the first whose common inputs all have the same shapes.
+        floor = {length: 10 * abs(size - length) + 10 * size - 10 * len(common) for length in self._by_len}
+        wanted = {length for length, d in floor.items() if d <= best[0]}
+        first: dict[int, int] = {}
+        if wanted:
+            lead = min(common, key=lambda i: len(self._with_item.get((names[i], tuple(shapes[i])), ())))
+            items = [(names[i], tuple(shapes[i])) for i in common if i != lead]
+            scanned = 0
+            for k in self._with_item.get((names[lead], tuple(shapes[lead])), ()):
+                scanned += 1
+                if scanned > 4 * limit + len(shared):
+                    return None
+                length = self._len_of[k]
+                if length in wanted and length not in first and k not in shared:
+                    mine = self.items[k]
+                    if all(mine.get(name) == shape for name, shape in items):
+                        first[length] = k
+                        if len(first) == len(wanted):
+                            break
+        for length in wanted:
+            if length in first:
+                best = min(best, (floor[length], first[length]))
+        for length in wanted:
+            # (none with the same shapes: the others are more than the floor away)
+            if length not in first and floor[length] < best[0]:
+                return None
         return best[1]
 
     def distances(self, sig: Signature) -> np.ndarray:
@@ -262,6 +336,16 @@ class SigIndex:
                 for k in group.positions[:group.n].tolist():
                     dist[k] = _sig_distance(names, shapes, self._len_of[k], self.entries[k].shapes)
         return dist
+
+
+def _contrib(group: _Group, shape: Shape, rank: int, rows: np.ndarray | None) -> np.ndarray:
+    """What an input of ``shape`` takes off the distance to each earlier signature of
+    ``group`` (its name at ``rank``; ``rows``: those rows only): 10 less the dims apart."""
+    m = group.n if rows is None else len(rows)
+    if rank == len(shape):
+        got = group.rows[:group.n] if rows is None else group.rows[rows]
+        return 10 - (got != np.asarray(shape, dtype=np.int64)).sum(axis=1)
+    return np.full(m, 10 - shape_distance(shape, (0,) * rank), dtype=np.int64)
 
 
 def _int_dims(shape: Shape) -> bool:

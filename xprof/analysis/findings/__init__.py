@@ -30,6 +30,7 @@ from xprof.analysis.findings.dynamo import (
 from xprof.analysis.findings.fallback import _fallback_finding, _uncompiled_fallbacks
 from xprof.analysis.findings.graphs import _graph_finding, _train_steps_before
 from xprof.analysis.findings.reads import (
+    ReadSums,
     _barrier_mechanism_finding,
     _closure_finding,
     _own_barrier_finding,
@@ -123,10 +124,12 @@ def _read_findings(run: _Run, groups: dict[FindingKey, list[int]],
         live = live[live["step"] <= last_barrier]
         dynamo_reads = live[keys_of[live.index] == "dynamo"]
         live = live[keys_of[live.index] != "dynamo"]
-        for key, g in live.groupby(keys_of[live.index], sort=False):
+        by_key = live.groupby(keys_of[live.index], sort=False)
+        sums, at = ReadSums(live, compiles), by_key.indices
+        for key, g in by_key:
             ks = groups.pop(FindingKey.parse(str(key)), [])
             findings.append(_sync_finding(str(key), g, compiles, ks, run.ordinal_of, run.steady, site_info,
-                                          causes, run.steps))
+                                          causes, run.steps, (sums, at[key])))
     for key in [k for k in groups if k.group in ("sync", "lib", "dd")]:
         ks = groups.pop(key)
         g = syncs[keys_of == str(key)] if len(syncs) else syncs

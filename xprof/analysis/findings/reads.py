@@ -117,16 +117,52 @@ class _Reads:
         return _KIND_WORDS.get(self.kind, self.kind)
 
 
+class ReadSums:
+    """The read table's columns as arrays and the compiles by the read they happened in, taken
+    once, so each read finding's sums are a few array operations on its rows' positions, not
+    a pass of pandas over its group (thousands of read sites, issue 28)."""
+
+    def __init__(self, reads: pd.DataFrame, compiles: pd.DataFrame) -> None:
+        self.cols = {c: reads[c].to_numpy() for c in ("ms", "saved_ms", "exec_ms", "executions",
+                                                       "uncached", "cached") if c in reads}
+        self.labels = reads.index.to_numpy()
+        self.no_compiles = compiles.iloc[0:0]
+        self.compiles_in: dict[Any, list[int]] = {}
+        """A read's row label -> the positions of the compiles inside it, in order."""
+        if len(compiles):
+            for k, row in enumerate(compiles["sync_row"].tolist()):
+                self.compiles_in.setdefault(row, []).append(k)
+
+    def total(self, col: str, at: np.ndarray) -> Any:
+        """The sum of ``col`` over the rows at positions ``at`` (as ``Series.sum`` adds them)."""
+        values = self.cols[col][at]
+        return np.nansum(values) if values.dtype.kind == "f" else values.sum()
+
+    def any(self, col: str, at: np.ndarray) -> bool:
+        return bool(self.cols[col][at].any())
+
+    def others_inside(self, at: np.ndarray, ks: list[int]) -> list[int]:
+        """:func:`_others_inside` of the reads at positions ``at``."""
+        mine = set(ks)
+        found = {k for label in self.labels[at].tolist() for k in self.compiles_in.get(label, ())}
+        return sorted(found - mine)
+
+
 def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int],
                   ordinal_of: dict[int, int], steady: int, sites: dict[int, Site] | None = None,
-                  causes: list[Cause] | None = None, steps: pd.DataFrame | None = None) -> Finding:
+                  causes: list[Cause] | None = None, steps: pd.DataFrame | None = None,
+                  sums: tuple[ReadSums, np.ndarray] | None = None) -> Finding:
     """The finding of one group of host reads (one line, one library call, or one mechanism's
-    reads), with the compiles ``ks`` (positions in ``compiles``) they forced."""
-    r = _reads_of(key, g, compiles, ks, ordinal_of, steady, sites or {}, causes)
+    reads), with the compiles ``ks`` (positions in ``compiles``) they forced. ``sums``: the
+    read table's :class:`ReadSums` and the group's positions in it, where the caller has them."""
+    r = _reads_of(key, g, compiles, ks, ordinal_of, steady, sites or {}, causes, sums)
     title, cause, kind = _read_title(r)
     advice = _read_advice(r, kind)
     if r.mech is None and not r.value_shape and kind in READ_KINDS:
-        if not (r.executions or g["uncached"].any() or g["cached"].any()):
+        ready = (not r.executions and not (sums[0].any("uncached", sums[1]) or sums[0].any("cached", sums[1]))
+                 if sums is not None and "uncached" in sums[0].cols and "cached" in sums[0].cols
+                 else not (r.executions or g["uncached"].any() or g["cached"].any()))
+        if ready:
             # Every value was ready: nothing ran early, the host only waited for the device.
             title = (f"{r.what} at {r.where} waits for the device{r.when}: {', '.join(r.parts)}, "
                      f"{_title_seconds(r.seconds)}")
@@ -152,7 +188,8 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
 
 
 def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], ordinal_of: dict[int, int],
-              steady: int, sites: dict[int, Site], causes: list[Cause] | None) -> _Reads:
+              steady: int, sites: dict[int, Site], causes: list[Cause] | None,
+              sums: tuple[ReadSums, np.ndarray] | None = None) -> _Reads:
     """What a read finding says, before it is worded: what the user wrote, and the costs."""
     first = g.iloc[0]
     site = sites.get(int(first["site"]))
@@ -167,7 +204,7 @@ def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], 
                    and any(causes[k].cause == "data_dependent" for k in ks))
     if value_shape:
         kind = "data_dependent"
-    rows = compiles.iloc[ks] if ks else compiles.iloc[0:0]
+    rows = compiles.iloc[ks] if ks else compiles.iloc[0:0] if sums is None else sums[0].no_compiles
     compile_ms = float(rows["ms"].sum()) if len(rows) else 0.0
     # Compiles inside its reads are in the reads' waits; those at a barrier, between two of
     # its reads (a library call's, cut by an op on the CPU), or inside another line's read
@@ -175,15 +212,19 @@ def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], 
     outside = ((rows["at"] == "barrier") | (rows["sync_row"] < 0) | ~rows["sync_row"].isin(g.index)
                if len(rows) else None)
     barrier_compile_ms = float(rows[outside]["ms"].sum()) if outside is not None else 0.0
-    wait_ms = float(g["ms"].sum())
+    fast = sums is not None and all(c in sums[0].cols for c in ("ms", "exec_ms", "executions"))
+    wait_ms = float(sums[0].total("ms", sums[1])) if sums is not None and fast else float(g["ms"].sum())
     # What removing the reads saves: their waits, less what the host would have waited for
     # at the barrier anyway (the graph an earlier barrier launched, on a device-bound loop).
-    saved_ms = float(g["saved_ms"].sum()) if "saved_ms" in g else wait_ms
+    saved_ms = ((float(sums[0].total("saved_ms", sums[1])) if "saved_ms" in sums[0].cols else wait_ms)
+                if sums is not None and fast else float(g["saved_ms"].sum()) if "saved_ms" in g else wait_ms)
     # Compiles inside its reads that another cause owns (warm-up's first graphs, a new input
     # shape) are in the waits too: they count there, not here (no second count).
-    theirs = _others_inside(g, compiles, ks)
+    theirs = (sums[0].others_inside(sums[1], ks) if sums is not None and len(compiles)
+              else _others_inside(g, compiles, ks))
     theirs_ms = float(compiles["ms"].iloc[theirs].sum()) if theirs else 0.0
-    executions = int(g["executions"].sum())
+    executions = (int(sums[0].total("executions", sums[1])) if sums is not None and fast
+                  else int(g["executions"].sum()))
     read_steps = sorted({int(s) for s in g["step"]})
     pattern = _pattern([ordinal_of.get(s, 0) for s in read_steps], steady)
     where = _loc(file, line)
@@ -205,7 +246,8 @@ def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], 
     return _Reads(
         key=key, g=g, first=first, site=site, mech=_mech.known(key), called=called, code=code, file=file,
         line=line, via=via, kind=kind, value_shape=value_shape, ks=ks, rows=rows, compile_ms=compile_ms,
-        wait_ms=wait_ms, saved_ms=saved_ms, theirs=theirs, theirs_ms=theirs_ms, exec_ms=float(g["exec_ms"].sum()),
+        wait_ms=wait_ms, saved_ms=saved_ms, theirs=theirs, theirs_ms=theirs_ms,
+        exec_ms=float(sums[0].total("exec_ms", sums[1])) if sums is not None and fast else float(g["exec_ms"].sum()),
         executions=executions, read_steps=read_steps, pattern=pattern,
         seconds=(max(saved_ms - theirs_ms, 0.0) + barrier_compile_ms) / 1e3, where=where, caller=caller,
         parts=parts, when=f" {pattern}" if pattern else "", mid_step=mid_step, severity=severity)
