@@ -126,12 +126,19 @@ class ReadSums:
         self.cols = {c: reads[c].to_numpy() for c in ("ms", "saved_ms", "exec_ms", "executions",
                                                        "uncached", "cached") if c in reads}
         self.labels = reads.index.to_numpy()
+        self.rows = {c: reads[c].to_numpy() for c in reads.columns}
+        """Every column as an array: a group's first read without a row of a mixed frame."""
         self.no_compiles = compiles.iloc[0:0]
         self.compiles_in: dict[Any, list[int]] = {}
         """A read's row label -> the positions of the compiles inside it, in order."""
         if len(compiles):
             for k, row in enumerate(compiles["sync_row"].tolist()):
                 self.compiles_in.setdefault(row, []).append(k)
+
+    def first(self, at: np.ndarray) -> dict[str, Any]:
+        """The first read of the rows at positions ``at``, column by column."""
+        k = int(at[0])
+        return {c: v[k] for c, v in self.rows.items()}
 
     def total(self, col: str, at: np.ndarray) -> Any:
         """The sum of ``col`` over the rows at positions ``at`` (as ``Series.sum`` adds them)."""
@@ -191,7 +198,7 @@ def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], 
               steady: int, sites: dict[int, Site], causes: list[Cause] | None,
               sums: tuple[ReadSums, np.ndarray] | None = None) -> _Reads:
     """What a read finding says, before it is worded: what the user wrote, and the costs."""
-    first = g.iloc[0]
+    first = sums[0].first(sums[1]) if sums is not None else g.iloc[0]
     site = sites.get(int(first["site"]))
     # A library read's finding is one library call (``lib:NAME@file:line``), or one function
     # inside the library call that runs the training loop (see ``mechanisms.group_key``).
