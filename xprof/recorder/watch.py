@@ -158,7 +158,8 @@ class watch:
         self._thread = 0
         self._guards_before: dict[Any, int] = {}
         self.exit_summary = True
-        """Print the live exit summary; ``xprof run`` turns it off and prints the analysis' own."""
+        """Print the exit summary (the analysis' verdict, from a child process: recorder/verdict.py);
+        ``xprof run`` turns it off and prints the same lines in its own process."""
         self.forked = False
         """This is a child forked while the watch recorded: it leaves without writing."""
 
