@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.corpus.verdicts import notices_outside
 from xprof.analysis import analyze
 from xprof.analysis.findings import sync_kind
 from xprof.diagnosis.patterns import bucketing_what_if, describe_period, period
@@ -96,7 +97,12 @@ class Builder:
             end["tail_opt"] = tail_opt
         self.w.write(end)
         self.w.close()
-        return analyze(load_run(self.path))
+        a = analyze(load_run(self.path))
+        # One verdict, on every exact-record case: what the live notices say of these records
+        # names findings the report has.
+        outside = notices_outside(Path(self.path), {f.id for f in a.findings})
+        assert not outside, outside
+        return a
 
 
 def test_padding_what_if_and_warmup(tmp_path: Path) -> None:

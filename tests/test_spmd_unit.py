@@ -12,6 +12,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 import xprof.cli.commands  # noqa: F401  (registers the commands)
+from tests.corpus.verdicts import notices_outside
 from tests.fake_metrics import Counters
 from xprof.analysis import analyze
 from xprof.cli.app import app
@@ -78,7 +79,11 @@ class SpmdBuilder:
     def done(self) -> Any:
         self.w.write({"type": "end", "t": self.t, "status": "ok", "steps": self.i, "syncs": 0, "errors": 0})
         self.w.close()
-        return load_run(self.path)
+        run = load_run(self.path)
+        # One verdict: the live notices of these records name findings the report has.
+        outside = notices_outside(Path(self.path), {f.id for f in analyze(run).findings})
+        assert not outside, outside
+        return run
 
 
 def batch(ids: str | None, length: int = 16, mask: str | None = SHARDED) -> Inputs:

@@ -62,6 +62,12 @@ def replay(path: Path) -> LiveNotices:
     return live
 
 
+def notices_outside(path: Path, finding_ids: set[str]) -> list[tuple[str, str]]:
+    """The live notices of ``path`` (replayed) whose finding is not among ``finding_ids``: the
+    one-verdict check, for any run file (the corpus, and every exact-record test's file)."""
+    return [(key, line) for key, line in replay(path).said if key not in finding_ids]
+
+
 def verdict(path: Path) -> dict[str, Any]:
     a = analyze(load_run(path))
     t = a.totals

@@ -139,6 +139,12 @@ class LiveNotices:
         """CPU-fallback ops first seen in a step where a library call read values."""
         self._growth: dict[int, list[tuple[int, tuple[str, str] | None]]] = {}
         """Input signature -> its run of training graphs, each larger than the last (held notices)."""
+        self._sig_runs: dict[int, list[Any]] = {}
+        """Input signature -> [training steps that ran it so far, its first step compiled]."""
+        self._dynamo_recompiled = False
+        """A torch.compile retrace was counted after warm-up."""
+        self._grown_done: set[int] = set()
+        """Input signatures whose run of larger graphs is over (a compile not larger ended it)."""
         self._unsized: list[tuple[float, float]] = []
         """(tb, t1) of steady barriers whose graph size was not written yet."""
         self._fast: dict[int, tuple[Any, bool, int]] = {}
@@ -211,7 +217,9 @@ class LiveNotices:
             limit = f"torch._dynamo.config.{rec.get('limit') or 'recompile_limit'}"
             if isinstance(value, int):
                 limit += f" = {value}"
-            self._say("dynamo", f"step {self._at.current()}: torch.compile gave up on {clean(func, 80)} at its "
+            # (the dynamo finding says it; with no torch.compile recompile after warm-up, its own)
+            self._say("dynamo" if self._dynamo_recompiled else "dynamo_limit",
+                      f"step {self._at.current()}: torch.compile gave up on {clean(func, 80)} at its "
                       f"recompile limit ({clean(limit, 80)}): it runs uncompiled from now on, and XLA compiles a "
                       "graph for each new shape")
         elif kind == "no_barrier":
@@ -274,12 +282,15 @@ class LiveNotices:
         steady = getattr(rec, "steady", None)
         fast = self._fast.get(id(steady)) if steady is not None else None
         if (fast is not None and steady is fast[0] and not self._held
-                and not self._compiles and not self._reads):
+                and not self._compiles and not self._reads and not self._growth):
             # A steady step like the last one (the same written fields), with nothing read or
-            # compiled since: it changes nothing the walk remembers (most steps take this path,
-            # before the record is even decoded).
+            # compiled since, and no run of larger graphs waiting to be told: it changes nothing
+            # the walk remembers (most steps take this path, before the record is even decoded).
             if fast[1]:
                 self._at.k += 1
+            runs = self._sig_runs.get(steady.get("sig"))
+            if runs is not None:
+                runs[0] += 1
             self._count_graphs(self._at.k if self._at.opt_seen else self._at.work, 0, fast[2])
             self._at.work += 1
             return
@@ -312,6 +323,9 @@ class LiveNotices:
         if facts.phase == "train" and facts.work:
             self._count_graphs(facts.ordinal, step.mid_graphs, step.barrier_uncached + step.barrier_cached)
         engine.advance(facts, self.walk)
+        if facts.phase == "train" and facts.work and facts.sig_id is not None:
+            runs = self._sig_runs.setdefault(facts.sig_id, [0, bool(step.barrier_uncached)])
+            runs[0] += 1
         if facts.phase == "train" and facts.work and facts.ordinal >= 1 and facts.nodes is None:
             self._unsized.append((step.tb, step.t1))
         if facts.phase == "train" and facts.work and facts.ordinal >= 1 and not step.eval_mode:
@@ -404,34 +418,54 @@ class LiveNotices:
                   f"{_seconds(self._recompile_s)}")
         if self._growing(judged, facts, so_far):
             return
+        self._dynamo_recompiled |= any(cause.cause == "dynamo" for _, cause in judged)
         for comp, cause in judged:
+            if self._kind_second_step(cause, facts):
+                continue
             words = clause(cause, facts, self.walk) if comp.at != "step" else None
             if words is not None:
                 key = finding_id(cause.key, self.walk.sites, self.walk.loops)
                 self._say(key, f"step {facts.user_step} recompiled: {words}; {so_far}")
                 return
 
+    def _kind_second_step(self, cause: Any, facts: StepFacts) -> bool:
+        """A graph change at the second step of its inputs, whose first step compiled too: the
+        steady graph of a kind of batch after its one-off first (two tasks taking turns). The
+        report folds it into the shape finding, so no notice of its own."""
+        runs = self._sig_runs.get(facts.sig_id) if facts.sig_id is not None else None
+        return (cause.cause == "graph_change" and cause.key.group == "graph" and facts.phase == "train"
+                and runs is not None and runs[0] == 1 and runs[1])
+
     def _growing(self, judged: list[tuple[Compile, Any]], facts: StepFacts, so_far: str) -> bool:
-        """The live side of ``graph_grows`` (a rule of the whole run): a training graph larger
-        than every one since warm-up, same inputs, is held; at the third in a row it is said as
-        a graph that grows. Another compile of those inputs, or the last larger graph run again
-        from the cache, ends the run short of growing: its first held notice is said as the
-        rules would say it without growth (and at the end, what is still held)."""
+        """The live side of ``graph_grows`` (a rule of the whole run), as the analysis reads it:
+        per input signature, its barrier compiles after warm-up, each graph larger than the
+        training graph and the one before; three make a graph that grows. While a run is
+        shorter, its notices are held; a compile of those inputs that is not larger, or the last
+        larger graph run again from the cache, ends the run (for good), and the first held
+        notice is said as the rules say it without growth (what is still held, at the end).
+        True when this step's compiles were dealt with."""
         sig = facts.sig_id
-        grew = [(comp, cause) for comp, cause in judged if cause.rule == "graph_grows"]
-        run = self._growth.get(sig) if sig is not None else None
-        if not grew:
-            if run and facts.phase == "train" and (judged or facts.nodes == run[-1][0]):
-                # another graph of these inputs, or the last larger one run again from the cache:
-                # not a graph that grows
+        if sig is None or facts.phase != "train":
+            return False
+        if not any(comp.at == "barrier" for comp, _ in judged):
+            run = self._growth.get(sig)
+            if run and facts.nodes == run[-1][0]:
+                # The last larger graph run again from the cache: the loop's graph changed and
+                # stayed (a scalar that became a constant), not one that grows (the analysis
+                # reads it so too: the training graph is the size most steps ran).
                 self._release(sig)
             return False
-        comp, _ = grew[0]
-        other = engine.decide(self._compile_facts(comp, facts.nodes), facts, self.walk, past="graph_grows")
-        words = clause(other, facts, self.walk)
-        held = (finding_id(other.key, self.walk.sites, self.walk.loops),
-                f"step {facts.user_step} recompiled: {words}; {so_far}") if words else None
-        run = self._growth.setdefault(sig if sig is not None else -1, [])
+        grew = next((comp for comp, cause in judged if cause.rule == "graph_grows"), None)
+        run = self._growth.get(sig)
+        if grew is None or sig in self._grown_done or (run and (facts.nodes or 0) <= run[-1][0]):
+            if run is not None:
+                self._release(sig)
+            if grew is not None:  # (a graph not larger, or after the run ended: judged without growth)
+                self._say_other(grew, facts, so_far)
+                return True
+            return False
+        held = self._other_notice(grew, facts, so_far)
+        run = self._growth.setdefault(sig, [])
         run.append((facts.nodes or 0, held))
         if len(run) >= GROWING_GRAPHS:
             sizes = ", ".join(str(n) for n, _ in run[:6]) + (" ..." if len(run) > 6 else "")
@@ -440,9 +474,22 @@ class LiveNotices:
                       f"stacked at a read?); {so_far}")
         return True
 
-    def _release(self, sig: int | None) -> None:
-        """A run of larger graphs that stopped short of growing: its first notice, said late."""
-        run = self._growth.pop(sig, None) if sig is not None else None
+    def _other_notice(self, comp: Compile, facts: StepFacts, so_far: str) -> tuple[str, str] | None:
+        """What the rules say of a compile without the growth rule: (finding id, line)."""
+        other = engine.decide(self._compile_facts(comp, facts.nodes), facts, self.walk, past="graph_grows")
+        words = clause(other, facts, self.walk) if not self._kind_second_step(other, facts) else None
+        return (finding_id(other.key, self.walk.sites, self.walk.loops),
+                f"step {facts.user_step} recompiled: {words}; {so_far}") if words else None
+
+    def _say_other(self, comp: Compile, facts: StepFacts, so_far: str) -> None:
+        said = self._other_notice(comp, facts, so_far)
+        if said is not None:
+            self._say(*said)
+
+    def _release(self, sig: int) -> None:
+        """A run of larger graphs is over: short of growing, its first notice is said late."""
+        run = self._growth.pop(sig, None)
+        self._grown_done.add(sig)
         if run and len(run) < GROWING_GRAPHS and run[0][1] is not None:
             self._say(*run[0][1])
 
