@@ -26,22 +26,20 @@ from collections.abc import Callable
 from typing import Any
 
 from xprof.diagnosis import walk as engine
-from xprof.diagnosis.evidence import dynamo_func, is_logging_call, is_own_barrier_call
-from xprof.diagnosis.facts import CompileFacts, Read, StepFacts, Walk
+from xprof.diagnosis.evidence import dynamo_func, is_logging_call
+from xprof.diagnosis.facts import StepFacts, Walk
 from xprof.diagnosis.keys import EAGER_KEY, FindingKey
 from xprof.diagnosis.mechanisms import finding_id, is_dynamo, mechanism
 from xprof.diagnosis.notices import clause, clean, where
+from xprof.diagnosis.online import RecordFacts, StepCount
 from xprof.diagnosis.rules.fallback import new_library_call
-from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, DATA_DEPENDENT_FALLBACKS, GROWING_GRAPHS, WARMUP_STEPS
+from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, GROWING_GRAPHS, WARMUP_STEPS
 from xprof.runfile import (
     Compile,
     Site,
     Step,
     Sync,
     compile_record,
-    is_fallback_counter,
-    signature_record,
-    site_record,
     step_record,
     sync_record,
 )
@@ -87,22 +85,6 @@ def _seconds(s: float) -> str:
     return f"{s:.1f} s" if s >= 0.95 else f"{s:.2f} s"
 
 
-class _Steps:
-    """Where the run is, numbered as the report numbers it: training steps from the
-    optimizer-step evidence when the run has any, else barriers that ran a graph."""
-
-    def __init__(self) -> None:
-        self.k = -1
-        """The last optimizer step's index."""
-        self.opt_seen = False
-        self.work = 0
-        """Barriers that ran a graph so far."""
-
-    def current(self) -> int:
-        """The training step in progress."""
-        return self.k + 1 if self.opt_seen else self.work
-
-
 class LiveNotices:
     """Follows the run's records as they are written; says what is new, once."""
 
@@ -114,22 +96,16 @@ class LiveNotices:
         self.said: list[tuple[str, str]] = []
         """(finding id, line) of every notice, in order."""
         self._said: set[str] = set()
-        self.walk = Walk()
-        self._at = _Steps()
-        self._compiles: list[Compile] = []
-        self._reads: list[Sync] = []
-        """The host reads since the last barrier (deferred ones too)."""
+        self.facts = RecordFacts()
+        """What the records so far show, as the rules read them (xprof.diagnosis.online)."""
         self._held: list[tuple[str, str]] = []
         """Read notices waiting for their step's barrier."""
-        self._sizes: list[tuple[float, int]] = []
-        """The latest TensorsGraphSize samples: the node count of a graph just compiled."""
         self._site_steps: dict[int, tuple[int, int, int]] = {}
         """Read site -> (first step it read in, last, how many steps)."""
         self._armed: dict[str, int] = {}
         """A hook armed mid-run (``mask_index``) -> the first step it saw whole."""
         self._recompiles = 0
         self._recompile_s = 0.0
-        self._prev_dynamo = False
         self._op_compiled = False
         self._graphs: list[int] = [-1, 0, 0]
         """The training step in progress: [its index, graphs run between barriers outside
@@ -139,18 +115,22 @@ class LiveNotices:
         """CPU-fallback ops first seen in a step where a library call read values."""
         self._growth: dict[int, list[tuple[int, tuple[str, str] | None]]] = {}
         """Input signature -> its run of training graphs, each larger than the last (held notices)."""
-        self._sig_runs: dict[int, list[Any]] = {}
-        """Input signature -> [training steps that ran it so far, its first step compiled]."""
         self._dynamo_recompiled = False
         """A torch.compile retrace was counted after warm-up."""
         self._grown_done: set[int] = set()
         """Input signatures whose run of larger graphs is over (a compile not larger ended it)."""
-        self._unsized: list[tuple[float, float]] = []
-        """(tb, t1) of steady barriers whose graph size was not written yet."""
         self._fast: dict[int, tuple[Any, bool, int]] = {}
         """Kinds of steady step a step may repeat, by the identity of their shared fields (the
         fields, an optimizer step, cached compiles at the barrier): see :meth:`_step`. Steps
         of a loop often alternate between two kinds (an execution counted a barrier late)."""
+
+    @property
+    def walk(self) -> Walk:
+        return self.facts.walk
+
+    @property
+    def _at(self) -> StepCount:
+        return self.facts.at
 
     # -- feeding ---------------------------------------------------------------------
 
@@ -164,16 +144,14 @@ class LiveNotices:
             elif kind == "compile":
                 comp = compile_record(rec)
                 if comp is not None:
-                    self._compiles.append(comp)
+                    self.facts.compiles.append(comp)
                     self._op_compiled |= comp.at == "op"
             elif kind == "graph_sizes":
-                samples = rec.get("samples") or []
-                self._sizes = (self._sizes + [(float(t), int(n)) for t, n in samples])[-256:]
-                self._late_sizes()
+                self.facts.graph_sizes(rec.get("samples") or [])
             elif kind == "sig":
-                self._signature(rec)
+                self.facts.signature(rec)
             elif kind == "site":
-                self._site(rec)
+                self.facts.site(rec)
             elif kind == "debug":
                 self._debug(rec)
 
@@ -186,24 +164,6 @@ class LiveNotices:
         self.said.append((key, line))
         if self.emit is not None:
             self.emit(line)
-
-    def _signature(self, rec: dict[str, Any]) -> None:
-        found = signature_record(rec)
-        if found is None:
-            return
-        sid, inputs = found
-        specs = {i.name: i.sharding for i in inputs if i.sharding is not None}
-        if specs:
-            self.walk.specs[sid] = specs
-        self.walk.add_sig(sid, tuple((i.name, i.shape, i.dtype, i.src) for i in inputs))
-
-    def _site(self, rec: dict[str, Any]) -> None:
-        site = site_record(rec)
-        if site is None:
-            return
-        self.walk.sites[site.id] = site
-        if site.access == "barrier" and not is_own_barrier_call(site.via, site.chain):
-            self.walk.loops = self.walk.loops | {(site.file, site.line)}  # (not a library's own sync)
 
     def _debug(self, rec: dict[str, Any]) -> None:
         kind = rec.get("kind")
@@ -230,7 +190,7 @@ class LiveNotices:
     # -- host reads ------------------------------------------------------------------
 
     def _sync(self, read: Sync) -> None:
-        self._reads.append(read)
+        self.facts.reads.append(read)
         if read.deferred:
             return  # a step closure's read: after the barrier, nothing waited
         i = self._at.current()
@@ -282,13 +242,13 @@ class LiveNotices:
         steady = getattr(rec, "steady", None)
         fast = self._fast.get(id(steady)) if steady is not None else None
         if (fast is not None and steady is fast[0] and not self._held
-                and not self._compiles and not self._reads and not self._growth):
+                and not self.facts.compiles and not self.facts.reads and not self._growth):
             # A steady step like the last one (the same written fields), with nothing read or
             # compiled since, and no run of larger graphs waiting to be told: it changes nothing
             # the walk remembers (most steps take this path, before the record is even decoded).
             if fast[1]:
                 self._at.k += 1
-            runs = self._sig_runs.get(steady.get("sig"))
+            runs = self.facts.sig_runs.get(steady.get("sig"))
             if runs is not None:
                 runs[0] += 1
             self._count_graphs(self._at.k if self._at.opt_seen else self._at.work, 0, fast[2])
@@ -297,7 +257,7 @@ class LiveNotices:
         step = step_record(rec)
         if step is None:
             return
-        quiet = not (self._held or self._compiles or self._reads)
+        quiet = not (self._held or self.facts.compiles or self.facts.reads)
         facts = self._barrier(step)
         if (steady is not None and quiet and facts.phase == "train" and facts.ordinal >= WARMUP_STEPS
                 and not step.barrier_uncached and not step.mid_graphs and not facts.fallback):
@@ -309,105 +269,15 @@ class LiveNotices:
         held, self._held = self._held, []
         for key, text in held:
             self._say(key, text)
-        facts = self._facts(step)
-        compiles, self._compiles = self._compiles, []
-        carried = []
-        if step.barrier == "compile_entry" and step.sig is None:
-            # Ops run eagerly on the inputs of the torch_xla.compile call this entry leads to:
-            # their compiles are the call's (its shapes), judged at its barrier.
-            carried = [c for c in compiles if c.at == "op"]
-            compiles = [c for c in compiles if c.at != "op"]
-        causes = engine.judge([self._compile_facts(c, facts.nodes) for c in compiles], facts, self.walk)
+        facts = self.facts.step_facts(step)
+        compiles, carried = self.facts.step_compiles(step)
+        causes = engine.judge([self.facts.compile_facts(c, facts.nodes) for c in compiles], facts, self.walk)
         self._notice(compiles, causes, facts)
         self._fallback_notice(step, facts)
         if facts.phase == "train" and facts.work:
             self._count_graphs(facts.ordinal, step.mid_graphs, step.barrier_uncached + step.barrier_cached)
-        engine.advance(facts, self.walk)
-        if facts.phase == "train" and facts.work and facts.sig_id is not None:
-            runs = self._sig_runs.setdefault(facts.sig_id, [0, bool(step.barrier_uncached)])
-            runs[0] += 1
-        if facts.phase == "train" and facts.work and facts.ordinal >= 1 and facts.nodes is None:
-            self._unsized.append((step.tb, step.t1))
-        if facts.phase == "train" and facts.work and facts.ordinal >= 1 and not step.eval_mode:
-            if self.walk.first_in_train_mode is None:
-                self.walk.first_in_train_mode = step.i
-        self._reads = []
-        self._compiles = carried
+        self.facts.after(step, facts, carried)
         return facts
-
-    def _facts(self, step: Step) -> StepFacts:
-        """The barrier as the rules see it (the analysis' steps.assign, told online)."""
-        at = self._at
-        self.walk.backward_seen |= step.backward > 0
-        work = bool(step.barrier_uncached or step.barrier_cached or step.mid_graphs)
-        at_dynamo = step.barrier == "dynamo"
-        ahead = at.current()
-        if step.opt:
-            at.opt_seen = True
-            at.k += 1
-        i = at.k if at.opt_seen else at.work
-        if at.opt_seen and step.backward and not step.opt:
-            i = at.k + 1  # a micro-batch belongs to the update its gradients feed
-        eval_barrier = (work and at.opt_seen and (step.nograd or step.eval_mode) and not step.backward
-                        and not step.opt)
-        phase = "dynamo" if at_dynamo else "eval" if eval_barrier else "train" if work else "empty"
-        if work and not at_dynamo:
-            at.work += 1
-        nodes = self._graph_nodes(step.tb, step.t1) if work else None
-        if phase == "train" and 0 <= i <= 1 and step.barrier_uncached and nodes is not None:
-            self.walk.train_nodes = nodes  # the graph the steady state runs
-        reads = sorted((Read(r.site, r.t0, r.t1, self._access(r.site), False,
-                             bool(r.executions or r.uncached or r.cached))
-                        for r in self._reads if not r.deferred), key=lambda r: r.t0)
-        sig = step.sig
-        traced = step.dynamo_graphs > 0 or at_dynamo
-        facts = StepFacts(
-            i=step.i, ordinal=i if phase == "train" else -1, phase=phase, sig_id=sig,
-            sites=frozenset(r.site for r in reads),
-            dd_sites=list(dict.fromkeys(r.site for r in reads if r.access in DATA_DEPENDENT_ACCESSES)),
-            index_sites=list(dict.fromkeys(r.site for r in reads if r.access == "index")),
-            ran_sites=frozenset(r.site for r in reads if r.ran), reads=reads,
-            dynamo=at_dynamo or self._prev_dynamo or traced or (sig is not None and sig in self.walk.dynamo_sigs),
-            barrier_site=step.site, eval_mode=step.eval_mode and phase == "train", work=work, nodes=nodes,
-            fallback=frozenset(k for k in step.counters if is_fallback_counter(k)
-                               and k not in DATA_DEPENDENT_FALLBACKS),
-            traced=traced, user_step=i, ahead=ahead)
-        self._prev_dynamo = at_dynamo
-        return facts
-
-    def _access(self, sid: int) -> str:
-        site = self.walk.sites.get(sid)
-        return site.access if site is not None else "?"
-
-    def _compile_facts(self, c: Compile, barrier_nodes: int | None) -> CompileFacts:
-        """A compile as the rules see it: its graph's size is the first sample after it (a
-        barrier's compile whose sample is not written yet: the barrier graph's)."""
-        read = next((r for r in self._reads if r.t0 <= c.t <= r.t1), None) if c.at == "step" else None
-        nodes = next((n for ts, n in self._sizes if 0 <= ts - c.t < 1.0), None)
-        if nodes is None and c.at == "barrier":
-            nodes = barrier_nodes
-        return CompileFacts(c.at, c.t, c.ns / 1e6, nodes,
-                            None if read is None else Read(read.site, read.t0, read.t1, self._access(read.site),
-                                                           read.deferred, True))
-
-    def _late_sizes(self) -> None:
-        """Graph sizes of steady steps written after the steps themselves (the recorder reads
-        them in batches): the graph sizes the walk has seen, as the analysis has them."""
-        still = []
-        for tb, t1 in self._unsized:
-            nodes = self._graph_nodes(tb, t1)
-            if nodes is not None:
-                self.walk.seen_nodes.add(nodes)
-            elif self._sizes and self._sizes[-1][0] < t1:
-                still.append((tb, t1))
-        self._unsized = still[-64:]
-
-    def _graph_nodes(self, tb: float, t1: float) -> int | None:
-        """Nodes of the graph the barrier compiled (its TensorsGraphSize sample)."""
-        for t, n in reversed(self._sizes):
-            if tb <= t <= t1:
-                return n
-        return None
 
     def _notice(self, compiles: list[Compile], causes: list[Any], facts: StepFacts) -> None:
         """Count the recompiles; say the first barrier compile with something to say."""
@@ -432,7 +302,7 @@ class LiveNotices:
         """A graph change at the second step of its inputs, whose first step compiled too: the
         steady graph of a kind of batch after its one-off first (two tasks taking turns). The
         report folds it into the shape finding, so no notice of its own."""
-        runs = self._sig_runs.get(facts.sig_id) if facts.sig_id is not None else None
+        runs = self.facts.sig_runs.get(facts.sig_id) if facts.sig_id is not None else None
         return (cause.cause == "graph_change" and cause.key.group == "graph" and facts.phase == "train"
                 and runs is not None and runs[0] == 1 and runs[1])
 
@@ -476,7 +346,7 @@ class LiveNotices:
 
     def _other_notice(self, comp: Compile, facts: StepFacts, so_far: str) -> tuple[str, str] | None:
         """What the rules say of a compile without the growth rule: (finding id, line)."""
-        other = engine.decide(self._compile_facts(comp, facts.nodes), facts, self.walk, past="graph_grows")
+        other = engine.decide(self.facts.compile_facts(comp, facts.nodes), facts, self.walk, past="graph_grows")
         words = clause(other, facts, self.walk) if not self._kind_second_step(other, facts) else None
         return (finding_id(other.key, self.walk.sites, self.walk.loops),
                 f"step {facts.user_step} recompiled: {words}; {so_far}") if words else None
