@@ -22,7 +22,7 @@ from xprof.diagnosis.cause import FIRST_STEP_ONLY as FIRST_STEP_ONLY
 from xprof.diagnosis.cause import Cause
 from xprof.diagnosis.facts import CompileFacts, Read, StepFacts, Walk, WholeRun
 from xprof.diagnosis.keys import EVAL_KEY, FindingKey
-from xprof.diagnosis.mechanisms import loop_lines, mechanisms_through, own_barrier
+from xprof.diagnosis.mechanisms import call_key, loop_lines, mechanisms_through, own_barrier
 from xprof.diagnosis.patterns import Shape
 from xprof.diagnosis.signatures import Shardings, Signature
 from xprof.diagnosis.signatures import no_sharding as no_sharding
@@ -330,7 +330,7 @@ def _fallback_calls(steps: pd.DataFrame, reads: pd.DataFrame, sites: dict[int, S
         return {}
     call_steps: dict[tuple[str, str, int], set[int]] = {}
     for step, sid in zip(reads["step"].tolist(), reads["site"].tolist()):
-        key = _call_key(sites.get(int(sid)))
+        key = call_key(sites.get(int(sid)))
         if key is not None and key[1:] not in loops:
             call_steps.setdefault(key, set()).add(int(step))
     if not call_steps:
@@ -345,10 +345,6 @@ def _fallback_calls(steps: pd.DataFrame, reads: pd.DataFrame, sites: dict[int, S
         if len(calls) == 1:
             out[op] = calls[0]
     return out
-
-
-def _call_key(site: Site | None) -> tuple[str, str, int] | None:
-    return (site.via, site.file, site.line) if site is not None and site.via else None
 
 
 

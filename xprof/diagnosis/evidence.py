@@ -81,6 +81,15 @@ def of_other_kinds(forms: Iterable[tuple[Sequence[int], str]]) -> bool:
     return len(ranks) > 1 or len(dtypes) > 1
 
 
+def is_checkpoint_call(via: object) -> bool:
+    """A read inside a checkpoint save (``torch.save``, a ``state_dict``): the report's
+    ``checkpoint`` kind, information when rare; the live notices leave it to the report."""
+    if not isinstance(via, str):
+        return False
+    low = via.lower()
+    return "serialization" in low or ".save" in low or "checkpoint" in low or "state_dict" in low
+
+
 def is_logging_call(via: object) -> bool:
     """A read made by the standard logging module formatting the user's tensor
     (``logger.info("loss %s", loss)``): the user's own read, not a library's."""

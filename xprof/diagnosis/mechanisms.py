@@ -161,6 +161,12 @@ def group_key(site_id: int, site: Site | None, loop_lines: frozenset[tuple[str, 
     return f"sync:{site_id}"
 
 
+def call_key(site: Site | None) -> tuple[str, str, int] | None:
+    """The library call a site went through, as one call: (``via``, user file, user line);
+    None for the user's own read."""
+    return (site.via, site.file, site.line) if site is not None and site.via else None
+
+
 def finding_id(key: FindingKey, sites: dict[int, Site], loops: frozenset[tuple[str, int]] = frozenset()) -> str:
     """The id of the finding a cause's key joins: a host-read site's by :func:`group_key`, any
     other key's own text. The analysis groups by it; the live notices say each id once."""

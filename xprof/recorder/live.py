@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from xprof.diagnosis import walk as engine
-from xprof.diagnosis.evidence import dynamo_func, is_logging_call
+from xprof.diagnosis.evidence import dynamo_func, is_checkpoint_call, is_logging_call
 from xprof.diagnosis.facts import StepFacts, Walk
 from xprof.diagnosis.keys import EAGER_KEY, FindingKey
 from xprof.diagnosis.mechanisms import finding_id, is_dynamo, mechanism
@@ -73,12 +73,6 @@ def read_label(kind: str, code: str) -> str:
                 close = code.find(")", at)
                 return code[m.start(): close + 1] if 0 < close - at < 30 else f"{code[m.start():at]}.{method}()"
     return _READ_LABEL.get(kind, kind)
-
-
-def _is_checkpoint(via: str | None) -> bool:
-    """A read inside a checkpoint save (the report says whether it is often)."""
-    low = (via or "").lower()
-    return "serialization" in low or ".save" in low or "checkpoint" in low or "state_dict" in low
 
 
 def _seconds(s: float) -> str:
@@ -201,7 +195,7 @@ class LiveNotices:
             return  # nothing ran (the value was on the host), or warm-up
         site = self.walk.sites.get(read.site)
         key = finding_id(FindingKey.sync(read.site), self.walk.sites, self.walk.loops)
-        if key in self._said or site is None or is_dynamo(site) or _is_checkpoint(site.via):
+        if key in self._said or site is None or is_dynamo(site) or is_checkpoint_call(site.via):
             return
         # Said when the step's barrier comes: a read after the last one is in no finding.
         self._held.append((key, f"step {i}: {self._read_words(site, bool(read.uncached))} "

@@ -19,7 +19,7 @@ from xprof.analysis.findings.common import _compiled_early, _dur, _loc, _pattern
 from xprof.analysis.findings.library import _library_advice, _third_party
 from xprof.analysis.model import Finding, FindingKey
 from xprof.diagnosis import mechanisms as _mech
-from xprof.diagnosis.evidence import grew, is_condition, is_logging_call
+from xprof.diagnosis.evidence import grew, is_checkpoint_call, is_condition, is_logging_call
 from xprof.runfile import Site
 
 
@@ -33,7 +33,7 @@ def sync_kind(access: str, code: str, via: str | None) -> str:
             return "log"  # the standard logging module formatting a tensor (logger.info("%s", loss))
         if "grad_scaler" in low or "gradscaler" in low:
             return "grad_scaler"
-        if "serialization" in low or ".save" in low or "checkpoint" in low or "state_dict" in low:
+        if is_checkpoint_call(via):
             return "checkpoint"
         return "library_sync"
     if access in ("repr", "format") and "print(" in code:

@@ -8,11 +8,10 @@ import os
 from xprof.diagnosis.cause import Cause
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import FindingKey
-from xprof.diagnosis.mechanisms import group_key
+from xprof.diagnosis.mechanisms import call_key, group_key
 from xprof.diagnosis.rules.fallback import fallback_call
 from xprof.diagnosis.rules.passes import eval_pass
 from xprof.diagnosis.rules.shapes import new_inputs, shape_cause
-from xprof.runfile import Site
 
 
 def in_closure(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
@@ -59,10 +58,6 @@ def in_read(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
                  evidence="compiled inside a host read of a tensor value")
 
 
-def _call_key(site: Site | None) -> tuple[str, str, int] | None:
-    return (site.via, site.file, site.line) if site is not None and site.via else None
-
-
 def library_call_around(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     """``implicit_sync``: a compile outside any read, between two reads that one library call at
     one user line made (the same ``via``, file and line): it happened inside that call
@@ -76,7 +71,7 @@ def library_call_around(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause |
     if not before or not after:
         return None
     (b, bs), (_, a_s) = before[-1], after[0]
-    if _call_key(bs) != _call_key(a_s) or bs is None:
+    if call_key(bs) != call_key(a_s) or bs is None:
         return None
     return Cause("implicit_sync", FindingKey.sync(b.site), site=b.site, evidence=(
         f"compiled inside {bs.via} (called from {os.path.basename(bs.file)}:{bs.line}), between two of its "
@@ -97,7 +92,7 @@ def read_changed_graph(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | 
     call = fallback_call(step, walk)
     if call is not None:
         via, file, line = call
-        mine = [s for s in new_sites if _call_key(walk.sites.get(s)) == call]
+        mine = [s for s in new_sites if call_key(walk.sites.get(s)) == call]
         site = (mine or new_sites)[0]
         return Cause("implicit_sync", FindingKey.sync(site), site=site, evidence=(
             f"same inputs as before, but {via} at {os.path.basename(file)}:{line} ran in this step "
