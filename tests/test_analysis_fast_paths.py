@@ -26,12 +26,13 @@ def _what_if_by_step(lengths: list[int], each: float, current: float) -> list[di
     used = float(sum(lengths))
     out: list[dict[str, object]] = [{"strategy": "as recorded", "graphs": len(set(lengths)),
                                      "compile_seconds": round(current, 3), "saved_seconds": 0.0,
-                                     "padding_waste": 0.0}]
+                                     "padding_waste": 0.0, "recompiles": len(set(lengths)) - 1}]
 
     def row(strategy: str, graphs: int, waste: float) -> dict[str, object]:
         seconds = max(graphs - 1, 0) * each
         return {"strategy": strategy, "graphs": graphs, "compile_seconds": round(seconds, 3),
-                "saved_seconds": round(max(current - seconds, 0.0), 3), "padding_waste": round(waste, 4)}
+                "saved_seconds": round(max(current - seconds, 0.0), 3), "padding_waste": round(waste, 4),
+                "recompiles": max(graphs - 1, 0)}
 
     for m in (8, 16, 32, 64):
         padded = [bucket(v, m) for v in lengths]

@@ -348,6 +348,14 @@ ADVICE = {
         "pass's results only then. End that pass with torch_xla.sync() (xm.mark_step()), so it "
         "runs as a graph of its own and the training step's graph stays as it was."
     ),
+    "step_cut_by_pass": (
+        "The training step had no barrier of its own when the evaluation began (model.eval(), "
+        "torch.no_grad()), so the pass's first barrier (its loader's first batch, or its first "
+        "sync) ran the step's pending ops together with what the pass made before it (a "
+        "`correct = torch.zeros(...)` accumulator): another graph, compiled for each shape the "
+        "step takes there. End the training step with torch_xla.sync() (xm.mark_step()) before "
+        "the evaluation begins, so the step runs the graph it runs everywhere else."
+    ),
     "input_set": (
         "A step that moves another set of tensors to the device runs another graph. Move the "
         "same inputs every step (one of the same shape where it is not needed), or make the "

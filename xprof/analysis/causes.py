@@ -152,6 +152,7 @@ def _step_facts(row: Any, prev_kind: str, ahead: int, reads: list[Read], dynamo_
                 or (sig_id is not None and sig_id in walk.dynamo_sigs)),
         barrier_site=None if pd.isna(row.site) else int(row.site),
         eval_mode=bool(row.eval_mode) and phase == "train", work=bool(row.work),
+        pass_began=phase == "train" and bool(row.nograd) and int(row.backward) > 0,
         nodes=None if pd.isna(row.graph_nodes) else int(row.graph_nodes),
         fallback=frozenset(row.fallback or ()), traced=traced, user_step=int(row.user_step), ahead=ahead)
 
@@ -176,7 +177,7 @@ def shardings(inputs: pd.DataFrame) -> Shardings:
 
 
 _ROW_COLUMNS = ["i", "sig", "ordinal", "user_step", "dynamo_graphs", "phase", "barrier", "site", "work",
-                "fallback", "graph_nodes", "eval_mode"]
+                "fallback", "graph_nodes", "eval_mode", "nograd", "backward"]
 
 
 def _rows_that_matter(steps: pd.DataFrame, compiled: set[int], read: set[int],

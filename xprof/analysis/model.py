@@ -103,6 +103,17 @@ class Finding:
     first, at the observed mean compile time), ``saved_seconds`` and ``padding_waste``
     (extra elements computed, relative to the recorded ones). The first row is the run
     as recorded."""
+    lines: list[dict[str, Any]] | None = None
+    """Every user line of one mechanism, when there are several (value-dependent ops that run
+    in the same steps and feed one graph): ``file``, ``line``, ``code``, in the order they ran.
+    All must change: fixing one leaves the others' compiles."""
+    inputs: list[str] | None = None
+    """Every input that changed shape with ``input`` (padded by the same collate call), the
+    finding's own first; None when it changed alone."""
+    leaves: int | None = None
+    """The run's recompiles (after warm-up) once this finding's advice is applied, where that
+    removes every compile it owns and nothing else (what-if rows say it per padding choice:
+    ``recompiles``)."""
     severity: str = "warning"
     """``warning`` (costs time every run), ``info`` (expected, e.g. an occasional checkpoint)."""
     minor: bool = False

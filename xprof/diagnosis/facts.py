@@ -66,6 +66,10 @@ class StepFacts:
     """Sites where a device tensor was read as an index or slice bound in the step."""
     eval_mode: bool = False
     """A training step (backward, optimizer step) with the model in eval mode."""
+    pass_began: bool = False
+    """A training step whose barrier ran with grad off: its backward ran with grad on, so
+    another pass (an evaluation under ``torch.no_grad()``) began before the step's barrier,
+    and that pass's first barrier ran the step's pending ops with the pass's own first ones."""
     ran_sites: frozenset[int] = frozenset()
     """Sites of the step's reads that ran a graph (or looked one up): only those can have
     taken ops out of the barrier's graph; a read of a value already computed changes nothing."""
@@ -144,6 +148,9 @@ class Walk:
     """Input signatures torch.compile traced a graph for."""
     known_sigs: SigIndex = field(default_factory=SigIndex)
     """The earlier signatures as :func:`~xprof.diagnosis.signatures.closest` compares them."""
+    dd_leaders: dict[int, int] = field(default_factory=dict)
+    """Value-dependent op sites -> the first site of their group (ops in the same steps:
+    :func:`~xprof.diagnosis.mechanisms.join_dd`)."""
     same_shapes: dict[Signature, list[int]] = field(default_factory=dict)
     """SPMD: signatures with the same names, shapes, dtypes and sources (they differ in sharding)."""
 

@@ -64,3 +64,5 @@ EVAL_KEY = FindingKey("eval")
 EAGER_KEY = FindingKey("eager")
 EVAL_MODE_KEY = FindingKey("graph", "eval_mode")
 """Training steps run with the model left in eval mode (``model.eval()`` not undone)."""
+CUT_BY_PASS_KEY = FindingKey("joined", "began")
+"""Training steps whose pending ops ran at the first barrier of a pass begun before theirs."""

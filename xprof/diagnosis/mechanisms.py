@@ -9,6 +9,7 @@ innermost library function at the same user line is one mechanism).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from xprof.diagnosis.evidence import is_own_barrier_call
@@ -139,7 +140,23 @@ def is_dynamo(site: Site | None) -> bool:
     return site is not None and bool(site.via) and str(site.via).startswith(DYNAMO_MODULES)
 
 
-def group_key(site_id: int, site: Site | None, loop_lines: frozenset[tuple[str, int]] = frozenset()) -> str:
+def join_dd(leaders: dict[int, int], step_sites: Sequence[int]) -> None:
+    """Add a step's value-dependent op sites (in the order they ran) to ``leaders`` (site ->
+    the first site of its group). Ops with a value-dependent shape that run in the same step
+    feed one graph (a loss's ``pred[valid]`` and ``target[valid]``): fixing one leaves the
+    others' compiles, so they are one finding, named by the group's first site. A site joins
+    the group of the step's first site when it has none; a group, once made, stays (the live
+    notices name it as the reads come, and calling this again with a longer list of the same
+    step changes nothing already joined)."""
+    if not step_sites:
+        return
+    lead = leaders.setdefault(step_sites[0], step_sites[0])
+    for s in step_sites[1:]:
+        leaders.setdefault(s, lead)
+
+
+def group_key(site_id: int, site: Site | None, loop_lines: frozenset[tuple[str, int]] = frozenset(),
+              lead: Site | None = None) -> str:
     """The finding a site's reads and compiles belong to: torch.compile's own reads, a known
     mechanism, else the library call at that user line, else the site.
 
@@ -150,8 +167,10 @@ def group_key(site_id: int, site: Site | None, loop_lines: frozenset[tuple[str, 
     if is_dynamo(site):
         return "dynamo"
     if site is not None and site.access in DATA_DEPENDENT_ACCESSES:
-        # Several value-dependent ops on one line (t[mask] feeding unique) are one finding.
-        return f"dd:{site.file}:{site.line}"
+        # Several value-dependent ops on one line (t[mask] feeding unique), or in the same steps
+        # (``lead``: the first site of their group, :func:`join_dd`), are one finding.
+        anchor = lead if lead is not None else site
+        return f"dd:{anchor.file}:{anchor.line}"
     mech = mechanism(site)
     if mech is not None:
         return mech.key
@@ -167,11 +186,16 @@ def call_key(site: Site | None) -> tuple[str, str, int] | None:
     return (site.via, site.file, site.line) if site is not None and site.via else None
 
 
-def finding_id(key: FindingKey, sites: dict[int, Site], loops: frozenset[tuple[str, int]] = frozenset()) -> str:
+def finding_id(key: FindingKey, sites: dict[int, Site], loops: frozenset[tuple[str, int]] = frozenset(),
+               leaders: Mapping[int, int] | None = None) -> str:
     """The id of the finding a cause's key joins: a host-read site's by :func:`group_key`, any
-    other key's own text. The analysis groups by it; the live notices say each id once."""
+    other key's own text. The analysis groups by it; the live notices say each id once.
+    ``leaders``: the value-dependent ops' groups (:func:`join_dd`)."""
     site = key.site
-    return group_key(site, sites.get(site), loops) if site is not None else str(key)
+    if site is None:
+        return str(key)
+    lead = leaders.get(site) if leaders else None
+    return group_key(site, sites.get(site), loops, sites.get(lead) if lead is not None else None)
 
 
 def own_barrier(site: Site | None) -> bool:

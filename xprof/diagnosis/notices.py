@@ -14,6 +14,7 @@ from collections.abc import Callable
 from xprof.diagnosis.cause import Cause
 from xprof.diagnosis.evidence import is_condition
 from xprof.diagnosis.facts import StepFacts, Walk
+from xprof.diagnosis.keys import CUT_BY_PASS_KEY
 from xprof.diagnosis.signatures import fmt_shape, no_sharding
 from xprof.runfile import Site
 from xprof.untrusted import visible
@@ -69,6 +70,9 @@ def _sharding(cause: Cause, step: StepFacts, walk: Walk) -> str:
 
 def _graph(cause: Cause, step: StepFacts, walk: Walk) -> str:
     group = cause.key.group
+    if cause.key == CUT_BY_PASS_KEY:
+        return ("grad was off at this training step's barrier: an evaluation began before the step ended, and "
+                "its first barrier ran the step's ops with its own (end the step with torch_xla.sync() first)")
     if group == "joined":
         inputs = clean(cause.evidence.split("also took ", 1)[-1].split(", inputs no", 1)[0], 80)
         return (f"another pass's ops and inputs ({inputs}), with no barrier of their own, ran in this training "

@@ -86,6 +86,11 @@ class RecordFacts:
                 return n
         return None
 
+    def dd_sites_so_far(self) -> list[int]:
+        """The sites of the step's value-dependent ops read so far, in the order they ran."""
+        return list(dict.fromkeys(r.site for r in sorted(self.reads, key=lambda r: r.t0)
+                                  if not r.deferred and self.access(r.site) in DATA_DEPENDENT_ACCESSES))
+
     def access(self, sid: int) -> str:
         site = self.walk.sites.get(sid)
         return site.access if site is not None else "?"
@@ -124,6 +129,7 @@ class RecordFacts:
             ran_sites=frozenset(r.site for r in reads if r.ran), reads=reads,
             dynamo=at_dynamo or self._prev_dynamo or traced or (sig is not None and sig in self.walk.dynamo_sigs),
             barrier_site=step.site, eval_mode=step.eval_mode and phase == "train", work=work, nodes=nodes,
+            pass_began=phase == "train" and step.nograd and step.backward > 0,
             fallback=frozenset(k for k in step.counters if is_fallback_counter(k)
                                and k not in DATA_DEPENDENT_FALLBACKS),
             traced=traced, user_step=i, ahead=ahead)

@@ -53,7 +53,7 @@ def bucket(value: int, multiple: int) -> int:
 def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_seconds: float,
                       with_rest: Collection[tuple[int, Hashable]] | None = None,
                       tokens: bool = True, rest_dim: int | None = None,
-                      warm: Collection[int] = ()) -> list[dict[str, object]]:
+                      warm: Collection[int] = (), compiles_each: float = 1.0) -> list[dict[str, object]]:
     """Graphs and recompile seconds left by padding the varying dim to multiples or to the max.
 
     ``lengths`` are the per-step values of the dimension. ``graphs`` is the number of
@@ -71,6 +71,9 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_sec
     ``(name, shape)`` pairs) are padded the same way along that dim too (labels padded to the
     same multiple, or each to its own largest size). ``tokens``: the strategies in a
     tokenizer's words (``pad_to_multiple_of=8``); else plain ones (``a multiple of 8``).
+    ``compiles_each``: the compiles one more graph cost in the run (its step graph, and its
+    reads' where they compile for the shape too): ``recompiles`` counts the compiles a row
+    leaves after warm-up at that rate.
     """
     if not lengths:
         return []
@@ -117,21 +120,23 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_sec
         "compile_seconds": round(current_seconds, 3),
         "saved_seconds": 0.0,
         "padding_waste": 0.0,
+        "recompiles": round(max(recorded - warm_graphs(lambda v: v), 0) * compiles_each),
     }]
     for m in (8, 16, 32, 64):
         padded = {v: bucket(v, m) for v in counts}
         padded_sum = sum(padded[v] * n for v, n in counts.items())
         label = f"pad_to_multiple_of={m}" if tokens else f"a multiple of {m}"
         out.append(_row(label, graphs_of(padded, m, True), warm_graphs(functools.partial(bucket, multiple=m)),
-                        compile_s_each, current_seconds, padded_sum / used - 1.0))
+                        compile_s_each, current_seconds, padded_sum / used - 1.0, compiles_each))
     top = max(lengths)
     label = f"padding='max_length' (max_length={top})" if tokens else f"the largest size ({top})"
     out.append(_row(label, graphs_of({v: top for v in counts}, None, True), 1,
-                    compile_s_each, current_seconds, top * len(lengths) / used - 1.0))
+                    compile_s_each, current_seconds, top * len(lengths) / used - 1.0, compiles_each))
     return out
 
 
-def _row(strategy: str, graphs: int, warm: int, each: float, current: float, waste: float) -> dict[str, object]:
+def _row(strategy: str, graphs: int, warm: int, each: float, current: float, waste: float,
+         compiles_each: float) -> dict[str, object]:
     seconds = max(graphs - warm, 0) * each
     return {
         "strategy": strategy,
@@ -139,4 +144,5 @@ def _row(strategy: str, graphs: int, warm: int, each: float, current: float, was
         "compile_seconds": round(seconds, 3),
         "saved_seconds": round(max(current - seconds, 0.0), 3),
         "padding_waste": round(waste, 4),
+        "recompiles": round(max(graphs - warm, 0) * compiles_each),
     }

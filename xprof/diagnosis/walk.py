@@ -13,6 +13,7 @@ from xprof.diagnosis.cause import Cause
 from xprof.diagnosis.evidence import grew
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import ABSTAIN_KEY, WARMUP_KEY
+from xprof.diagnosis.mechanisms import join_dd
 from xprof.diagnosis.registry import AT_BARRIER, RULES
 from xprof.diagnosis.terms import is_warmup
 
@@ -43,6 +44,7 @@ def _live_read_site(c: CompileFacts) -> int | None:
 def judge(compiles: Sequence[CompileFacts], step: StepFacts, walk: Walk) -> list[Cause]:
     """The cause of each of ``compiles`` (the step's, in order), from what the walk has seen."""
     step.new_fallback = frozenset(step.fallback - walk.seen_fallback)
+    join_dd(walk.dd_leaders, step.dd_sites)
     warm = in_warmup(step)
     growing = growing_reads([(_live_read_site(c), c.nodes) for c in compiles if c.at == "step"]) if warm else set()
     compiled: set[int] = set()
@@ -82,11 +84,12 @@ def advance(step: StepFacts, walk: Walk) -> None:
     """Add a step to what the walk remembers. Steady memory starts at step 1 (step 0's graph is
     a one-off); read sites and first signatures count from step 0."""
     sig_id = step.sig_id
+    join_dd(walk.dd_leaders, step.dd_sites)
     if step.phase == "train":
         walk.seen_sites.update(step.sites)
         if step.work and sig_id is not None:
             walk.sig_step.setdefault(sig_id, step.i)
-    if step.work and step.phase == "train" and step.ordinal >= 1:
+    if step.work and step.phase == "train" and step.ordinal >= 1 and not step.pass_began:
         if sig_id is not None and sig_id not in walk.seen_sigs:
             walk.seen_sigs.add(sig_id)
             if sig_id in walk.sigs:

@@ -29,7 +29,7 @@ from xprof.diagnosis import walk as engine
 from xprof.diagnosis.evidence import dynamo_func, is_checkpoint_call, is_logging_call
 from xprof.diagnosis.facts import StepFacts, Walk
 from xprof.diagnosis.keys import EAGER_KEY, FindingKey
-from xprof.diagnosis.mechanisms import finding_id, is_dynamo, mechanism
+from xprof.diagnosis.mechanisms import finding_id, is_dynamo, join_dd, mechanism
 from xprof.diagnosis.notices import clause, clean, where
 from xprof.diagnosis.online import RecordFacts, StepCount
 from xprof.diagnosis.rules.fallback import new_library_call
@@ -194,7 +194,9 @@ class LiveNotices:
         if not (read.executions or read.uncached) or i < WARMUP_STEPS:
             return  # nothing ran (the value was on the host), or warm-up
         site = self.walk.sites.get(read.site)
-        key = finding_id(FindingKey.sync(read.site), self.walk.sites, self.walk.loops)
+        if site is not None and site.access in DATA_DEPENDENT_ACCESSES:
+            join_dd(self.walk.dd_leaders, self.facts.dd_sites_so_far())
+        key = finding_id(FindingKey.sync(read.site), self.walk.sites, self.walk.loops, self.walk.dd_leaders)
         if key in self._said or site is None or is_dynamo(site) or is_checkpoint_call(site.via):
             return
         # Said when the step's barrier comes: a read after the last one is in no finding.
@@ -288,7 +290,7 @@ class LiveNotices:
                 continue
             words = clause(cause, facts, self.walk) if comp.at != "step" else None
             if words is not None:
-                key = finding_id(cause.key, self.walk.sites, self.walk.loops)
+                key = finding_id(cause.key, self.walk.sites, self.walk.loops, self.walk.dd_leaders)
                 self._say(key, f"step {facts.user_step} recompiled: {words}; {so_far}")
                 return
 
@@ -342,7 +344,7 @@ class LiveNotices:
         """What the rules say of a compile without the growth rule: (finding id, line)."""
         other = engine.decide(self.facts.compile_facts(comp, facts.nodes), facts, self.walk, past="graph_grows")
         words = clause(other, facts, self.walk) if not self._kind_second_step(other, facts) else None
-        return (finding_id(other.key, self.walk.sites, self.walk.loops),
+        return (finding_id(other.key, self.walk.sites, self.walk.loops, self.walk.dd_leaders),
                 f"step {facts.user_step} recompiled: {words}; {so_far}") if words else None
 
     def _say_other(self, comp: Compile, facts: StepFacts, so_far: str) -> None:

@@ -44,7 +44,7 @@ from xprof.analysis.model import Finding, FindingKey
 from xprof.analysis.steps import training_barrier_sites
 from xprof.analysis.tables import live_reads
 from xprof.diagnosis import mechanisms as _mech
-from xprof.diagnosis.terms import DATA_DEPENDENT_FALLBACKS
+from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, DATA_DEPENDENT_FALLBACKS
 from xprof.runfile import Site
 
 __all__ = [  # (the underscored ones: for the tests of the parts)
@@ -110,8 +110,10 @@ def _read_findings(run: _Run, groups: dict[FindingKey, list[int]],
     syncs, compiles, causes, site_info = run.syncs, run.compiles, run.causes, run.sites
     loops = _mech.loop_lines(site_info, training_barrier_sites(run.steps))
 
+    leaders = _dd_leaders(syncs)
+
     def gkey(site: int) -> str:
-        return _mech.group_key(site, site_info.get(site), loops)
+        return _mech.finding_id(FindingKey.sync(site), site_info, loops, leaders)
 
     for key in [k for k in groups if k.site is not None]:
         nk = FindingKey.parse(gkey(key.site or 0))
@@ -144,6 +146,22 @@ def _read_findings(run: _Run, groups: dict[FindingKey, list[int]],
             findings.append(_own_barrier_finding(str(key), compiles.iloc[ks], causes[ks[0]],
                                                  site_info.get(int(causes[ks[0]].site or 0))))
     return findings, dynamo_reads
+
+
+def _dd_leaders(syncs: pd.DataFrame) -> dict[int, int]:
+    """The value-dependent ops' groups, as the walk joins them (:func:`mechanisms.join_dd`):
+    only the step where a site first ran can join it, so only those steps are read."""
+    leaders: dict[int, int] = {}
+    if not len(syncs):
+        return leaders
+    dd = syncs[syncs["access"].isin(list(DATA_DEPENDENT_ACCESSES)) & ~syncs["deferred"].astype(bool)]
+    if not len(dd):
+        return leaders
+    firsts = set(dd.groupby("site")["step"].min().tolist())
+    dd = dd[dd["step"].isin(firsts)].sort_values(["step", "t0"], kind="stable")
+    for _, g in dd.groupby("step", sort=True):
+        _mech.join_dd(leaders, list(dict.fromkeys(int(v) for v in g["site"])))
+    return leaders
 
 
 def _compile_findings(run: _Run, groups: dict[FindingKey, list[int]], dynamo_reads: pd.DataFrame,
@@ -222,8 +240,39 @@ def _finish(run: _Run, findings: list[Finding]) -> list[Finding]:
             if f.kind in ("partial_batch", "batch_size_change"):
                 f.advice += " With transformers.Trainer: TrainingArguments(dataloader_drop_last=True)."
     _to_training_steps(findings, run.ordinal_of)
+    _predictions(findings, sum(1 for c in run.causes if c.cause != "warmup"))
     findings.sort(key=lambda f: (-f.seconds, f.id))
     return findings
+
+
+PREDICTED = ("input_shape", "data_dependent")
+"""Causes whose advice, applied, removes every compile their finding owns and no other: a new
+shape's compiles, and those of value-dependent shapes (grouped, so that one finding's advice
+is every line that must change). Where causes meet on one compile (a graph that is new both
+for its shape and for ops another pass left in it), the first rule owns it, and fixing the
+other cause alone removes it too: no count is claimed for those."""
+
+
+def _predictions(findings: list[Finding], recompiles: int) -> None:
+    """What each finding's advice leaves: the run's recompiles without the finding's own, plus
+    what a padding choice still compiles (each what-if row's ``run_recompiles``; ``leaves``
+    follows the last row, padding to the largest size). Said in the evidence, and checked by
+    the fixed twins of the scenario loops (tests/test_predictions.py)."""
+    for f in findings:
+        if f.cause not in PREDICTED or not f.compiles or f.severity == "info" or f.kind == "input_kinds":
+            continue
+        rest = max(recompiles - f.compiles, 0)
+        if f.what_if:
+            for row in f.what_if:
+                row["run_recompiles"] = rest + int(row.get("recompiles", 0))
+            f.leaves = int(f.what_if[-1]["run_recompiles"])
+            choice = f"{f.what_if[-1]['strategy']}"
+        else:
+            f.leaves = rest
+            choice = ("both lines changed" if len(f.lines or ()) == 2 else f"all {len(f.lines)} lines changed"
+                      if f.lines else "the fix applied")
+        f.evidence.append(f"with {choice}, the run would recompile {f.leaves} time{'s' if f.leaves != 1 else ''} "
+                          f"after warm-up ({recompiles} recorded)")
 
 
 def _kinds_first_steps(findings: list[Finding], steps: pd.DataFrame) -> list[Finding]:

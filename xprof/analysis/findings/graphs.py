@@ -16,6 +16,7 @@ from xprof.analysis.findings.common import _compiled_at, _loc
 from xprof.analysis.model import EVAL_KEY, EVAL_MODE_KEY, Finding, FindingKey
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import live_reads
+from xprof.diagnosis.keys import CUT_BY_PASS_KEY
 from xprof.diagnosis.patterns import describe_period
 from xprof.runfile import Site
 
@@ -84,6 +85,11 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     ms = float(rows["ms"].sum())
     n = len(rows)
     comp_steps = sorted({int(s) for s in rows["step"]})
+    if key == CUT_BY_PASS_KEY:
+        return _plain_graph_finding(
+            key, "step_cut_by_pass", f"Training steps ended at the first barrier of an evaluation begun before "
+            f"their own: {n} extra graph{'s' if n != 1 else ''}, {ms / 1e3:.2f} s", c0, rows, comp_steps,
+            ordinal_of, "warning")
     if key.group == "joined":
         return _plain_graph_finding(
             key, "pass_joined", f"Another pass's ops ran inside a training step's graph: {n} extra "

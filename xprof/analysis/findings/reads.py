@@ -107,6 +107,8 @@ class _Reads:
     when: str
     mid_step: bool
     severity: str
+    lines: list[tuple[str, int, str]]
+    """Every user line of the group (value-dependent ops in the same steps), in the order they ran."""
 
     @property
     def n(self) -> int:
@@ -191,6 +193,7 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         advice=advice, evidence=evidence, steps=r.read_steps, file=r.file, line=r.line,
         func=str(r.first["func"]), code=r.code, via=r.via if isinstance(r.via, str) else None,
         pattern=r.pattern, severity=r.severity,
+        lines=[{"file": f, "line": n, "code": c} for f, n, c in r.lines] if len(r.lines) > 1 else None,
     )
 
 
@@ -234,7 +237,8 @@ def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], 
                   else int(g["executions"].sum()))
     read_steps = sorted({int(s) for s in g["step"]})
     pattern = _pattern([ordinal_of.get(s, 0) for s in read_steps], steady)
-    where = _loc(file, line)
+    lines = _group_lines(g, sites) if kind == "data_dependent" or value_shape else [(file, line, code)]
+    where = _lines_where(lines)
     caller = site.caller if site is not None and not isinstance(via, str) else None
     if caller is not None:
         # (a read inside a user function: which call of it, when it is called from several lines)
@@ -257,7 +261,26 @@ def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], 
         exec_ms=float(sums[0].total("exec_ms", sums[1])) if sums is not None and fast else float(g["exec_ms"].sum()),
         executions=executions, read_steps=read_steps, pattern=pattern,
         seconds=(max(saved_ms - theirs_ms, 0.0) + barrier_compile_ms) / 1e3, where=where, caller=caller,
-        parts=parts, when=f" {pattern}" if pattern else "", mid_step=mid_step, severity=severity)
+        parts=parts, when=f" {pattern}" if pattern else "", mid_step=mid_step, severity=severity, lines=lines)
+
+
+def _group_lines(g: pd.DataFrame, sites: dict[int, Site]) -> list[tuple[str, int, str]]:
+    """(file, line, code) of each user line among the reads ``g``, in the order they first ran."""
+    out: dict[tuple[str, int], str] = {}
+    for sid in dict.fromkeys(int(v) for v in g.sort_values("t0", kind="stable")["site"]):
+        site = sites.get(sid)
+        if site is not None:
+            out.setdefault((site.file, site.line), site.code or "")
+    return [(f, n, c) for (f, n), c in out.items()]
+
+
+def _lines_where(lines: list[tuple[str, int, str]]) -> str:
+    """``a.py:56``, ``a.py:56 and :57``, ``a.py:56 and b.py:9`` (up to three, then how many more)."""
+    locs = [_loc(f, n) if k == 0 or f != lines[0][0] else f":{n}" for k, (f, n, _) in enumerate(lines[:3])]
+    more = len(lines) - 3
+    if more > 0:
+        return ", ".join(locs) + f" and {more} more"
+    return " and ".join([", ".join(locs[:-1]), locs[-1]]) if len(locs) > 1 else locs[0] if locs else "?"
 
 
 def _read_title(r: _Reads) -> tuple[str, str, str]:
@@ -285,6 +308,9 @@ def _read_title(r: _Reads) -> tuple[str, str, str]:
             # inside a library's own code (torchmetrics' input validation): the call is what to change
             return (f"{r.via} (called from {where}) runs {op} on the CPU{when}: {', '.join(dd_parts)}, "
                     f"{seconds}"), "data_dependent", r.kind
+        if len(r.lines) > 1:
+            return (f"{op} at {where} give value-dependent shapes{when or ' in the same steps'}: "
+                    f"{', '.join(dd_parts)}, {seconds}", "data_dependent", r.kind)
         return (f"{op} at {where} gives a value-dependent shape{when}: {', '.join(dd_parts)}, {seconds}",
                 "data_dependent", r.kind)
     if r.kind == "checkpoint":
@@ -305,6 +331,12 @@ def _read_advice(r: _Reads, kind: str) -> str:
         return ADVICE["value_shape"]
     if r.mid_step:
         return ADVICE["checkpoint_mid_step"]
+    if kind == "data_dependent" and len(r.lines) > 1:
+        n = len(r.lines)
+        both = "both" if n == 2 else f"all {n}"
+        return (f"These {n} lines run in the same steps and feed one graph: change {both}; one left as it "
+                f"is keeps every recompile. " + (ADVICE["mask_assign"] if set(r.g["access"]) == {"mask_assign"}
+                                                 else ADVICE["data_dependent"]))
     if kind == "data_dependent" and set(r.g["access"]) == {"mask_assign"}:
         return ADVICE["mask_assign"]
     return ADVICE.get(kind, ADVICE["item"])
@@ -317,6 +349,8 @@ def _read_evidence(r: _Reads, kind: str, sites: dict[int, Site], causes: list[Ca
     first, g = r.first, r.g
     here = f"{_loc(r.file, r.line)} in {first['func']}()"
     evidence = [f"{here}: {r.code}" if r.code else here]
+    for file, line, code in r.lines[1:]:
+        evidence.append(f"{_loc(file, line)}: {code}" if code else _loc(file, line))
     if r.caller is not None:
         evidence.append(f"{first['func']}() was called from {_loc(r.caller[0], r.caller[1])}"
                         + (f": {r.caller[2]}" if r.caller[2] else ""))

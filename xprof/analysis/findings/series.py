@@ -130,11 +130,12 @@ class _Series:
         """The ordinal of every series entry whose shape ``pick`` takes, in series order."""
         return np.repeat(self.ords, self._per_step(pick)).tolist()
 
-    def warm_values(self, dim: int) -> list[int]:
+    def warm_values(self, dim: int, first_one_off: bool = False) -> list[int]:
         """The input's sizes along ``dim`` in the warm-up steps (0 and 1): graphs a loop pays
-        for whatever it pads to."""
+        for whatever it pads to. ``first_one_off``: step 0's graph is not the steady one (it
+        made the optimizer's state), so only step 1's size is a steady graph paid for."""
         at_one = [s for k in np.flatnonzero(self.ords == 1).tolist() for s in self.groups[int(self.which[k])]]
-        return [s[dim] for s in [*self.first, *at_one] if len(s) > dim]
+        return [s[dim] for s in [*([] if first_one_off else self.first), *at_one] if len(s) > dim]
 
     def values(self, dim: int) -> list[int]:
         """Each series entry's size along ``dim`` (entries of lower rank left out), as counts allow:

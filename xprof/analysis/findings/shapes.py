@@ -74,11 +74,16 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         return _kinds_finding(name, forms, c0, len(ks), ms, comp_steps, ordinal_of)
     ch = _shape_change(name, series, {src for _, _, _, _, src in entries})
     integer = _integer_input(entries)  # (token ids: a tokenizer's padding; else values)
-    what_if = _padding_what_if(ch, ms, integer) if len(rows) else _WhatIf()
+    what_if = _padding_what_if(ch, ms, integer, len(ks), _first_step_one_off(steps)) if len(rows) else _WhatIf()
     n = len(ks)
     last = max((ordinal_of.get(s, s) for s in comp_steps), default=0)
     settled = _settled(series, comp_steps, last)
     headline, values_txt, advice, row_counts = _shape_words(ch, last, settled, what_if.rows, integer)
+    together = _padded_together(ch, index) if what_if.rows else []
+    if together:
+        headline += f", and {_and_list(together)} with it"
+        advice = (f"Pad {_and_list([name, *together])} alike: they change together (the what-if table pads "
+                  f"them together). " + advice)
     if ch.kind == "partial_batch" and is_inference(steps):
         advice = ADVICE["partial_batch_inference"]
     title = f"{headline}{values_txt}: {n} recompile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"
@@ -89,12 +94,35 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
                         "(each shape's graphs were cached): a one-off cost")
     if what_if.rows and what_if.co_varying:
         evidence.insert(1 if settled else 0, _padding_alone(ch, what_if, row_counts))
+    if together:
+        many = len(together) > 1
+        evidence.insert(0, f"{_and_list(together)} {'change' if many else 'changes'} with {name}: "
+                           f"{'their' if many else 'its'} dim {ch.dim} is {name}{_POSS[name.endswith('s')]} "
+                           f"dim {ch.dim} in every step (padded by the same call)")
     return Finding(
         id=str(FindingKey.input(name)), cause="input_shape", kind=ch.kind, title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=comp_steps, input=name, dim=ch.dim,
         shapes=[list(s) for s in ch.shapes], pattern=ch.pattern, what_if=what_if.rows,
+        inputs=[name, *together] if together else None,
     )
+
+
+def _padded_together(ch: _ShapeChange, index: SeriesIndex) -> list[str]:
+    """The other inputs that change shape only with this one: in every step their size at the
+    padded dim is this input's (so padding one pads all), and their shapes do vary. Checked
+    against the recorded signatures; an input that also changes on its own is not one."""
+    if ch.dim is None:
+        return []
+    joint = ch.series.with_rest(ch.dim)
+    own = set(_still_varying(joint))
+    names = {base_input_name(n) for _, key in joint for n, _ in key if n} - own - {ch.name}
+    out = []
+    for nm in sorted(names):
+        shapes = {tuple(shape) for _, _, shape, _, _ in index.entries(nm)}
+        if len(shapes) > 1 and all(len(sh) > ch.dim for sh in shapes):
+            out.append(nm)
+    return out
 
 
 def _kinds_finding(name: str, forms: list[tuple[tuple[int, ...], str]], c0: Cause, n: int, ms: float,
@@ -170,7 +198,7 @@ def _not_a_batch(ch: _ShapeChange, srcs: set[str]) -> None:
         ch.kind, ch.pattern = "batch_size_change", None
 
 
-def _padding_what_if(ch: _ShapeChange, ms: float, integer: bool) -> _WhatIf:
+def _padding_what_if(ch: _ShapeChange, ms: float, integer: bool, compiles: int, first_one_off: bool) -> _WhatIf:
     """The what-if table of padding a varying length (``dynamic_padding``, ``dynamic_size``):
     the graphs and seconds each way of padding would leave. Empty for other kinds."""
     out = _WhatIf()
@@ -180,19 +208,31 @@ def _padding_what_if(ch: _ShapeChange, ms: float, integer: bool) -> _WhatIf:
     lengths = series.values(dim)
     # What one more length cost in this run: every graph it compiled (the step's, its
     # reads', a micro-batch's), not one compile: the first length was warm-up's.
-    warm = series.warm_values(dim)
-    per_length = ms / 1e3 / max(len(set(lengths) - set(warm)) if warm else len(set(lengths)) - 1, 1)
+    warm = series.warm_values(dim, first_one_off)
+    new_lengths = max(len(set(lengths) - set(warm)) if warm else len(set(lengths)) - 1, 1)
+    per_length = ms / 1e3 / new_lengths
     joint = series.with_rest(dim)
     out.co_varying = _still_varying(joint)
     tokens = ch.kind == "dynamic_padding" and integer
+    each = compiles / new_lengths
     out.rows = bucketing_what_if(lengths, per_length, ms / 1e3, joint if out.co_varying else None, tokens=tokens,
-                                 warm=warm)
+                                 warm=warm, compiles_each=each)
     if any(out.co_varying):
         # Other inputs padded on their own (a seq2seq batch's labels): the advice pads them
         # the same way, and so does the table; "alone" says what this input's padding leaves.
         out.alone_left = min(int(r["graphs"]) for r in out.rows)  # type: ignore[call-overload]
-        out.rows = bucketing_what_if(lengths, per_length, ms / 1e3, joint, tokens=tokens, rest_dim=dim, warm=warm)
+        out.rows = bucketing_what_if(lengths, per_length, ms / 1e3, joint, tokens=tokens, rest_dim=dim, warm=warm,
+                                     compiles_each=each)
     return out
+
+
+def _first_step_one_off(steps: pd.DataFrame) -> bool:
+    """Step 0's barrier graph is not step 1's (another size: it made the optimizer's state),
+    so a length first seen at step 0 compiles again at its next step."""
+    train = steps[(steps["phase"] == "train") & steps["work"].astype(bool)]
+    first = train.loc[train["ordinal"] == 0, "graph_nodes"].dropna()
+    second = train.loc[train["ordinal"] == 1, "graph_nodes"].dropna()
+    return bool(len(first) and len(second) and int(first.iloc[-1]) != int(second.iloc[-1]))
 
 
 def _settled(series: _Series, comp_steps: list[int], last: int) -> bool:

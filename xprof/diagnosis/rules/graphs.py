@@ -55,8 +55,11 @@ def grows(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
 
 def eval_mode_left_on(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     """``graph_change``/``eval_mode``: same input shapes, but this training step (a backward
-    pass and an optimizer step) ran with the model in eval mode, which earlier ones did not."""
-    if not (step.eval_mode and walk.first_in_train_mode is not None and step.i > walk.first_in_train_mode):
+    pass and an optimizer step) ran with the model in eval mode, which earlier ones did not
+    (and grad was on at its barrier: with grad off, an evaluation began before the step's
+    barrier, :func:`~xprof.diagnosis.rules.passes.step_cut_by_pass`)."""
+    first = walk.first_in_train_mode
+    if not (step.eval_mode and not step.pass_began and first is not None and step.i > first):
         return None
     return Cause("graph_change", EVAL_MODE_KEY, evidence=(
         "same input shapes as an earlier step, but this training step (a backward pass and an "

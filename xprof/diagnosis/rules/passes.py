@@ -3,9 +3,11 @@ torch.compile's tracing."""
 
 from __future__ import annotations
 
+import os
+
 from xprof.diagnosis.cause import Cause
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
-from xprof.diagnosis.keys import EVAL_KEY, FindingKey
+from xprof.diagnosis.keys import CUT_BY_PASS_KEY, EVAL_KEY, FindingKey
 from xprof.diagnosis.mechanisms import mechanism, mechanisms_through
 from xprof.diagnosis.terms import EVAL_GRAPH_RATIO
 
@@ -122,3 +124,22 @@ def mechanism_around(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | No
         return None
     return Cause("library", FindingKey.parse(mech.key), site=first, evidence=(
         f"compiled between two of {mech.what}'s reads, outside them (an op on the CPU cutting its graph)"))
+
+
+def step_cut_by_pass(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
+    """``graph_change`` (``joined:began``): a training step whose barrier ran with grad off,
+    though its backward ran with grad on: a pass (an evaluation under ``torch.no_grad()``)
+    began before the step had a barrier of its own, and the pass's first barrier (its loader's
+    first batch) ran the step's pending ops with the ops the pass made before it. With inputs
+    seen before, that is a graph of its own; with new inputs the input rules, before this
+    one, give the compile to the new shape. Such a graph is not the training step's, so the
+    walk does not remember its inputs as seen."""
+    if not step.pass_began or (step.sig_id is not None and step.sig_id not in walk.seen_sigs):
+        return None
+    nodes, train = c.nodes, walk.train_nodes
+    size = f" ({nodes} nodes against the training step's {train})" if nodes is not None and train else ""
+    site = walk.sites.get(step.barrier_site) if step.barrier_site is not None else None
+    at = f", asked for at {os.path.basename(site.file)}:{site.line}" if site is not None else ""
+    return Cause("graph_change", CUT_BY_PASS_KEY, evidence=(
+        "same input shapes as an earlier step, but grad was off at this training step's barrier: a pass "
+        f"began before the step ended, and its first barrier{at}, ran the step's ops with the pass's{size}"))

@@ -8,7 +8,7 @@ import os
 from xprof.diagnosis.cause import Cause
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import FindingKey
-from xprof.diagnosis.mechanisms import call_key, group_key
+from xprof.diagnosis.mechanisms import call_key, finding_id
 from xprof.diagnosis.rules.fallback import fallback_call
 from xprof.diagnosis.rules.passes import eval_pass
 from xprof.diagnosis.rules.shapes import new_inputs, shape_cause
@@ -43,8 +43,11 @@ def read_in_eval_pass(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | N
     read = c.read
     if read is None or read.deferred:
         return None
-    group = group_key(read.site, walk.sites.get(read.site), walk.loops)
-    if not any(group_key(s, walk.sites.get(s), walk.loops) == group for s in walk.seen_sites):
+    def group(site: int) -> str:
+        return finding_id(FindingKey.sync(site), walk.sites, walk.loops, walk.dd_leaders)
+
+    mine = group(read.site)
+    if not any(group(s) == mine for s in walk.seen_sites):
         return None
     return eval_pass(c, step, walk)
 
