@@ -173,7 +173,7 @@ def test_length_buckets_read_as_settled(scenario: Any) -> None:
     (f,) = a.findings
     # named by the tuple assignment that moved it (ids, mask, labels = ids.to(device), ...)
     assert (f.cause, f.kind, f.input, f.dim, f.compiles) == ("input_shape", "dynamic_padding", "ids", 1, 2)
-    assert f.title.startswith("ids took 3 lengths of dim 1 (16, 24, 32), all by step 6: 2 recompiles")
+    assert f.title.startswith("ids took 3 lengths of dim 1 (16, 24, 32), all by step 6, and mask with it: 2 recompiles")
     assert f.evidence[0].startswith("all 3 shapes by step 6: the 24 steps after compiled nothing")
     assert "one-off cost" in f.advice
 

@@ -81,7 +81,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     headline, values_txt, advice, row_counts = _shape_words(ch, last, settled, what_if.rows, integer)
     together = _padded_together(ch, index) if what_if.rows else []
     if together:
-        headline += f", and {_and_list(together)} with it"
+        values_txt += f", and {_and_list(together)} with it"
         advice = (f"Pad {_and_list([name, *together])} alike: they change together (the what-if table pads "
                   f"them together). " + advice)
     if ch.kind == "partial_batch" and is_inference(steps):
