@@ -92,11 +92,13 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         after = int((series.ords > last).sum())
         evidence.insert(0, f"all {len(ch.shapes)} shapes by step {last}: the {after} steps after compiled nothing "
                         "(each shape's graphs were cached): a one-off cost")
+    preface = 1 if settled else 0
     if what_if.rows and what_if.co_varying:
-        evidence.insert(1 if settled else 0, _padding_alone(ch, what_if, row_counts))
+        evidence.insert(preface, _padding_alone(ch, what_if, row_counts))
+        preface += 1
     if together:
         many = len(together) > 1
-        evidence.insert(0, f"{_and_list(together)} {'change' if many else 'changes'} with {name}: "
+        evidence.insert(preface, f"{_and_list(together)} {'change' if many else 'changes'} with {name}: "
                            f"{'their' if many else 'its'} dim {ch.dim} is {name}{_POSS[name.endswith('s')]} "
                            f"dim {ch.dim} in every step (padded by the same call)")
     return Finding(
