@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from xprof.diagnosis.hlo import Frame, Graph, Op
+from xprof.diagnosis.hlo import Frame, Graph, Op, Shape
 
 MAX_LINES = 3
 """User lines said per graph change, in graph order."""
@@ -33,6 +33,11 @@ CHANGE_KINDS = ("bound", "constant", "grows", "added", "removed", "shape", "valu
 constant in one graph and an input in the other (``constant``), a list stacked or
 concatenated with more or fewer tensors (``grows``), ops added or removed (control flow),
 a shape set from Python (``shape``), a constant's value (``value``), other ops (``ops``)."""
+
+
+_PRIORITY = {kind: k for k, kind in enumerate(("bound", "constant", "grows", "added", "shape", "removed"))}
+"""The order lines are said in: changes a Python value makes first; a constant's new value
+(often a shape's size, the divisor of a mean) and other ops last."""
 
 
 @dataclass
@@ -157,11 +162,24 @@ def _slice_change(was: Op, now: Op) -> str | None:
     return None
 
 
+def _bound(was: Shape, now: Shape) -> str:
+    """A slice that one graph has and the other does not (a slice to the full length is no
+    op): the length it cut to, from or to the full one."""
+    for a, b in zip(was.dims, now.dims):
+        if a != b:
+            return f"slice {a} -> {b}"
+    return f"slice {was} -> {now}"
+
+
 def describe(old: Graph, was: Op | None, new: Graph, now: Op | None) -> tuple[str, str]:
     """(what changed, its kind) from ``was`` (old graph) to ``now`` (new graph)."""
     if was is None and now is not None:
+        if now.opcode == "slice" and now.operands:
+            return _bound(new.ops[now.operands[0]].shape, now.shape), "bound"
         return f"{now.opcode} added", "added"
     if now is None and was is not None:
+        if was.opcode == "slice" and was.operands:
+            return _bound(was.shape, old.ops[was.operands[0]].shape), "bound"
         return f"{was.opcode} removed", "removed"
     assert was is not None and now is not None
     const = _constant_change(was, now)
@@ -182,10 +200,9 @@ def describe(old: Graph, was: Op | None, new: Graph, now: Op | None) -> tuple[st
         oa, ob = _origin(old, ka), _origin(new, kb)
         const = _constant_change(oa, ob)
         if const is not None:
-            return f"{was.opcode}: {const}", "constant"
+            return const, "constant"
         if oa.opcode == ob.opcode == "constant" and oa.literal != ob.literal and oa.literal and ob.literal:
-            return (f"{was.opcode}: the constant {_number(oa.literal[0])} -> {_number(ob.literal[0])}",
-                    "value")
+            return f"the constant {_number(oa.literal[0])} -> {_number(ob.literal[0])}", "value"
     if was.shape != now.shape:
         kind = "bound" if was.opcode in ("slice", "dynamic-slice") else "shape"
         return f"{was.opcode} {was.shape} -> {now.shape}", kind
@@ -258,15 +275,22 @@ def diff(old: Graph, new: Graph, is_user: Callable[[str], bool],
             what = f"{n} op{'s' if n != 1 else ''} added ({op.opcode} first)" if n > 1 else what
         by_line[where] = LineChange(where[0], where[1], _func(op, is_user), what, kind, op.opcode,
                                     per_line.get(where, 1))
-    # Lines only the old graph had: ops removed there.
+    # Lines only the old graph had: ops removed there (said when nothing was added: ops
+    # added upstream leave the old graph's ops that used the old values behind as roots too).
+    pure = all(c.kind in ("bound", "removed") for c in by_line.values())
     for (where, opcode), ops in removed.items():
-        if where is None or where in by_line or not ops:
+        if where is None or where in by_line or not ops or not (pure or opcode == "slice"):
+            continue
+        if opcode == "slice":
+            by_line[where] = LineChange(where[0], where[1], _func(ops[0], is_user),
+                                        describe(old, ops[0], new, None)[0], "bound", opcode, len(ops))
             continue
         n = sum(1 for k, op in enumerate(old.ops) if ka[k] not in sb and _where(op, is_user) == where)
         by_line[where] = LineChange(where[0], where[1], _func(ops[0], is_user),
                                     f"{n} op{'s' if n != 1 else ''} removed ({opcode} first)" if n > 1
                                     else f"{opcode} removed", "removed", opcode, n)
-    lines = list(by_line.values())
+    # The changes a person acts on first (a slice bound, a Python number), then graph order.
+    lines = sorted(by_line.values(), key=lambda c: _PRIORITY.get(c.kind, len(_PRIORITY)))
     out.lines = lines[:MAX_LINES]
     out.more_lines = max(0, len(lines) - MAX_LINES)
     return out

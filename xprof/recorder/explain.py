@@ -58,7 +58,9 @@ class Explain:
         """The tensors given to ``backward()`` since the last barrier (weak: a loss the loop
         dropped must not join the barrier's graph)."""
         self.registered: list[weakref.ref[Any]] = []
-        self.known: list[_Known] = []
+        self.known: dict[str, list[_Known]] = {}
+        """Graphs kept by where they ran: ``barrier``, or ``read FILE:LINE`` (a read's graph is
+        compared with the graphs the same line read before)."""
         self.captured = 0
         """New graphs captured (their protos queued)."""
         self._user: dict[str, bool] = {}
@@ -122,7 +124,22 @@ class Explain:
             self.hashes.add(h)
             proto = self.xlac._get_xla_tensors_hlo_proto(ts)
             self.captured += 1
-            self.rec.queue_lazy(lambda i: self.record(i, bytes(h), proto, "barrier"))
+            self.rec.queue_lazy(lambda i: self.record(i, bytes(h), proto, "barrier", "barrier"))
+        except Exception as exc:
+            self.rec.error("explain", exc)
+
+    def before_read(self, tensor: Any, frame: Any) -> None:
+        """A host read of ``tensor`` from ``frame``: the graph it runs (``stack(losses).mean()``
+        read with ``.item()``), hashed and, when new, queued like a barrier's. Never raises."""
+        try:
+            h = self.xlac._get_graph_hash([tensor])
+            if h in self.hashes:
+                return
+            self.hashes.add(h)
+            proto = self.xlac._get_xla_tensors_hlo_proto([tensor])
+            group = f"read {frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "read"
+            self.captured += 1
+            self.rec.queue_lazy(lambda i: self.record(i, bytes(h), proto, "read", group))
         except Exception as exc:
             self.rec.error("explain", exc)
 
@@ -134,27 +151,26 @@ class Explain:
             got = self._user[path] = self.frames.kind(path) == FrameKind.USER
         return got
 
-    def record(self, i: int, h: bytes, proto: bytes, at: str) -> dict[str, Any] | None:
-        """The ``graph`` record of a new graph captured in step ``i`` (None for a graph with no
-        op: nothing pending)."""
+    def record(self, i: int, h: bytes, proto: bytes, at: str, group: str) -> dict[str, Any] | None:
+        """The ``graph`` record of a new graph captured in step ``i`` at a barrier or a read
+        (``at``), compared with the closest graph of its ``group``; None for a graph with no op
+        (nothing was pending)."""
         graph = read_module(proto)
         if not any(op.opcode not in ("parameter", "tuple") for op in graph.ops):
             return None
         ks = keys(graph)
-        base = min(self.known, key=lambda k: distance(k.keys, ks)) if self.known else None
+        known = self.known.setdefault(group, [])
+        base = min(known, key=lambda k: distance(k.keys, ks)) if known else None
         out: dict[str, Any] = {"type": "debug", "kind": "graph", "i": i, "at": at, "hash": h.hex(),
                                "ops": len(graph.ops), "inputs": graph.parameters}
         if base is not None:
             d = diff(base.graph, graph, self._is_user, base.keys, ks)
             out["base"] = base.i
             out.update(diff_fields(d))
-        self._keep(_Known(i, graph, ks))
+        known.append(_Known(i, graph, ks))
+        if len(known) > MAX_KNOWN:
+            del known[2]  # (the first two stay: the one-off first step and the steady one)
         return out
-
-    def _keep(self, known: _Known) -> None:
-        self.known.append(known)
-        if len(self.known) > MAX_KNOWN:
-            del self.known[2]  # (the first two stay: the one-off first step and the steady one)
 
 
 def diff_fields(d: GraphDiff) -> dict[str, Any]:
