@@ -272,7 +272,7 @@ def diff(old: Graph, new: Graph, is_user: Callable[[str], bool],
         what, kind = describe(old, was, new, op)
         if kind == "added":
             n = per_line.get(where, 1)
-            what = f"{n} op{'s' if n != 1 else ''} added ({op.opcode} first)" if n > 1 else what
+            what = f"{n} ops added" if n > 1 else what
         by_line[where] = LineChange(where[0], where[1], _func(op, is_user), what, kind, op.opcode,
                                     per_line.get(where, 1))
     # Lines only the old graph had: ops removed there (said when nothing was added: ops
@@ -287,7 +287,7 @@ def diff(old: Graph, new: Graph, is_user: Callable[[str], bool],
             continue
         n = sum(1 for k, op in enumerate(old.ops) if ka[k] not in sb and _where(op, is_user) == where)
         by_line[where] = LineChange(where[0], where[1], _func(ops[0], is_user),
-                                    f"{n} op{'s' if n != 1 else ''} removed ({opcode} first)" if n > 1
+                                    f"{n} ops removed" if n > 1
                                     else f"{opcode} removed", "removed", opcode, n)
     # The changes a person acts on first (a slice bound, a Python number), then graph order.
     lines = sorted(by_line.values(), key=lambda c: _PRIORITY.get(c.kind, len(_PRIORITY)))
