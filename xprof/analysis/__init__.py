@@ -16,6 +16,7 @@ from xprof.analysis import causes as _causes
 from xprof.analysis import findings as _findings
 from xprof.analysis import steps as _steps
 from xprof.analysis import tables
+from xprof.analysis.findings import explained as _explained
 from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals, unmeasured
 from xprof.runcolumns import RunColumns, columns_of, load_columns
 from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter
@@ -90,6 +91,7 @@ def _analyze(run: Run) -> Analysis:
     reads_only = not len(steps) and missing is None
     findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs, limits,
                                reads_only=reads_only)
+    _explained.attach(findings, compiles, _explained.per_compile(run, compiles), steps)
     if missing is not None and not any(e.where == "barrier" for e in run.errors):
         # (a barrier hook that failed records no step: its barriers are not missing)
         findings.insert(0, missing)

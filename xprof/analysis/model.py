@@ -121,6 +121,10 @@ class Finding:
     shardings: list[str] | None = None
     """SPMD ``sharding_change``: the sharding specs the input took with the same shape, the
     usual one first (``""``: none, replicated)."""
+    graph_changes: list[dict[str, Any]] | None = None
+    """``--explain``: what changed in its new graphs (the first 5), each ``{step, at, lines,
+    more_lines, backward, library, changed}``, ``lines`` the user lines where the change starts
+    (``{file, line, func, code, what, kind, op, ops}``; docs/diagnosis.md)."""
 
     @property
     def key(self) -> FindingKey:

@@ -61,6 +61,9 @@ def run_command(
                                            "PT_XLA_DEBUG_LEVEL=2 compile/execute analysis.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live notices while the script "
                                         "runs and no summary at the end (same as XPROF_LIVE=0).")] = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Show what changed in each new graph and at "
+                                          "which line, from the first step (torch_xla's IR frames: ~2 us a "
+                                          "traced op, a hash a step, a few ms per new graph).")] = False,
 ) -> None:
     if not os.path.isfile(script):
         fail(f"{script}: no such script" if not os.path.exists(script) else f"{script}: not a file")
@@ -71,7 +74,7 @@ def run_command(
     from xprof.recorder.runner import run_script
 
     result = run_script(script, list(ctx.args), output, name=name, debug=not no_debug,
-                        live=False if quiet else None)
+                        live=False if quiet else None, explain=True if explain else None)
     if result.lost_at is not None:
         err_console.print(f"xprof: the run file {result.path} was not written: it was removed during the run "
                           f"(at step {result.lost_at})", markup=False)

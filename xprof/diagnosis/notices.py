@@ -16,7 +16,7 @@ from xprof.diagnosis.evidence import is_condition
 from xprof.diagnosis.facts import StepFacts, Walk
 from xprof.diagnosis.keys import CUT_BY_PASS_KEY
 from xprof.diagnosis.signatures import fmt_shape, no_sharding
-from xprof.runfile import Site
+from xprof.runfile import GraphChange, Site
 from xprof.untrusted import visible
 
 QUIET_KEYS = frozenset({"warmup", "abstain", "eval", "eager_ops", "closure", "dynamo", "unknown"})
@@ -126,3 +126,17 @@ def clause(cause: Cause, step: StepFacts, walk: Walk) -> str | None:
         return None
     say = CLAUSES.get(cause.cause)
     return say(cause, step, walk) if say is not None else None
+
+
+EXPLAINED = frozenset({"graph_change", "data_dependent", "implicit_sync"})
+"""Causes whose notice adds ``--explain``'s line when the step's new graph was compared."""
+
+
+def graph_line(change: GraphChange | None) -> str | None:
+    """``--explain``'s words for a new graph: ``at train.py:23 (loss = ... * warmup): an input
+    became the constant 1``; None when it names no user line."""
+    if change is None or not change.lines:
+        return None
+    c = change.lines[0]
+    code = f" ({clean(c.code, 60)})" if c.code else ""
+    return f"it changed at {clean(_rel(c.file, c.line), 80)}{code}: {clean(c.what, 80)}"

@@ -27,13 +27,14 @@ import logging
 import threading
 import time
 import traceback
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from xprof.recorder import metrics as m
 from xprof.recorder.encoder import RecordEncoder
-from xprof.recorder.events import _MARK, _RECORD, _STEP, _SYNC, RawInput
+from xprof.recorder.events import _LAZY, _MARK, _RECORD, _STEP, _SYNC, RawInput
 from xprof.recorder.frames import FrameClassifier, Site
 from xprof.recorder.spmd import ShardingsOf
 from xprof.recorder.stepinputs import StepInputs
@@ -121,6 +122,12 @@ class Recorder(StepInputs, RecordEncoder):
         """Backward passes (``torch.autograd.backward``/``grad``) since the last barrier."""
         self.eval_mode = False
         """The last outermost ``Module.train(mode)`` call set eval mode (``model.eval()``)."""
+        self.explain: Any = None
+        """``--explain``'s state (:class:`xprof.recorder.explain.Explain`) while the mode is on:
+        the barrier hook calls it when it is not None, and only then."""
+        self.optimizers: weakref.WeakSet[Any] | None = None
+        """The optimizers seen stepping (their parameters, gradients and state are the tensors
+        ``--explain`` hashes); None when the mode can never be on."""
         self.barrier_frame: Any = None
         """The caller of the barrier in progress (set by the barrier hook): its site is
         recorded only when the barrier compiled, so the stack is walked only then."""
@@ -237,13 +244,17 @@ class Recorder(StepInputs, RecordEncoder):
                                 self._step_records(ev, records)
                         elif ev[0] == _SYNC:
                             self._sync_records(ev, records)
+                        elif ev[0] == _LAZY:
+                            made = ev[1](self._steps_written)
+                            if made is not None:
+                                records.append(made)
                         else:
                             record = ev[1]
                             if ev[0] == _MARK:
                                 record["i"] = self._steps_written
                             records.append(record)
                     except Exception as exc:
-                        self.error(("barrier", "sync hook", "mark", "write")[ev[0]], exc)
+                        self.error(("barrier", "sync hook", "mark", "write", "explain")[ev[0]], exc)
                 last = not left
                 if self.writer.failed is not None:
                     return
@@ -259,6 +270,13 @@ class Recorder(StepInputs, RecordEncoder):
                         self.error("live notices", exc)
                 if last:
                     return
+
+    def queue_lazy(self, make: Callable[[int], dict[str, Any] | None]) -> None:
+        """Queue a record the writer thread makes by calling ``make`` with the index of the step
+        it lands before (in queue order, like a mark). Any thread."""
+        self._events.append((_LAZY, make))
+        if len(self._events) >= WAKE_AT:
+            self._queue_full()
 
     def flush(self) -> None:
         """Write everything queued now (the writer thread does it a few times a second)."""

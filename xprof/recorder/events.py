@@ -19,3 +19,6 @@ _STEP = 0
 _SYNC = 1
 _MARK = 2
 _RECORD = 3
+_LAZY = 4
+"""A record made on the writer thread by a callable given the index of the step it lands
+before (``--explain``'s graphs, read and compared there, off the training thread)."""

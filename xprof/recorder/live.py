@@ -30,16 +30,18 @@ from xprof.diagnosis.evidence import dynamo_func, is_checkpoint_call, is_logging
 from xprof.diagnosis.facts import StepFacts, Walk
 from xprof.diagnosis.keys import EAGER_KEY, FindingKey
 from xprof.diagnosis.mechanisms import finding_id, is_dynamo, join_dd, mechanism
-from xprof.diagnosis.notices import clause, clean, where
+from xprof.diagnosis.notices import EXPLAINED, clause, clean, graph_line, where
 from xprof.diagnosis.online import RecordFacts, StepCount
 from xprof.diagnosis.rules.fallback import new_library_call
 from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, GROWING_GRAPHS, WARMUP_STEPS
 from xprof.runfile import (
     Compile,
+    GraphChange,
     Site,
     Step,
     Sync,
     compile_record,
+    graph_change_record,
     step_record,
     sync_record,
 )
@@ -110,6 +112,8 @@ class LiveNotices:
         self._growth: dict[int, list[tuple[int, tuple[str, str] | None]]] = {}
         """Input signature -> its run of training graphs, each larger than the last (held notices)."""
         self._dynamo_recompiled = False
+        self._explained: dict[tuple[int, str], GraphChange] = {}
+        """``--explain``'s compared graphs by (step, ``barrier``/``read``)."""
         """A torch.compile retrace was counted after warm-up."""
         self._grown_done: set[int] = set()
         """Input signatures whose run of larger graphs is over (a compile not larger ended it)."""
@@ -176,6 +180,13 @@ class LiveNotices:
                       f"step {self._at.current()}: torch.compile gave up on {clean(func, 80)} at its "
                       f"recompile limit ({clean(limit, 80)}): it runs uncompiled from now on, and XLA compiles a "
                       "graph for each new shape")
+        elif kind == "graph":
+            try:  # --explain's new graph, written before its step's record
+                change = graph_change_record(rec)
+            except (TypeError, ValueError):
+                return
+            if change.base is not None:
+                self._explained[(change.i, change.at)] = change
         elif kind == "no_barrier":
             self._say("no_barrier", f"{rec.get('opt')} optimizer steps and no step barrier yet: the pending graph "
                       "grows with every step until a value is read; end each step with torch_xla.sync() "
@@ -288,7 +299,7 @@ class LiveNotices:
         for comp, cause in judged:
             if self._kind_second_step(cause, facts):
                 continue
-            words = clause(cause, facts, self.walk) if comp.at != "step" else None
+            words = self._explain(cause, facts, clause(cause, facts, self.walk)) if comp.at != "step" else None
             if words is not None:
                 key = finding_id(cause.key, self.walk.sites, self.walk.loops, self.walk.dd_leaders)
                 self._say(key, f"step {facts.user_step} recompiled: {words}; {so_far}")
@@ -337,15 +348,25 @@ class LiveNotices:
             sizes = ", ".join(str(n) for n, _ in run[:6]) + (" ..." if len(run) > 6 else "")
             self._say("grows", f"step {facts.user_step} recompiled: same input shapes, a graph larger each time it "
                       f"changed ({sizes} nodes): something kept across steps grows in it (a list of device tensors "
-                      f"stacked at a read?); {so_far}")
+                      f"stacked at a read?)"
+                      + (f"; {said}" if (said := graph_line(self._explained.get((facts.i, "barrier")))) else "")
+                      + f"; {so_far}")
         return True
 
     def _other_notice(self, comp: Compile, facts: StepFacts, so_far: str) -> tuple[str, str] | None:
         """What the rules say of a compile without the growth rule: (finding id, line)."""
         other = engine.decide(self.facts.compile_facts(comp, facts.nodes), facts, self.walk, past="graph_grows")
-        words = clause(other, facts, self.walk) if not self._kind_second_step(other, facts) else None
+        words = (self._explain(other, facts, clause(other, facts, self.walk))
+                 if not self._kind_second_step(other, facts) else None)
         return (finding_id(other.key, self.walk.sites, self.walk.loops, self.walk.dd_leaders),
                 f"step {facts.user_step} recompiled: {words}; {so_far}") if words else None
+
+    def _explain(self, cause: Any, facts: StepFacts, words: str | None) -> str | None:
+        """A barrier compile's words, with ``--explain``'s line when its new graph was compared."""
+        if words is None or cause.cause not in EXPLAINED:
+            return words
+        said = graph_line(self._explained.get((facts.i, "barrier")))
+        return f"{words}; {said}" if said else words
 
     def _say_other(self, comp: Compile, facts: StepFacts, so_far: str) -> None:
         said = self._other_notice(comp, facts, so_far)

@@ -166,12 +166,13 @@ class RunResult:
 
 
 def run_script(script: str, args: list[str], out: str = "run.json", *, name: str | None = None,
-               debug: bool = True, live: bool | None = None) -> RunResult:
+               debug: bool = True, live: bool | None = None, explain: bool | None = None) -> RunResult:
     """Run ``script`` as ``__main__`` with ``args`` under ``xprof.watch(out)``.
 
     The caller checks that ``script`` exists. Restores ``sys.argv``, ``sys.path`` and the
     ``PT_XLA_DEBUG_*`` variables afterwards, so it can be called more than once in a process.
-    ``live=False`` turns off the live notices and the exit summary (``xprof run --quiet``).
+    ``live=False`` turns off the live notices and the exit summary (``xprof run --quiet``);
+    ``explain=True`` shows what changed in each new graph from the start (``--explain``).
     """
     from xprof.recorder.watch import watch
 
@@ -181,7 +182,7 @@ def run_script(script: str, args: list[str], out: str = "run.json", *, name: str
     capture = _start_capture() if debug else None
     sys.argv = [script, *args]
     sys.path[0:1] = [os.path.dirname(script)]
-    w = watch(out, name=name or os.path.splitext(os.path.basename(script))[0], live=live)
+    w = watch(out, name=name or os.path.splitext(os.path.basename(script))[0], live=live, explain=explain)
     w.exit_summary = False  # the CLI prints one from the analysis of the finished file
     code, status = 0, "ok"
     saved_sigterm = _catch_sigterm()

@@ -42,6 +42,7 @@ def env() -> jinja2.Environment:
     e.filters["ms"] = fmt.ms
     e.filters["percent"] = fmt.percent
     e.filters["shape"] = fmt.shape
+    e.filters["basename"] = lambda p: os.path.basename(str(p))
     return e
 
 

@@ -6,6 +6,9 @@ finding with its cost, where it comes from and what to change.
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -67,6 +70,8 @@ def _finding_block(f: Finding, rank: int) -> Panel:
         body.append(Text(f"pattern: {f.pattern}", style="dim"))
     for e in f.evidence[:4]:
         body.append(Text(f"• {e}", style="dim"))
+    if f.graph_changes:
+        body.append(_graph_diff(f.graph_changes))
     advice = Text("fix: ", style="bold green")
     advice.append(f.advice)
     body.append(advice)
@@ -84,6 +89,32 @@ def _finding_block(f: Finding, rank: int) -> Panel:
     title.append(prose.cause_label(f.cause), style=color)
     title.append(f" · {f.kind.replace('_', ' ')}", style="dim")
     return Panel(Group(*body), title=title, title_align="left", border_style=color, expand=True)
+
+
+MAX_DIFF_ROWS = 4
+"""Rows of a finding's graph diff in the summary (``--explain``)."""
+
+
+def _graph_diff(changes: list[dict[str, Any]]) -> Table:
+    """``--explain``'s view of a finding's new graphs: the step, the first user line where it
+    changed and what changed there (the report and ``--json`` have every line)."""
+    table = Table(box=None, padding=(0, 2), show_edge=False, header_style="dim")
+    table.add_column("new graph")
+    table.add_column("changed at")
+    table.add_column("what")
+    for g in changes[:MAX_DIFF_ROWS]:
+        lines = g.get("lines") or []
+        when = Text(f"step {g.get('step')}" + (" (read)" if g.get("at") == "read" else ""), style="dim")
+        if lines:
+            c = lines[0]
+            more = f" (+{len(lines) - 1 + int(g.get('more_lines') or 0)} lines)" if len(lines) > 1 else ""
+            table.add_row(when, Text(f"{os.path.basename(str(c.get('file')))}:{c.get('line')}", style="cyan"),
+                          Text(f"{c.get('what')}{more}"))
+        else:
+            table.add_row(when, Text("-", style="dim"), Text("no user line (backward ops have no frame)", style="dim"))
+    if len(changes) > MAX_DIFF_ROWS:
+        table.add_row(Text(""), Text(""), Text(f"... {len(changes) - MAX_DIFF_ROWS} more", style="dim"))
+    return table
 
 
 def render_summary(analysis: Analysis, console: Console) -> None:

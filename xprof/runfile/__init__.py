@@ -25,7 +25,15 @@ and on a laptop without torch (reading).
 
 from __future__ import annotations
 
-from xprof.runfile.decoders import compile_record, file_record, signature_record, site_record, step_record, sync_record
+from xprof.runfile.decoders import (
+    compile_record,
+    file_record,
+    graph_change_record,
+    signature_record,
+    site_record,
+    step_record,
+    sync_record,
+)
 from xprof.runfile.loader import (
     MAX_HEADER,
     MAX_LINE,
@@ -52,6 +60,8 @@ from xprof.runfile.records import (
     Debug,
     End,
     Error,
+    GraphChange,
+    GraphLine,
     Input,
     Run,
     RunFileError,
@@ -68,9 +78,9 @@ from xprof.runfile.writer import EncodedRecord, RunWriter, append_records, encod
 __all__ = [
     "CACHED", "EXECUTE", "EXECUTION_COUNTERS", "FORMAT", "LOCAL_SCALAR", "MARK_STEP", "MAX_COUNT", "MAX_HEADER",
     "MAX_LINE", "MAX_NS", "MAX_SECONDS", "RANK_IN_NAME", "REPLICATED", "TO_CPU", "UNCACHED", "VERSION",
-    "Compile", "Debug", "EncodedRecord", "End", "Error", "Impossible", "Input", "Run", "RunFileError", "RunWriter",
-    "Site", "Spmd", "Step", "Sync", "Undecodable", "append_records", "base_input_name", "bounded_lines",
-    "compile_record", "decode_line", "encode_record", "expand_run_paths", "file_record", "gc_paused",
-    "is_fallback_counter", "load_run", "open_run", "rank_of_path", "signature_record", "site_record",
-    "step_record", "sync_record",
+    "Compile", "Debug", "EncodedRecord", "End", "Error", "GraphChange", "GraphLine", "Impossible", "Input",
+    "Run", "RunFileError", "RunWriter", "Site", "Spmd", "Step", "Sync", "Undecodable", "append_records",
+    "base_input_name", "bounded_lines", "compile_record", "decode_line", "encode_record", "expand_run_paths",
+    "file_record", "gc_paused", "graph_change_record", "is_fallback_counter", "load_run", "open_run",
+    "rank_of_path", "signature_record", "site_record", "step_record", "sync_record",
 ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from xprof.runfile.records import Compile, Debug, End, Error, Input, Run, Site, Step, Sync
+from xprof.runfile.records import Compile, Debug, End, Error, GraphChange, GraphLine, Input, Run, Site, Step, Sync
 from xprof.runfile.values import (
     _NO_COUNTS,
     MAX_COUNT,
@@ -202,7 +202,49 @@ def _add_dynamo(run: Run, rec: dict[str, Any]) -> bool:
     return True
 
 
+def _count(v: Any) -> int:
+    """A count written by the recorder: an int (not a bool), 0 when absent."""
+    if v is None:
+        return 0
+    if type(v) is not int:
+        raise TypeError("not a count")
+    if not 0 <= v <= MAX_COUNT:
+        raise Impossible
+    return v
+
+
+def _text(v: Any) -> str:
+    if type(v) is not str:
+        raise TypeError("not a string")
+    return v
+
+
+def _graph_line(v: Any) -> GraphLine:
+    if type(v) is not dict:
+        raise TypeError("not an object")
+    g = v.get
+    return GraphLine(_text(g("file")), _count(g("line")), _text(g("func", "")), _text(g("code", "")),
+                     _text(g("what")), _text(g("kind", "ops")), _text(g("op", "")), _count(g("ops", 1)))
+
+
+def graph_change_record(rec: dict[str, Any]) -> GraphChange:
+    """A ``debug`` record of kind ``graph`` (``--explain``); TypeError on a field of the wrong
+    type, :class:`Impossible` on a number no recorder writes."""
+    g = rec.get
+    lines = g("lines") or []
+    if type(lines) is not list:
+        raise TypeError("lines is not a list")
+    base = g("base")
+    return GraphChange(_count(g("i")), _text(g("at", "barrier")), _text(g("hash", "")), _count(g("ops")),
+                       _count(g("inputs")), None if base is None else _count(base),
+                       tuple(_graph_line(x) for x in lines), _count(g("more_lines")), _count(g("backward")),
+                       _count(g("library")), _count(g("changed")))
+
+
 def _add_debug(run: Run, rec: dict[str, Any]) -> bool:
+    if rec.get("kind") == "graph":
+        run.graph_changes.append(graph_change_record(rec))
+        return True
     fields = {k: v for k, v in rec.items() if k not in ("type", "kind")}
     run.debug.append(Debug(str(rec.get("kind", "")), fields))
     return True

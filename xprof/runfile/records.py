@@ -216,6 +216,44 @@ class Debug(NamedTuple):
         return str(h) if h else None
 
 
+class GraphLine(NamedTuple):
+    """Where a graph change starts, at one user line (a ``graph`` record's ``lines``)."""
+
+    file: str
+    line: int
+    func: str
+    code: str
+    what: str
+    """In a few words: ``slice 20 -> 24``, ``multiply: an input became the constant 1``."""
+    kind: str
+    """``bound``, ``constant``, ``grows``, ``added``, ``removed``, ``shape``, ``value`` or ``ops``
+    (:data:`xprof.diagnosis.graphdiff.CHANGE_KINDS`)."""
+    op: str
+    """The opcode of the first op that changed there."""
+    ops: int
+    """Ops of the new graph that changed at this line."""
+
+
+class GraphChange(NamedTuple):
+    """A new graph seen by ``--explain`` (``debug`` record of kind ``graph``), compared with
+    the closest graph seen before it (``base``, the step it was seen in; None for the first)."""
+
+    i: int
+    """The step (barrier index) whose barrier ran it."""
+    at: str
+    hash: str
+    ops: int
+    inputs: int
+    base: int | None
+    lines: tuple[GraphLine, ...]
+    more_lines: int
+    backward: int
+    """Changed ops with no Python frame (a backward pass)."""
+    library: int
+    """Changed ops whose frames are all in libraries."""
+    changed: int
+
+
 class End(NamedTuple):
     """How the run ended (``end``), written when ``watch()`` exits."""
 
@@ -262,6 +300,8 @@ class Run:
     """``(end_unix_s, duration_ns)`` TransferFromDeviceTime samples, from ``xfer`` records."""
     errors: list[Error] = field(default_factory=list)
     debug: list[Debug] = field(default_factory=list)
+    graph_changes: list[GraphChange] = field(default_factory=list)
+    """``--explain``'s new graphs and what changed in each (``debug`` records of kind ``graph``)."""
     dynamo: list[dict[str, Any]] = field(default_factory=list)
     """torch._dynamo's failed guards (why torch.compile recompiled), from ``dynamo`` records:
     ``{func, file, line, reasons}`` per function."""

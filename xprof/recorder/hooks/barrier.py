@@ -66,6 +66,8 @@ def install_barrier(rec: Recorder, patches: Patches, xlac: Any) -> None:
             if not rec.active or threading.get_ident() != rec.owner:
                 return original(*args, **kwargs)
             try:
+                if rec.explain is not None:  # --explain: hash the pending graph (recorder/explain.py)
+                    rec.explain.before_barrier()
                 tb = time.time()
                 before = counts()
                 caller = sys._getframe(1)

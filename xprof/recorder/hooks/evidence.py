@@ -22,10 +22,13 @@ def install_optimizer_steps(rec: Recorder, patches: Patches, torch: Any) -> None
     """
     owner = rec.owner
     bump = rec.on_optimizer_step
+    optimizers = rec.optimizers  # (--explain hashes their parameters, gradients and state)
 
     def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
         if rec.active and threading.get_ident() == owner:
             bump()
+            if optimizers is not None:
+                optimizers.add(optimizer)
 
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -135,6 +138,8 @@ def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
             try:
                 if rec.active:
                     bump()
+                    if rec.explain is not None and args:  # (--explain hashes the loss's graph too)
+                        rec.explain.saw_backward(args[0])
                 return __original(*args, **kwargs)
             except BaseException as exc:
                 _user_frames_only(exc)

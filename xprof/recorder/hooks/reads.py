@@ -78,6 +78,8 @@ def _make_reader(rec: Recorder, kind: str, original: Callable[..., Any],
                 return original(self, *args, **kwargs)
             try:
                 before = counts()
+                if rec.explain is not None and method is not None:  # --explain: the read's graph
+                    rec.explain.before_read(self, sys._getframe(1))
             except Exception as exc:
                 rec.error("sync hook", exc)
                 return original(self, *args, **kwargs)

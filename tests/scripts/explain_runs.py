@@ -1,0 +1,38 @@
+"""Record the loops tests/test_explain.py checks, in a fresh torch_xla process (so no graph of
+theirs is cached from another test): ``python explain_runs.py OUT_DIR on|off``.
+
+Writes ``OUT_DIR/NAME.json`` for each loop under ``watch(explain=...)`` and
+``OUT_DIR/ir_debug.json``: torch_xla's ``ir_debug`` before and after the watches.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+LOOPS = {
+    "lr_schedule_scalar": "tests.corpus.loops.lr_schedule_scalar",
+    "every_n_steps": "tests.scenarios.every_n_steps",
+    "slice_bound": "tests.scenarios.slice_bound",
+    "growing_list": "tests.corpus.loops.growing_list",
+}
+
+
+def main(out: Path, mode: str) -> None:
+    import torch_xla
+
+    import xprof
+
+    before = bool(torch_xla._XLAC._get_ir_debug())
+    for name, module in LOOPS.items():
+        mod = importlib.import_module(module)
+        with xprof.watch(out / f"{name}.json", name=name, live=False, explain=mode == "on"):
+            mod.train(torch_xla.device())
+    after = bool(torch_xla._XLAC._get_ir_debug())
+    (out / "ir_debug.json").write_text(json.dumps({"before": before, "after": after}))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2])

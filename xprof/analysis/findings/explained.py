@@ -1,0 +1,144 @@
+"""``--explain``'s graph changes in the findings: a finding whose compiles ran a new graph that
+``--explain`` compared with an earlier one (``runfile.GraphChange``) shows where the change
+starts, at the user's line; a graph finding's title, line and advice follow from it (a slice
+bound, a Python number that became a constant, a list that grows, ops a condition adds)."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+
+from xprof.analysis.model import Finding
+from xprof.runfile import GraphChange, GraphLine, Run
+
+KNOWN_KINDS = frozenset({"eval_pass", "eval_mode_training"})
+"""Graph findings whose cause the run already tells (an eval pass, eval mode left on): their
+graphs' diffs are kept (``graph_changes``) but not said."""
+
+GRAPH_KINDS = frozenset({"graph_change", "periodic_graph", "graph_every_step", "graph_grows"})
+"""The graph findings whose title names the line and the value that changed."""
+
+MAX_SHOWN = 5
+"""New graphs shown per finding (the first ones)."""
+
+ADVICE = {
+    "bound": ("A Python int sets a slice bound here, and each new bound is a new graph: slice to a fixed "
+              "length and mask the rest (or round the bound up to a few sizes)."),
+    "constant": ("torch_xla bakes the Python numbers 0 and 1 into the graph as constants and passes other "
+                 "numbers as inputs, so the graph changes when this value reaches 0 or 1 (a warm-up or "
+                 "decay factor, a learning rate): keep it as a device tensor (torch.tensor(v, "
+                 "device=...)) updated in place, or keep it off 0 and 1."),
+    "value": ("A Python number here is a constant in the graph and changed: keep it as a device tensor "
+              "(torch.tensor(v, device=...)) updated in place, so the graph stays the same."),
+    "grows": ("A list of device tensors grows at this line, and each longer list is a new graph: keep a "
+              "running sum (or a fixed-size buffer) on the device, or clear the list after each read."),
+    "added": ("Python control flow adds these ops in some steps and not others, one graph per variant: "
+              "run them every step and weight them with a device tensor (0 or the factor), or accept "
+              "one graph per variant (compiled once each, cached afterwards)."),
+    "removed": ("Python control flow leaves these ops out in some steps, one graph per variant: run them "
+                "every step and weight them with a device tensor, or accept one graph per variant."),
+    "shape": ("A shape here is set from a Python number that changes: keep it fixed (pad, or round up to "
+              "a few sizes) so the graph stays the same."),
+}
+"""The advice of a graph finding, by the kind of change at its first line."""
+
+
+def per_compile(run: Run, compiles: pd.DataFrame) -> list[GraphChange | None]:
+    """The graph ``--explain`` compared for each compile: a barrier's at the barrier of its
+    step, a host read's at a read in its step (the first not yet taken), else None."""
+    if not run.graph_changes or not len(compiles):
+        return [None] * len(compiles)
+    by: dict[tuple[int, str], list[GraphChange]] = {}
+    for g in run.graph_changes:
+        if g.base is not None:
+            by.setdefault((g.i, g.at), []).append(g)
+    out: list[GraphChange | None] = []
+    for step, at in zip(compiles["step"].tolist(), compiles["at"].tolist()):
+        found = by.get((int(step), "barrier" if at == "barrier" else "read"))
+        out.append(found.pop(0) if found else None)
+    return out
+
+
+def _loc(file: str, line: int) -> str:
+    return f"{os.path.basename(file)}:{line}"
+
+
+def _line_json(c: GraphLine) -> dict[str, Any]:
+    return {"file": c.file, "line": c.line, "func": c.func, "code": c.code, "what": c.what,
+            "kind": c.kind, "op": c.op, "ops": c.ops}
+
+
+def _view(g: GraphChange, user_step: int) -> dict[str, Any]:
+    return {"step": user_step, "at": g.at, "lines": [_line_json(c) for c in g.lines],
+            "more_lines": g.more_lines, "backward": g.backward, "library": g.library, "changed": g.changed}
+
+
+def attach(findings: list[Finding], compiles: pd.DataFrame, explained: list[GraphChange | None],
+           steps: pd.DataFrame) -> None:
+    """Give each finding the graph changes of its compiles (``graph_changes``), and a graph
+    finding its line, value and advice."""
+    if not any(g is not None for g in explained) or "finding" not in compiles:
+        return
+    user_step = dict(zip(steps["i"].tolist(), steps["user_step"].tolist())) if len(steps) else {}
+    by_finding: dict[str, list[GraphChange]] = {}
+    for fid, g in zip(compiles["finding"].tolist(), explained):
+        if g is not None:
+            by_finding.setdefault(str(fid), []).append(g)
+    for f in findings:
+        changes = by_finding.get(f.id)
+        if not changes:
+            continue
+        f.graph_changes = [_view(g, int(user_step.get(g.i, g.i))) for g in changes[:MAX_SHOWN]]
+        if f.kind not in KNOWN_KINDS:
+            _name_line(f, changes)
+
+
+def _first_line(changes: list[GraphChange]) -> tuple[GraphLine, int] | None:
+    """The user line most of the new graphs changed at (the first of them on a tie), with how
+    many did."""
+    counts: Counter[tuple[str, int]] = Counter()
+    first: dict[tuple[str, int], GraphLine] = {}
+    for g in changes:
+        if g.lines:
+            c = g.lines[0]
+            counts[(c.file, c.line)] += 1
+            first.setdefault((c.file, c.line), c)
+    if not counts:
+        return None
+    where, n = counts.most_common(1)[0]
+    return first[where], n
+
+
+def _backward(changes: list[GraphChange]) -> str:
+    n = max((g.backward for g in changes), default=0)
+    return (f"{n} ops of the backward pass changed with it (they have no Python frame: autograd runs "
+            "them from C++)") if n else ""
+
+
+def _name_line(f: Finding, changes: list[GraphChange]) -> None:
+    picked = _first_line(changes)
+    if picked is None:
+        backward = sum(1 for g in changes if g.backward and not g.lines)
+        if backward:
+            which = "the new graph differs" if len(changes) == 1 else "the new graphs differ"
+            f.evidence.insert(0, f"--explain: {which} only in ops with no Python frame (a backward pass: "
+                                 "autograd runs it from C++, so it has no line)")
+        return
+    c, n = picked
+    of = f"in {n} of the {len(changes)} new graphs compared" if len(changes) > 1 else "in the new graph"
+    values = list(dict.fromkeys(g.lines[0].what for g in changes if g.lines and g.lines[0].line == c.line
+                                and g.lines[0].file == c.file))
+    said = ", ".join(values[:3]) + (" ..." if len(values) > 3 else "")
+    f.evidence.insert(0, f"--explain: the graph changes at {_loc(c.file, c.line)}: {c.code or '?'}: {said} "
+                         f"({c.op}) {of}" + (f"; {_backward(changes)}" if _backward(changes) else ""))
+    if f.kind not in GRAPH_KINDS:
+        return
+    f.file, f.line, f.func, f.code = c.file, c.line, c.func or None, c.code or None
+    head, sep, rest = f.title.partition(": ")
+    f.title = f"{head} at {_loc(c.file, c.line)} ({said}){sep}{rest}"
+    advice = ADVICE.get(c.kind)
+    if advice is not None:
+        f.advice = advice
