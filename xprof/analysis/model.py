@@ -111,9 +111,9 @@ class Finding:
     """Every input that changed shape with ``input`` (padded by the same collate call), the
     finding's own first; None when it changed alone."""
     leaves: int | None = None
-    """The run's recompiles (after warm-up) once this finding's advice is applied, where that
-    removes every compile it owns and nothing else (what-if rows say it per padding choice:
-    ``recompiles``)."""
+    """The training steps' recompiles (after warm-up; an eval pass's own apart) once this
+    finding's advice is applied, where that removes every compile it owns and nothing else
+    (what-if rows say it per padding choice: ``run_recompiles``)."""
     severity: str = "warning"
     """``warning`` (costs time every run), ``info`` (expected, e.g. an occasional checkpoint)."""
     minor: bool = False

@@ -308,6 +308,8 @@ def read_module(data: bytes) -> Graph:
     if not isinstance(data, (bytes, bytearray)):
         raise HloError("not bytes")
     data = bytes(data)
+    if not data:
+        return Graph()  # (torch_xla's answer for tensors with nothing pending: already on the device)
     entry_id = None
     comps: list[bytes] = []
     frame_buf = None

@@ -240,7 +240,7 @@ def _finish(run: _Run, findings: list[Finding]) -> list[Finding]:
             if f.kind in ("partial_batch", "batch_size_change"):
                 f.advice += " With transformers.Trainer: TrainingArguments(dataloader_drop_last=True)."
     _to_training_steps(findings, run.ordinal_of)
-    _predictions(findings, sum(1 for c in run.causes if c.cause != "warmup"))
+    _predictions(findings, *training_recompiles(run.causes, run.compiles, run.steps))
     findings.sort(key=lambda f: (-f.seconds, f.id))
     return findings
 
@@ -253,11 +253,22 @@ for its shape and for ops another pass left in it), the first rule owns it, and 
 other cause alone removes it too: no count is claimed for those."""
 
 
-def _predictions(findings: list[Finding], recompiles: int) -> None:
-    """What each finding's advice leaves: the run's recompiles without the finding's own, plus
-    what a padding choice still compiles (each what-if row's ``run_recompiles``; ``leaves``
-    follows the last row, padding to the largest size). Said in the evidence, and checked by
-    the fixed twins of the scenario loops (tests/test_predictions.py)."""
+def training_recompiles(causes: list[Cause], compiles: pd.DataFrame, steps: pd.DataFrame) -> tuple[int, int]:
+    """(recompiles after warm-up outside eval passes, those inside them): what a prediction
+    counts, and what it leaves aside (an evaluation's own graphs are expected, and a collate
+    shared with it pads its batches too, which no training finding's count should guess)."""
+    phase = dict(zip(steps["i"].tolist(), steps["phase"].tolist()))
+    evals = sum(1 for c, s in zip(causes, compiles["step"].tolist())
+                if c.cause != "warmup" and phase.get(int(s)) == "eval")
+    return sum(1 for c in causes if c.cause != "warmup") - evals, evals
+
+
+def _predictions(findings: list[Finding], recompiles: int, in_eval: int = 0) -> None:
+    """What each finding's advice leaves: the training steps' recompiles (``recompiles``; eval
+    passes' own, ``in_eval``, apart) without the finding's own, plus what a padding choice
+    still compiles (each what-if row's ``run_recompiles``; ``leaves`` follows the last row,
+    padding to the largest size). Said in the evidence, and checked by the fixed twins of the
+    corpus loops (tests/test_predictions.py)."""
     for f in findings:
         if f.cause not in PREDICTED or not f.compiles or f.severity == "info" or f.kind == "input_kinds":
             continue
@@ -271,8 +282,9 @@ def _predictions(findings: list[Finding], recompiles: int) -> None:
             f.leaves = rest
             choice = ("both lines changed" if len(f.lines or ()) == 2 else f"all {len(f.lines)} lines changed"
                       if f.lines else "the fix applied")
-        f.evidence.append(f"with {choice}, the run would recompile {f.leaves} time{'s' if f.leaves != 1 else ''} "
-                          f"after warm-up ({recompiles} recorded)")
+        apart = f"; the evaluation's {in_eval} apart" if in_eval else ""
+        f.evidence.append(f"with {choice}, training would recompile {f.leaves} time{'s' if f.leaves != 1 else ''} "
+                          f"after warm-up ({recompiles} recorded{apart})")
 
 
 def _kinds_first_steps(findings: list[Finding], steps: pd.DataFrame) -> list[Finding]:
