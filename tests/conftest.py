@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
+# No summary cache in the tests (each test of a summary means its analysis; and nothing is
+# written to the user's ~/.cache): tests/test_summary_cache.py turns it on where it is tested.
+os.environ["XPROF_NO_CACHE"] = "1"
 
 ROOT = Path(__file__).resolve().parent.parent
 

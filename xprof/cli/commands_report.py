@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from xprof.cli import summary_cache
 from xprof.cli.app import Command, app, console, err_console, fail, finite_json, load_or_fail, output_errors, reads_only
 from xprof.cli.outputs import checked_output
 from xprof.cli.progress import Progress, wanted
@@ -155,31 +156,50 @@ def summary(
     if brief:
         _brief(files)
         return
+    if len(files) == 1:
+        _single_summary(files[0], as_json)
+        return
     with Progress(wanted(machine_output=as_json)) as bar:
-        if len(files) > 1:
-            pod, view = read_pod(files, bar, summaries=as_json)
-            focus = None if as_json else _focus(pod, view, bar)
-        else:
-            view, analysis = None, _one(files[0], bar)
-    if view is not None:
-        _summary_ranks(view, focus, as_json)
-        return
-    if as_json:
-        write_stdout(json.dumps(finite_json(analysis.summary()), indent=2, default=str) + "\n")
-        return
-    from xprof.report.terminal import render_summary
+        pod, view = read_pod(files, bar, summaries=as_json)
+        focus = None if as_json else _focus(pod, view, bar)
+    _summary_ranks(view, focus, as_json)
 
-    render_summary(analysis, console)
+
+def _single_summary(path: str, as_json: bool) -> None:
+    """The summary of one run file, served from the cache when it was made before (same
+    bytes, same output, same code: :mod:`xprof.cli.summary_cache`)."""
+    variant = ("json" if as_json else
+               f"text|{console.width}|{console.color_system}|{console.is_terminal}|{console.encoding}")
+    name = summary_cache.key(path, variant)
+    text = summary_cache.get(name)
+    if text is None:
+        with Progress(wanted(machine_output=as_json)) as bar:
+            analysis = _one(path, bar)
+        if as_json:
+            text = json.dumps(finite_json(analysis.summary()), indent=2, default=str) + "\n"
+        else:
+            from xprof.report.terminal import render_summary
+
+            with console.capture() as captured:
+                render_summary(analysis, console)
+            text = captured.get()
+        summary_cache.put(name, text)
+    write_stdout(text)
 
 
 def _brief(files: list[str]) -> None:
     """The exit summary of one run file (``watch()`` prints it through this command)."""
     if len(files) != 1:
         fail(f"--brief takes one run file, not {len(files)}")
-    from xprof.report.prose import exit_lines
+    name = summary_cache.key(files[0], "brief")
+    text = summary_cache.get(name)
+    if text is None:
+        from xprof.report.prose import exit_lines
 
-    analysis = _one(files[0], Progress(False))
-    write_stdout("".join(line + "\n" for line in exit_lines(analysis, files[0])))
+        analysis = _one(files[0], Progress(False))
+        text = "".join(line + "\n" for line in exit_lines(analysis, files[0]))
+        summary_cache.put(name, text)
+    write_stdout(text)
 
 
 def _summary_ranks(view: Any, focus: Any, as_json: bool) -> None:
