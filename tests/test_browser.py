@@ -327,6 +327,38 @@ def test_sample_report_renders_in_chromium(chromium: Chromium, tmp_path: Path) -
     assert any("pad" in a.lower() for a in facts["advice"]), facts["advice"]
 
 
+def test_a_graph_diff_and_a_what_if_fit_a_phone(chromium: Chromium, tmp_path: Path) -> None:
+    """A finding with --explain's table of graph changes and a what-if table (a Trainer
+    padding per batch, recorded with the mode on): both on the page, and at a phone's width
+    the page is no wider than the screen (the tables scroll or wrap inside their cards)."""
+    html = tmp_path / "trainer.html"
+    proc = _xprof("report", str(ROOT / "tests" / "corpus" / "runs" / "trainer_padded_eval.json"), "-o", str(html),
+                  timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for width, mobile in ((1280, False), (390, True)):
+        chromium.open(html.resolve().as_uri(), width=width, mobile=mobile)
+        _settle(chromium)
+        tables = chromium.evaluate("[document.querySelectorAll('table.graphdiff').length, "
+                                   "document.querySelectorAll('table.whatif').length]")
+        assert tables[0] >= 1 and tables[1] >= 2, tables
+        page = chromium.evaluate("[document.scrollingElement.scrollWidth, window.innerWidth]")
+        assert page[0] <= page[1], f"the page is {page[0]} px wide at a {page[1]} px width"
+        for t in chromium.evaluate(TABLE_BOXES):
+            # inside the card, or in a box that scrolls sideways (never cut off by the card)
+            assert t["right"] <= t["card_right"] + 0.5 or t["scrolls"], t
+            assert not t["graphdiff"] or t["right"] <= t["card_right"] + 0.5, t  # its cells wrap
+    chromium.screenshot(REPORTS / "browser-report-phone.png")
+
+
+TABLE_BOXES = """[...document.querySelectorAll('table.whatif')].map(t => {
+  const card = t.closest('.card'), c = card.getBoundingClientRect(), cs = getComputedStyle(card);
+  const box = t.parentElement;
+  return {right: t.getBoundingClientRect().right, graphdiff: t.classList.contains('graphdiff'),
+          card_right: c.right - parseFloat(cs.paddingRight) - parseFloat(cs.borderRightWidth),
+          scrolls: getComputedStyle(box).overflowX === 'auto' && box.getBoundingClientRect().right <= c.right};
+})"""
+
+
 def test_harness_sees_console_errors_and_exceptions(chromium: Chromium, tmp_path: Path) -> None:
     """The checks above mean something only if the harness catches a broken page."""
     page = tmp_path / "broken.html"
