@@ -341,6 +341,14 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, u
             notes.append(f"{_fmt_seconds(gap)} passed after the last barrier (step "
                          f"{int(steps['user_step'].iloc[-1])}) without reaching another: the run "
                          "ended while the next step was tracing, compiling or running.")
+    auto = next((d.fields for d in run.debug if d.kind == "explain" and d.fields.get("auto")), None)
+    if auto is not None:
+        after = auto.get("after")
+        at = steps.loc[steps["i"] == after, "user_step"].tolist() if isinstance(after, int) and len(steps) else []
+        when = f" at step {int(at[0])}" if at and int(at[0]) >= 0 else ""
+        notes.append(f"--explain switched itself on{when} (a new graph from inputs seen before): the new graphs "
+                     "after it are compared at their lines, those before are not. Record with --explain "
+                     "(watch(explain=True)) to compare every one.")
     if run.errors:
         notes.append(f"xprof hit {plural(len(run.errors), 'error')} of its own while recording; training "
                      f"was not affected. First: {run.errors[0].where}: {run.errors[0].error}")
