@@ -84,3 +84,13 @@ def test_graph_records_are_read_and_bad_ones_skipped(tmp_path: Path) -> None:
     assert (g.i, g.base, g.backward, g.lines[0].what, g.lines[0].line) == (3, 1, 4, "slice 4 -> 6", 23)
     assert (run.skipped_lines, run.impossible) == (1, 1)
     assert not run.debug  # (not a torch_xla debug entry)
+
+
+def test_a_run_where_explain_switched_itself_on_says_from_when() -> None:
+    from xprof.analysis import analyze
+    from xprof.runfile import load_run
+
+    run = Path(__file__).resolve().parent / "corpus" / "runs" / "trainer_padded_eval.json"
+    notes = analyze(load_run(run)).notes
+    assert any(n.startswith("--explain switched itself on at step 2 (a new graph from inputs seen before)")
+               for n in notes), notes
