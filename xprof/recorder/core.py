@@ -58,6 +58,10 @@ QUEUE_LIMIT = 4096
 """Events queued at most before the thread that queues one converts them itself (the
 writer thread cannot keep up: bound the memory, ~2 MB at most)."""
 
+_BASE = len(m.BASE_COUNTERS)
+"""Index of the first counter a barrier reads after the base ones (ExecuteReplicated in an
+SPMD run)."""
+
 NO_BARRIER_AFTER = 3
 """Optimizer steps with no step barrier yet in the run after which a ``no_barrier`` debug
 record is written (a loop that never calls ``torch_xla.sync()``; the live notice)."""
@@ -240,6 +244,7 @@ class Recorder(StepInputs, RecordEncoder):
                     left -= 1
                     try:
                         if ev[0] == _STEP:
+                            _zeroed(ev[8])
                             if not steady(ev, records):
                                 self._step_records(ev, records)
                         elif ev[0] == _SYNC:
@@ -431,14 +436,16 @@ class Recorder(StepInputs, RecordEncoder):
     def on_barrier(self, tb: float, before: tuple[int, ...], kind: str) -> None:
         """A step barrier just finished: queue the step in progress and start the next.
 
-        Training thread only. Reads the clock and the counters; everything else waits.
+        Training thread only. Reads the clock and the counters; everything else waits. The
+        values are queued as read (None for a counter not created yet: the writer thread
+        reads it as 0, see :func:`_zeroed`).
         """
         t1 = time.time()
         frame, self.barrier_frame = self.barrier_frame, None  # never keep the user's frame alive
         counters = self.counters
         names = counters.names
-        vals = counters.read(names)
-        uncached = vals[0]
+        vals: list[int | None] = list(map(counters.value, names))
+        uncached = vals[0] or 0
         site = None
         if uncached != self._last_uncached:
             # This step compiled: a new fallback op compiles too, so look for its counter
@@ -446,20 +453,22 @@ class Recorder(StepInputs, RecordEncoder):
             self._last_uncached = uncached
             if counters.refresh():
                 names = counters.names
-                vals = counters.read(names)
+                vals = list(map(counters.value, names))
                 if self._arms:
                     self._check_arms()
             if frame is not None:
                 site = self.frames.user_site(frame)  # who asked for a barrier that compiled
-        ran = uncached != before[0] or vals[1] != before[1]
+        cached = vals[1] or 0
+        ran = uncached != before[0] or cached != before[1]
         # Graphs run between the last barrier and this one, outside the host reads: ops run
         # one by one (eager mode), or a sync xprof does not hook. (Compiles are counted on
         # the calling thread, so, unlike executions, they never spill into the next step.)
         mid = before[0] + before[1] - self._end_compiles - self._read_compiles
-        self._end_compiles = uncached + vals[1]
+        self._end_compiles = uncached + cached
         self._read_compiles = 0
-        k = len(m.BASE_COUNTERS)  # (an SPMD run counts its executions in ExecuteReplicated too)
-        self._exec_mark = vals[2] + (vals[k] if len(names) > k and names[k] == m.REPLICATED else 0)
+        # (an SPMD run counts its executions in ExecuteReplicated too: read right after the base)
+        self._exec_mark = (vals[2] or 0) + ((vals[_BASE] or 0) if counters.spmd and len(names) > _BASE
+                                            and names[_BASE] == m.REPLICATED else 0)
         # Its graph ran (was compiled or looked up) but no execution was counted by now.
         self._exec_due = ran and len(before) > 2 and self._exec_mark == before[2]
         if mid < 0:
@@ -470,12 +479,8 @@ class Recorder(StepInputs, RecordEncoder):
         if inputs and (ran or mid) and kind not in ("dynamo", "compile_entry"):
             self._inputs = []
             self._batch_ids.clear()
-            cut, self._eval_cut = self._eval_cut, 0
-            if 0 < cut < len(inputs):
-                inputs = inputs[cut:]
-                self._devices = [(k - cut, t) for k, t in self._devices if k >= cut]
-            if self._devices:
-                self._read_input_shardings(inputs)
+            if self._eval_cut or self._devices:
+                inputs = self._step_inputs(inputs)
         else:
             # An empty barrier (a loader's first next()) in a step that ran nothing: the
             # inputs moved before it feed the next graph. So do those moved before
@@ -488,17 +493,28 @@ class Recorder(StepInputs, RecordEncoder):
         graphs, self._dynamo_graphs = self._dynamo_graphs, 0
         backwards, self._backwards = self._backwards, 0
         grad = self.grad_enabled
-        no_grad = grad is not None and not grad()
         turned_off, self.grad_turned_off = self.grad_turned_off, False
-        self._events.append((_STEP, self.step, self._t0, tb, t1, kind, before, names, vals,
-                             inputs, extra, site, opt, graphs, no_grad, self.eval_mode, backwards, mid,
-                             turned_off))
+        events = self._events
+        events.append((_STEP, self.step, self._t0, tb, t1, kind, before, names, vals,
+                       inputs, extra, site, opt, graphs, grad is not None and not grad(), self.eval_mode,
+                       backwards, mid, turned_off))
         self.step += 1
         self._t0 = t1
         if uncached != before[0]:
             self._wake.set()  # a step that compiled reaches the file at once
-        elif len(self._events) >= WAKE_AT:
+        elif len(events) >= WAKE_AT:
             self._queue_full()
+
+    def _step_inputs(self, inputs: list[RawInput]) -> list[RawInput]:
+        """The inputs of the graph a barrier ran: those after an evaluation's cut (see
+        ``_eval_cut``), with their shardings read (SPMD)."""
+        cut, self._eval_cut = self._eval_cut, 0
+        if 0 < cut < len(inputs):
+            inputs = inputs[cut:]
+            self._devices = [(k - cut, t) for k, t in self._devices if k >= cut]
+        if self._devices:
+            self._read_input_shardings(inputs)
+        return inputs
 
     def note_step(self, key: str, value: Any) -> None:
         """Attach a field to the step in progress (written into its ``step`` record)."""
@@ -573,3 +589,10 @@ class Recorder(StepInputs, RecordEncoder):
             # Until the writer wakes, every event past WAKE_AT lands here: Event.set takes a
             # lock and notifies each time, is_set is one attribute read.
             self._wake.set()
+
+
+def _zeroed(vals: list[int | None]) -> None:
+    """A barrier's counter values with 0 for those not created yet (the hook queues what the
+    counter read returned, None for those, to keep the conversion off the training thread)."""
+    if None in vals:
+        vals[:] = [v or 0 for v in vals]

@@ -184,12 +184,13 @@ class FrameClassifier:
                 internal.append(d)
         self._internal = tuple(internal)
         self._libraries = _library_roots()
-        self._cache: dict[str, FrameKind] = {}
+        self.cache: dict[str, FrameKind] = {}
+        """Each file's kind, as :meth:`kind` gives it (a hook on a hot path reads it first)."""
 
     def kind(self, filename: str) -> FrameKind:
-        k = self._cache.get(filename)
+        k = self.cache.get(filename)
         if k is None:
-            k = self._cache[filename] = classify_path(filename, self._internal, self._libraries)
+            k = self.cache[filename] = classify_path(filename, self._internal, self._libraries)
         return k
 
     def user_site(self, frame: FrameType | None, limit: int = 64) -> Site | None:
@@ -208,7 +209,7 @@ class FrameClassifier:
         chain: list[FrameType] = []
         f = frame
         n = 0
-        cache = self._cache
+        cache = self.cache
         while f is not None and n < limit:
             code = f.f_code
             k = cache.get(code.co_filename)

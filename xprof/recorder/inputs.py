@@ -12,7 +12,8 @@ import ast
 import itertools
 import linecache
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from itertools import repeat
 from types import FrameType
 from typing import Any
 
@@ -28,16 +29,21 @@ def dtype_name(dtype: Any) -> str:
 _POSITION_NAMES = [f"batch[{i}]" for i in range(MAX_LEAVES)]
 
 
+def all_tensors(values: Iterable[Any], tensor_type: type) -> bool:
+    """Every one of ``values`` is a tensor (a C loop: no generator frame per batch)."""
+    return all(map(isinstance, values, repeat(tensor_type)))
+
+
 def flatten_batch(batch: Any, tensor_type: type) -> list[tuple[str, Any]]:
     """Named tensor leaves of a batch: ``[("input_ids", t), ("labels", t)]``."""
     # Fast paths for the usual batches (a flat dict, list or tuple of tensors): this runs
     # for every batch a loader yields.
     kind = type(batch)
     if kind is dict and len(batch) <= MAX_LEAVES:
-        if all(isinstance(v, tensor_type) for v in batch.values()):
+        if all_tensors(batch.values(), tensor_type):
             return [(str(k), v) for k, v in batch.items()]
     elif (kind is list or kind is tuple) and len(batch) <= MAX_LEAVES:
-        if all(isinstance(v, tensor_type) for v in batch):
+        if all_tensors(batch, tensor_type):
             return list(zip(_POSITION_NAMES, batch))
     elif isinstance(batch, tensor_type):
         return [("batch", batch)]

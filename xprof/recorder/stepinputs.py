@@ -6,11 +6,12 @@ shardings are read at the barrier. Training thread only.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from xprof.recorder import metrics as m
 from xprof.recorder.events import _MESH_KEYS, _RECORD, RawInput
+from xprof.recorder.inputs import MAX_LEAVES
 from xprof.recorder.spmd import ShardingsOf, shardings_reader, spmd_enabled, spmd_meta
 
 
@@ -20,6 +21,7 @@ class StepInputs:
 
     _inputs: list[RawInput]
     _batch_ids: set[int]
+    """ids of the CPU leaves of the step's loader batch (their `.to(device)` adds no input)."""
     _events: deque[tuple[Any, ...]]
     counters: m.CounterReader
     spmd: bool
@@ -48,6 +50,26 @@ class StepInputs:
         if self.keep_devices:
             self._keep_batch_devices(leaves[:room], source, first)
 
+    def on_batch_items(self, names: Sequence[str], items: Sequence[Any], tensor_type: type, source: str) -> bool:
+        """Training thread only: a loader batch that is a list or tuple, its items named by
+        ``names``, recorded as :meth:`on_batch` records its leaves, in one pass. False, with
+        nothing recorded, when an item is not a tensor or the batch needs more (it would pass
+        the step's 256 inputs, or the SPMD bookkeeping): the caller flattens it instead."""
+        inputs = self._inputs
+        first = len(inputs)
+        if first + len(items) > 256 or len(items) > MAX_LEAVES or self.keep_devices:
+            return False
+        for t in items:
+            if type(t) is not tensor_type and not isinstance(t, tensor_type):
+                return False
+        ids = self._batch_ids
+        if not first:
+            ids.clear()
+        for name, t in zip(names, items):
+            inputs.append((name, t.shape, t.dtype, source))
+            ids.add(id(t))
+        return True
+
     def on_call_args(self, leaves: list[tuple[str, Any]]) -> None:
         """Training thread only: the tensor arguments of a ``torch_xla.compile`` call,
         inputs of the step it runs. A tensor already recorded under the same name and
@@ -64,10 +86,6 @@ class StepInputs:
                 if keep:
                     self._devices.append((len(inputs), t))
                 inputs.append((name, t.shape, t.dtype, "arg"))
-
-    def is_batch_leaf(self, tensor: Any) -> bool:
-        """Already recorded as a leaf of this step's loader batch (so ``.to`` adds nothing)."""
-        return id(tensor) in self._batch_ids
 
     def on_to_device(self, tensor: Any, name: str, moved: Any = None) -> None:
         """Training thread only: a CPU tensor moved to the device (as ``moved``) outside a batch."""

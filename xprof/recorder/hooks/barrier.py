@@ -12,6 +12,7 @@ from typing import Any
 from xprof.recorder.core import Recorder
 from xprof.recorder.hooks.patching import Patches, _user_frames_only
 from xprof.recorder.inputs import flatten_batch
+from xprof.recorder.metrics import CACHED, EXECUTE, UNCACHED
 
 _BARRIER_CALLERS = {
     "optimizer_step": "optimizer_step",
@@ -22,22 +23,36 @@ _BARRIER_CALLERS = {
 }
 
 
-_KIND_CACHE: dict[tuple[Any, ...], str] = {}
+_KIND_CACHE: dict[tuple[int, int, int], tuple[str, tuple[Any, Any, Any]]] = {}
+"""Barrier kinds by the ids of the code objects of the three frames above the step marker.
+Each entry keeps its code objects alive, so no id of a key is reused while it is cached.
+(Keyed by ids: Python 3.11 does not cache a code object's hash, and hashing three costs
+more than the rest of the lookup.)"""
+
+_LAST_KIND: list[Any] = [None, None, None, "sync"]
+"""The last lookup's three code objects and kind: a loop asks from the same place each step."""
 
 
 def _barrier_kind(frame: Any) -> str:
     """Which API asked for this barrier, from the few frames above the step marker.
 
-    Cached by the code objects of those frames: a loop asks from the same place each step.
+    Cached by the code objects of those frames (see :data:`_KIND_CACHE`).
     """
     f2 = frame.f_back if frame is not None else None
     f3 = f2.f_back if f2 is not None else None
-    key = (frame.f_code if frame is not None else None, f2.f_code if f2 is not None else None,
-           f3.f_code if f3 is not None else None)
-    kind = _KIND_CACHE.get(key)
-    if kind is None:
-        kind = _KIND_CACHE[key] = _barrier_kind_walk(frame)
-    return kind
+    c1 = frame.f_code if frame is not None else None
+    c2 = f2.f_code if f2 is not None else None
+    c3 = f3.f_code if f3 is not None else None
+    last = _LAST_KIND
+    if c1 is last[0] and c2 is last[1] and c3 is last[2]:
+        kind: str = last[3]
+        return kind
+    key = (id(c1), id(c2), id(c3))
+    hit = _KIND_CACHE.get(key)
+    if hit is None:
+        hit = _KIND_CACHE[key] = (_barrier_kind_walk(frame), (c1, c2, c3))
+    last[0], last[1], last[2], last[3] = c1, c2, c3, hit[0]
+    return hit[0]
 
 
 def _barrier_kind_walk(frame: Any) -> str:
@@ -59,18 +74,21 @@ def install_barrier(rec: Recorder, patches: Patches, xlac: Any) -> None:
     original = xlac._xla_step_marker
     # (uncached, cached, executions): whether the step's graph was counted as run by the
     # time the barrier returned tells a read right after it whose execution it waits for
-    counts = rec.counters.sync_counts
+    counters = rec.counters
+    counts, value = counters.sync_counts, counters.value
+    get_ident, clock, getframe = threading.get_ident, time.time, sys._getframe
 
     def _xla_step_marker(*args: Any, **kwargs: Any) -> Any:
         try:
-            if not rec.active or threading.get_ident() != rec.owner:
+            if not rec.active or get_ident() != rec.owner:
                 return original(*args, **kwargs)
             try:
                 if rec.explain is not None:  # --explain: hash the pending graph (recorder/explain.py)
                     rec.explain.before_barrier()
-                tb = time.time()
-                before = counts()
-                caller = sys._getframe(1)
+                tb = clock()
+                before = counts() if counters.spmd else (value(UNCACHED) or 0, value(CACHED) or 0,
+                                                         value(EXECUTE) or 0)
+                caller = getframe(1)
                 kind = _barrier_kind(caller)
                 if kind == "compile_entry":
                     _compile_call_inputs(rec, caller)

@@ -112,6 +112,7 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
     import torch
 
     dtype_type = torch.dtype
+    getframe, get_ident = sys._getframe, threading.get_ident
 
     def to(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -123,12 +124,17 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
                 return original(self, *args, **kwargs)
             result = original(self, *args, **kwargs)
             # A CPU tensor: a step input only when the result is on the device. Checked in the
-            # order that returns soonest for the many CPU-to-CPU calls (dtype casts).
-            if (inputs and getattr(result, "is_xla", False) and rec.active and not tls.depth
-                    and threading.get_ident() == rec.owner):
+            # order that returns soonest for the many CPU-to-CPU calls (dtype casts) and for the
+            # leaves of the step's loader batch (recorded with the batch).
+            if not inputs or not rec.active:
+                return result
+            leaf = id(self) in rec._batch_ids
+            if leaf and not rec.keep_devices:
+                return result
+            if getattr(result, "is_xla", False) and not tls.depth and get_ident() == rec.owner:
                 try:
-                    if not rec.is_batch_leaf(self):
-                        caller = sys._getframe(1)
+                    if not leaf:
+                        caller = getframe(1)
                         kind = frames.kind(caller.f_code.co_filename)
                         if kind != 2:  # torch's own .to calls (Module.to) are not step inputs
                             name = name_from_comprehension(caller)
@@ -139,7 +145,7 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
                                     site = frames.user_site(caller)
                                     name = name_from_line(site.file, site.line) if site else "tensor"
                             rec.on_to_device(self, name, result)
-                    elif rec.keep_devices:  # SPMD: the moved leaf is what mark_sharding shards
+                    else:  # SPMD: the moved leaf is what mark_sharding shards
                         rec.on_batch_leaf_moved(self, result)
                 except Exception as exc:
                     rec.error("input hook", exc)
