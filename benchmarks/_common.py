@@ -127,7 +127,8 @@ class TinyLoop:
             self._it = iter(self.loader)
             return next(self._it)
 
-    def step(self) -> None:
+    def step(self, barrier: bool = True) -> None:
+        """One step; ``barrier=False`` leaves out its ``mark_step`` (a ``StepTrace`` ends the step)."""
         import torch_xla.core.xla_model as xm
 
         x, y = self._next()
@@ -136,7 +137,37 @@ class TinyLoop:
         loss = self.torch.nn.functional.mse_loss(self.model(x), y)
         loss.backward()
         self.opt.step()
-        xm.mark_step()
+        if barrier:
+            xm.mark_step()
+
+    PHASES = ("next()", ".to(device) x2", "zero_grad", "forward", "backward", "optimizer", "mark_step")
+
+    def phased_steps(self, n: int) -> list[tuple[int, ...]]:
+        """``n`` steps, each as the nanoseconds of its phases (:data:`PHASES`) and its total:
+        the same step as :meth:`step`, with a clock read between phases."""
+        import torch_xla.core.xla_model as xm
+
+        clock = time.perf_counter_ns
+        mse = self.torch.nn.functional.mse_loss
+        out = []
+        for _ in range(n):
+            t0 = clock()
+            x, y = self._next()
+            t1 = clock()
+            x, y = x.to(self.device), y.to(self.device)
+            t2 = clock()
+            self.opt.zero_grad()
+            t3 = clock()
+            loss = mse(self.model(x), y)
+            t4 = clock()
+            loss.backward()
+            t5 = clock()
+            self.opt.step()
+            t6 = clock()
+            xm.mark_step()
+            t7 = clock()
+            out.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6, t7 - t0))
+        return out
 
     def timed_steps(self, n: int) -> list[float]:
         """Seconds per step for ``n`` steps (each step timed alone)."""
@@ -147,6 +178,11 @@ class TinyLoop:
             self.step()
             out.append(clock() - t0)
         return out
+
+
+STEP_SIZES = {"~1 ms": {}, "~3 ms": {"batch": 256, "hidden": 1024},
+              "~10 ms": {"batch": 640, "hidden": 1024}}
+"""``TinyLoop`` arguments for the step-size sweep (the same loop, larger layers and batches)."""
 
 
 def quiet_deprecations() -> None:

@@ -35,7 +35,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import TinyLoop, emit_json, median, median_ci, per_call_us, pin_cpu, quiet_deprecations, table
+from _common import STEP_SIZES, TinyLoop, emit_json, median, median_ci, per_call_us, pin_cpu, quiet_deprecations, table
+from anchors import anchors, print_anchors
 
 
 def _watched(tmp: str, tag: str, live: bool = False) -> AbstractContextManager[Any]:
@@ -392,7 +393,8 @@ def step_budget(lo: dict[str, Any], own: list[dict[str, Any]]) -> dict[str, floa
             "share": total / (lo["median_step_ms_plain"] * 1e3)}
 
 
-def in_place(loop: TinyLoop, tmp: str, rotations: int, block: int = 10) -> dict[str, Any]:
+def in_place(loop: TinyLoop, tmp: str, rotations: int, block: int = 10,
+             arms: tuple[str, ...] = ("off", "on", "-barrier", "-loader", "-to", "-backward")) -> dict[str, Any]:
     """What recording costs in place, measured finely: inside one ``watch()``, blocks of
     ``block`` steps with the recorder on or off (``recorder.active``: every hook installed,
     off passes straight through), rotated with the recorder on but one group of hooks put
@@ -401,9 +403,10 @@ def in_place(loop: TinyLoop, tmp: str, rotations: int, block: int = 10) -> dict[
     machine's drift hits both sides of a pair alike: the interval is several times tighter.
     What it leaves out: the pass-through of the hooks when off (in the per-call table, below
     a microsecond a call), and it spreads the writer thread's passes over every arm (its
-    CPU a step is measured apart)."""
-    arms = ("off", "on", "-barrier", "-loader", "-to", "-backward")
+    CPU a step is measured apart). Each arm's figures: the median of per-pair ratios to off,
+    and the median of per-pair differences (µs added a step), each with a 95% interval."""
     ratios: dict[str, list[float]] = {a: [] for a in arms[1:]}
+    added: dict[str, list[float]] = {a: [] for a in arms[1:]}
     medians: dict[str, list[float]] = {a: [] for a in arms}
     with _watched(tmp, "inplace") as w:
         rec = w.recorder
@@ -429,11 +432,55 @@ def in_place(loop: TinyLoop, tmp: str, rotations: int, block: int = 10) -> dict[
                 medians[arm].append(got[arm])
             for arm in arms[1:]:
                 ratios[arm].append(got[arm] / got["off"])
+                added[arm].append((got[arm] - got["off"]) * 1e6)
     out: dict[str, Any] = {"rotations": rotations, "block": block,
                            "step_ms_off": median(medians["off"]) * 1e3, "step_ms_on": median(medians["on"]) * 1e3}
     for arm in arms[1:]:
-        out[arm] = {"ratio": median(ratios[arm]), "ci": median_ci(ratios[arm])}
+        out[arm] = {"ratio": median(ratios[arm]), "ci": median_ci(ratios[arm]),
+                    "added_us": median(added[arm]), "added_ci": median_ci(added[arm])}
     return out
+
+
+def in_place_phases(loop: TinyLoop, tmp: str, rotations: int, block: int = 10) -> dict[str, Any]:
+    """Where in the step the recording costs: inside one ``watch()``, blocks of ``block``
+    steps with the recorder on and off, alternated, each step timed phase by phase
+    (:data:`TinyLoop.PHASES`); per phase, the median over the steps of each arm and the
+    difference. On one CPU, torch_xla's execution threads share the CPU with the training
+    thread, so a phase's figure moves by about a microsecond with where their time slices
+    land; the sum over phases and the total are the steadier figures."""
+    steps: dict[str, list[tuple[int, ...]]] = {"on": [], "off": []}
+    with _watched(tmp, "phases") as w:
+        rec = w.recorder
+        loop.phased_steps(30)
+        for r in range(rotations):
+            for arm in (("off", "on") if r % 2 == 0 else ("on", "off")):
+                rec.active = arm == "on"
+                try:
+                    steps[arm] += loop.phased_steps(block)
+                finally:
+                    rec.active = True
+    rows = []
+    for k, name in enumerate(TinyLoop.PHASES + ("whole step",)):
+        off = median([st[k] for st in steps["off"]]) / 1e3
+        on = median([st[k] for st in steps["on"]]) / 1e3
+        rows.append({"phase": name, "off_us": off, "on_us": on, "added_us": on - off})
+    return {"rotations": rotations, "block": block, "phases": rows}
+
+
+def sweep(tmp: str, rotations: int) -> list[dict[str, Any]]:
+    """The in-place cost (recorder on / off in 10-step blocks, :func:`in_place`) on the same
+    loop at about 1, 3 and 10 ms a step (larger layers and batches): what a user reads off
+    for their own step time."""
+    rows = []
+    for label, kwargs in STEP_SIZES.items():
+        loop = TinyLoop(**kwargs)
+        loop.timed_steps(30)
+        got = in_place(loop, tmp, rotations, arms=("off", "on"))
+        rows.append({"size": label, "loop": kwargs, "step_ms_off": got["step_ms_off"], **got["on"]})
+    return rows
+
+
+PARTS = ("loop", "hooks", "own", "inplace", "phases", "sweep", "anchors")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -442,21 +489,59 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--steps", type=int, default=100, help="steps per block")
     ap.add_argument("--rounds", type=int, default=6, help="alternating rounds per hook measurement")
     ap.add_argument("--rotations", type=int, default=200, help="rotations of the in-place arms (10-step blocks)")
+    ap.add_argument("--in-place-rounds", type=int, default=3,
+                    help="rounds of the in-place measure (the figure is the median over them)")
+    ap.add_argument("--phase-rotations", type=int, default=150, help="on/off pairs of 10-step blocks, per phase")
+    ap.add_argument("--sweep-rotations", type=int, default=60, help="on/off pairs of 10-step blocks per step size")
+    ap.add_argument("--anchor-blocks", type=int, default=20, help="rotations of the in-process anchors")
+    ap.add_argument("--anchor-rounds", type=int, default=4, help="ABBA rounds of the anchor processes")
+    ap.add_argument("--only", help=f"comma-separated parts to run, of {','.join(PARTS)} (default: all)")
     ap.add_argument("--json", help="write the figures here (for run_all.py)")
     ap.add_argument("--cpu", type=int, help="run on this one CPU only (os.sched_setaffinity, set before torch "
                     "is imported): no cross-CPU wake-ups, and the writer thread's work shows in wall time")
     args = ap.parse_args(argv)
+    parts = set(args.only.split(",")) if args.only else set(PARTS)
     pin_cpu(args.cpu)
     quiet_deprecations()
     t_start = time.perf_counter()
     loop = TinyLoop()
+    figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="xprof-bench-") as tmp:
-        lo = loop_overhead(loop, tmp, args.blocks, args.steps)
-        hooks = hook_costs(loop, tmp, args.rounds)
-        own = own_costs(loop, tmp, args.rounds)
-        alone = writer_alone(loop, tmp, 2000, 3)
-        fine = in_place(loop, tmp, args.rotations)
-    print(f"training loop: {lo['steps_each']} steps in each arm, {args.blocks} rotations of the four arms")
+        if "loop" in parts:
+            figures["loop"] = loop_overhead(loop, tmp, args.blocks, args.steps)
+            _print_loop(figures["loop"], args.blocks, args.cpu)
+        if "hooks" in parts:
+            figures["hooks"] = hook_costs(loop, tmp, args.rounds)
+            _print_hooks(figures["hooks"])
+        if "own" in parts:
+            figures["own"] = own_costs(loop, tmp, args.rounds)
+            figures["writer_alone"] = writer_alone(loop, tmp, 2000, 3)
+            figures["budget"] = step_budget(figures["loop"], figures["own"]) if "loop" in parts else None
+            _print_own(figures["own"], figures["writer_alone"], figures["budget"])
+        loop.timed_steps(30)
+        if "inplace" in parts:
+            figures["in_place_rounds"] = [in_place(loop, tmp, args.rotations) for _ in range(args.in_place_rounds)]
+            _print_in_place(figures["in_place_rounds"])
+        if "phases" in parts:
+            figures["phases"] = in_place_phases(loop, tmp, args.phase_rotations)
+            _print_phases(figures["phases"])
+        if "sweep" in parts:
+            figures["sweep"] = sweep(tmp, args.sweep_rotations)
+            _print_sweep(figures["sweep"], args.sweep_rotations)
+    if "anchors" in parts:
+        loop.timed_steps(30)
+        figures["anchors"] = anchors(loop, args.anchor_blocks, args.steps, args.anchor_rounds, 1000, args.cpu)
+        print()
+        print_anchors(figures["anchors"])
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+          + (f"; pinned to CPU {args.cpu}" if args.cpu is not None else "")
+          + f" (total {time.perf_counter() - t_start:.0f} s)")
+    emit_json(args.json, figures)
+    return figures
+
+
+def _print_loop(lo: dict[str, Any], blocks: int, cpu: int | None) -> None:
+    print(f"training loop: {lo['steps_each']} steps in each arm, {blocks} rotations of the four arms")
     print(table([["plain", lo["median_step_ms_plain"], lo["p10_step_ms_plain"], lo["cpu_ms_per_step_plain"]],
                  ["watched", lo["median_step_ms_watched"], lo["p10_step_ms_watched"],
                   lo["cpu_ms_per_step_watched"]],
@@ -464,7 +549,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   lo["cpu_ms_per_step_live"]]],
                 ["", "median wall ms/step", "p10 wall ms/step", "CPU ms/step (process)"]))
     ci, noise_ci = lo["pair_ratio_ci"], lo["noise_pair_ratio_ci"]
-    print(f"median of per-pair ratios (watched / plain): {lo['median_pair_ratio']:.4f}   (goal <= 1.02; 95% "
+    print(f"median of per-pair ratios (watched / plain): {lo['median_pair_ratio']:.4f}   (95% "
           f"bootstrap interval {ci[0]:.4f}-{ci[1]:.4f}, plain again {noise_ci[0]:.4f}-{noise_ci[1]:.4f}); "
           f"ratio of median step times: {lo['ratio']:.4f}; p10 ratio: {lo['p10_ratio']:.4f}; "
           f"CPU time ratio: {lo['cpu_ratio']:.4f}")
@@ -479,36 +564,61 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"the first {lo['head_steps']} steps of a block, watched / plain: {lo['head_ratio']:.4f}")
     if lo["writer_cpu_us_per_step"] is not None:
         print(f"writer thread CPU: {lo['writer_cpu_us_per_step']:.1f} µs a step (median over watched blocks)")
-    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
           "(wall-time ratios are only meaningful on an idle machine)"
-          + (f"; pinned to CPU {args.cpu}" if args.cpu is not None else ""))
-    print()
-    print("per-call cost of each hook (best of alternating rounds):")
+          + (f"; pinned to CPU {cpu}" if cpu is not None else ""))
+
+
+def _print_hooks(hooks: list[dict[str, Any]]) -> None:
+    print("\nper-call cost of each hook (best of alternating rounds):")
     print(table([[h["hook"], h["plain_us"], h["watched_us"], h["added_us"]] for h in hooks],
                 ["call", "plain µs", "watched µs", "added µs"]))
-    print()
-    print("each hook's own work per call (the wrapped torch function replaced by a no-op; best of rounds):")
+
+
+def _print_own(own: list[dict[str, Any]], alone: dict[str, float], budget: dict[str, float] | None) -> None:
+    print("\neach hook's own work per call (the wrapped torch function replaced by a no-op; best of rounds):")
     print(table([[h["hook"], h["own_us"], "-" if h["goal_us"] is None else f"<= {h['goal_us']}"] for h in own],
                 ["call", "own µs", "goal µs"]))
     print(f"\nthe writer's work alone (2000 queued steps written on one thread, best of 3): "
           f"{alone['plain']:.1f} µs a step, {alone['live']:.1f} µs with the live notices")
-    budget = step_budget(lo, own)
     if budget is not None:
         print(f"\nper step of the loop, added work: {budget['hooks_us']:.1f} µs of hooks on the training thread "
               f"(barrier + 2 x cpu.to(device) + next(), own work) + {budget['writer_us']:.1f} µs of writer "
               f"CPU = {budget['total_us']:.1f} µs, {budget['share'] * 100:.1f}% of the plain median step "
               "(optimizer and backward counters not included: < 1 µs each)")
-    print(f"\nin place, one watch() with the recorder on and off in blocks of {fine['block']} steps "
-          f"({fine['rotations']} rotations; median step {fine['step_ms_off']:.3f} ms off, "
-          f"{fine['step_ms_on']:.3f} ms on):")
-    print(table([[arm if arm != "on" else "on (everything)", f"{fine[arm]['ratio']:.4f}",
-                  f"{fine[arm]['ci'][0]:.4f}-{fine[arm]['ci'][1]:.4f}"]
-                 for arm in ("on", "-barrier", "-loader", "-to", "-backward")],
-                ["recorder on, without", "median of per-pair ratios / off", "95% interval"]))
-    print(f"\n(total {time.perf_counter() - t_start:.0f} s)")
-    figures = {"loop": lo, "hooks": hooks, "own": own, "budget": budget, "writer_alone": alone, "in_place": fine}
-    emit_json(args.json, figures)
-    return figures
+
+
+def _print_in_place(rounds: list[dict[str, Any]]) -> None:
+    first = rounds[0]
+    print(f"\nin place, one watch() with the recorder on and off in blocks of {first['block']} steps "
+          f"({len(rounds)} rounds of {first['rotations']} rotations; median step "
+          f"{median([r['step_ms_off'] for r in rounds]):.3f} ms off):")
+    rows = []
+    for arm in ("on", "-barrier", "-loader", "-to", "-backward"):
+        us = [r[arm]["added_us"] for r in rounds]
+        ratios = [r[arm]["ratio"] for r in rounds]
+        rows.append([arm if arm != "on" else "on (everything)", f"{median(us):.1f}",
+                     ", ".join(f"{u:.1f}" for u in us), f"{median(ratios):.4f}",
+                     ", ".join(f"{r[arm]['ci'][0]:.3f}-{r[arm]['ci'][1]:.3f}" for r in rounds)])
+    print(table(rows, ["recorder on, without", "µs added a step (median)", "each round",
+                       "ratio / off (median)", "95% intervals of the ratio"]))
+    print("(without the loader hook, .to(device) records the batch's tensors itself, by the slower naming path)")
+
+
+def _print_phases(ph: dict[str, Any]) -> None:
+    print(f"\nin place, phase by phase ({ph['rotations']} on/off pairs of {ph['block']}-step blocks; "
+          "medians over the steps of each arm):")
+    print(table([[r["phase"], r["off_us"], r["on_us"], r["added_us"]] for r in ph["phases"]],
+                ["phase", "off µs", "on µs", "added µs"]))
+    print(f"sum of the phases' added µs: {sum(r['added_us'] for r in ph['phases'][:-1]):.1f}")
+
+
+def _print_sweep(rows: list[dict[str, Any]], rotations: int) -> None:
+    print(f"\nstep-size sweep, in place ({rotations} on/off pairs of 10-step blocks each):")
+    print(table([[r["size"], ", ".join(f"{k}={v}" for k, v in r["loop"].items()) or "batch=16, hidden=64",
+                  r["step_ms_off"], f"{r['added_us']:.1f}", f"{r['added_ci'][0]:.1f}-{r['added_ci'][1]:.1f}",
+                  f"{r['ratio']:.4f}"] for r in rows],
+                ["step", "loop", "ms a step (off)", "µs added", "95% interval", "ratio"]))
 
 
 if __name__ == "__main__":
