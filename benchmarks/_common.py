@@ -181,7 +181,7 @@ class TinyLoop:
 
 
 STEP_SIZES = {"~1 ms": {}, "~3 ms": {"batch": 256, "hidden": 1024},
-              "~10 ms": {"batch": 640, "hidden": 1024}}
+              "~10 ms": {"batch": 1024, "hidden": 1024}}
 """``TinyLoop`` arguments for the step-size sweep (the same loop, larger layers and batches)."""
 
 

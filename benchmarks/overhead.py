@@ -1,25 +1,28 @@
 """What does leaving ``xprof.watch()`` on cost a training loop?
 
-Four parts, one process (torch_xla is imported once):
+Seven parts, one process (torch_xla is imported once; ``--only`` picks some):
 
-1. A realistic tiny training loop (DataLoader -> ``.to(device)`` -> MLP -> backward ->
-   SGD -> ``xm.mark_step()``) run plain and under ``watch()`` in rotating blocks, so drift
-   and neighbours' noise hit every arm. The figure is the median of per-pair ratios
-   (goal: <= 1.02), for every step and for the steady state after each block's start.
-   A third arm runs watched with the live notices on, to show what they cost; a fourth
-   runs plain again: plain against plain is the noise floor of the figures.
-2. The per-call cost of each hook measured alone, plain vs watched, in alternating
-   rounds: the barrier hook (``mark_step`` with nothing pending), the host-read hook
-   (``.item()`` of a materialized tensor), the pass-through on CPU tensors
+1. ``loop``: a realistic tiny training loop (DataLoader -> ``.to(device)`` -> MLP -> backward
+   -> SGD -> ``xm.mark_step()``) run plain and under ``watch()`` in rotating blocks, so drift
+   and neighbours' noise hit every arm: the median of per-pair ratios, for every step and for
+   the steady state after each block's start. A third arm runs watched with the live notices
+   on; a fourth runs plain again: plain against plain is the noise floor of the figures.
+2. ``hooks``: the per-call cost of each hook measured alone, plain vs watched, in
+   alternating rounds: the barrier hook (``mark_step`` with nothing pending), the host-read
+   hook (``.item()`` of a materialized tensor), the pass-through on CPU tensors
    (``cpu.to(torch.float32)``, ``bool(cpu)``), and input recording (``DataLoader``
    ``next`` and ``cpu.to(device)``).
-3. Each hook's own work per call: the real wrapper around a no-op in place of the torch
-   function (on a shared machine the torch call's own time swings by more than the hook).
-4. In place: inside one ``watch()``, 10-step blocks with the recorder on and off, and on
-   with one group of hooks put back (barrier, loader, ``Tensor.to``, backward): what the
-   recording costs where it runs, with an interval several times tighter than part 1's.
+3. ``own``: each hook's own work per call: the real wrapper around a no-op in place of the
+   torch function (on a shared machine the torch call's own time swings by more than the hook).
+4. ``inplace``: inside one ``watch()``, 10-step blocks with the recorder on and off, and on
+   with one group of hooks put back (barrier, loader, ``Tensor.to``, backward): the µs
+   recording adds a step where it runs, and the ratio, median over ``--in-place-rounds``.
+5. ``phases``: the same on / off blocks, each step timed phase by phase: where in the step
+   the added µs are.
+6. ``sweep``: part 4 on the same loop at about 1, 3 and 10 ms a step (``STEP_SIZES``).
+7. ``anchors``: the other ways of watching a loop on the same loop (``anchors.py``).
 
-    PJRT_DEVICE=CPU .venv/bin/python benchmarks/overhead.py [--blocks 40] [--steps 100] [--cpu 0]
+    PJRT_DEVICE=CPU .venv/bin/python benchmarks/overhead.py [--cpu 1] [--only inplace,phases]
 """
 
 from __future__ import annotations
