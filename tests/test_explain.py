@@ -102,3 +102,23 @@ def test_the_counts_are_the_same_with_and_without_explain(runs: Path, name: str)
 def test_ir_debug_is_restored(runs: Path) -> None:
     for mode in ("on", "off"):
         assert json.loads((runs / mode / "ir_debug.json").read_text()) == {"before": False, "after": False}
+
+
+def test_explain_switches_itself_on_where_the_rules_can_only_say_the_graph_changed(
+        tmp_path: Path) -> None:
+    """explain=None (the default): on at the first compile the live diagnosis calls a changed
+    graph (the weight reaching 1.0 at step 4; that change gets no line), so the next one (0.0
+    at step 7) is compared at its line. Padding per batch and an evaluation's own graphs are
+    explained by their rules: the mode stays off, and their steps cost nothing more."""
+    pytest.importorskip("torch_xla")
+    _record(tmp_path / "auto", "auto")
+    a = analyze(load_run(tmp_path / "auto" / "loss_weight_one_then_zero.json"))
+    assert any(n.startswith("--explain switched itself on at step 4") for n in a.notes), a.notes
+    line = _line_of("tests/corpus/loops/loss_weight_one_then_zero.py", "* aux_weight")
+    changes = [g for f in a.findings for g in (f.graph_changes or [])]
+    assert [c["step"] for c in changes] == [7], changes
+    assert changes[0]["lines"][0]["line"] == line and changes[0]["lines"][0]["what"] == "the constant 1 -> 0"
+    for name in ("padding_collate_loader", "eval_pass"):
+        run = load_run(tmp_path / "auto" / f"{name}.json")
+        assert not [d for d in run.debug if d.kind == "explain"] and not run.graph_changes, name
+    assert json.loads((tmp_path / "auto" / "ir_debug.json").read_text()) == {"before": False, "after": False}

@@ -12,7 +12,8 @@ read (:mod:`xprof.diagnosis.hlo`), compared with the closest graph seen before
 torch_xla records each IR node's Python frames only under ``_set_ir_debug(True)`` (~2 µs a
 traced node; graph hashes and compiles are the same), so the mode is one: on from the start
 under ``watch(explain=True)`` / ``xprof run --explain``, and switched on by itself after the
-first graph change with inputs seen before (:class:`ExplainTrigger`), so later ones get their
+first compile the live diagnosis can only call a changed graph (the rules of
+``recorder.live.UNEXPLAINED``: the same verdict the report gives), so later ones get their
 lines. The previous ``ir_debug`` value is restored when the watch ends.
 """
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import linecache
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,10 +30,6 @@ from xprof.recorder.frames import FrameClassifier, FrameKind
 
 MAX_KNOWN = 32
 """Graphs kept to compare a new one with (the first two, then the latest)."""
-
-AUTO_AFTER = 2
-"""Training steps (with an optimizer step) before a graph change switches the mode on: the
-first two compile anyway (warm-up)."""
 
 
 @dataclass
@@ -187,37 +183,3 @@ def diff_fields(d: GraphDiff) -> dict[str, Any]:
     if d.library:
         out["library"] = d.library
     return out
-
-
-class ExplainTrigger:
-    """Watches the records as they are written (an observer beside the live notices) and
-    switches the mode on at the first barrier compile after warm-up whose input signature
-    was seen before (or that had none): a graph change nothing recorded can explain yet."""
-
-    def __init__(self, switch_on: Callable[[int], None], then: Any = None) -> None:
-        self.switch_on = switch_on
-        self.then = then
-        """The observer the records go to next (the live notices), or None."""
-        self.sigs: set[int] = set()
-        self.trained = 0
-        self.done = False
-
-    def feed(self, records: list[dict[str, Any]]) -> None:
-        if not self.done:
-            for r in records:
-                if r.get("type") == "step" and self._changed(r):
-                    self.done = True
-                    self.switch_on(int(r.get("i") or 0))
-                    break
-        if self.then is not None:
-            self.then.feed(records)
-
-    def _changed(self, r: dict[str, Any]) -> bool:
-        sig = r.get("sig")
-        compiled = bool(r.get("bu")) and r.get("barrier") not in ("dynamo", "compile_entry")
-        changed = compiled and self.trained >= AUTO_AFTER and (sig is None or sig in self.sigs)
-        if sig is not None and self.trained >= 1:
-            self.sigs.add(sig)
-        if r.get("o"):
-            self.trained += 1
-        return changed

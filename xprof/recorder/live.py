@@ -81,13 +81,23 @@ def _seconds(s: float) -> str:
     return f"{s:.1f} s" if s >= 0.95 else f"{s:.2f} s"
 
 
+UNEXPLAINED = frozenset({"graph_change", "no_host_input", "graph_grows"})
+"""The rules that can only say a graph changed (same inputs and reads; no input from the host;
+larger each time, which live is a whole-run rule's abstention): the compiles ``--explain`` is
+for."""
+
+
 class LiveNotices:
     """Follows the run's records as they are written; says what is new, once."""
 
-    def __init__(self, started: float, emit: Callable[[str], None] | None = None) -> None:
+    def __init__(self, started: float, emit: Callable[[str], None] | None = None,
+                 on_unexplained: Callable[[int], None] | None = None) -> None:
         self.started = started
         self.emit = emit
         """Prints one line; None keeps quiet (the notices are still kept)."""
+        self.on_unexplained = on_unexplained
+        """Called once, with the barrier's index, at the first barrier compile the rules can only
+        call a changed graph (``--explain`` switching itself on: see :data:`UNEXPLAINED`)."""
         self.lines: list[str] = []
         self.said: list[tuple[str, str]] = []
         """(finding id, line) of every notice, in order."""
@@ -112,9 +122,9 @@ class LiveNotices:
         self._growth: dict[int, list[tuple[int, tuple[str, str] | None]]] = {}
         """Input signature -> its run of training graphs, each larger than the last (held notices)."""
         self._dynamo_recompiled = False
+        """A torch.compile retrace was counted after warm-up."""
         self._explained: dict[tuple[int, str], GraphChange] = {}
         """``--explain``'s compared graphs by (step, ``barrier``/``read``)."""
-        """A torch.compile retrace was counted after warm-up."""
         self._grown_done: set[int] = set()
         """Input signatures whose run of larger graphs is over (a compile not larger ended it)."""
         self._fast: dict[int, tuple[Any, bool, int]] = {}
@@ -289,6 +299,10 @@ class LiveNotices:
     def _notice(self, compiles: list[Compile], causes: list[Any], facts: StepFacts) -> None:
         """Count the recompiles; say the first barrier compile with something to say."""
         judged = [(comp, cause) for comp, cause in zip(compiles, causes) if cause.cause != "warmup"]
+        if self.on_unexplained is not None and any(comp.at == "barrier" and cause.rule in UNEXPLAINED
+                                                   for comp, cause in judged):
+            self.on_unexplained(facts.i)
+            self.on_unexplained = None
         self._recompiles += len(judged)
         self._recompile_s += sum(comp.ns for comp, _ in judged) / 1e9
         so_far = (f"{self._recompiles} recompile{'s' if self._recompiles != 1 else ''} so far, "

@@ -25,7 +25,7 @@ from typing import Any
 from xprof._version import __version__
 from xprof.recorder import hooks, verdict
 from xprof.recorder.core import Recorder
-from xprof.recorder.explain import Explain, ExplainTrigger
+from xprof.recorder.explain import Explain
 from xprof.recorder.live import LiveNotices, stderr_line
 from xprof.recorder.metrics import MetricsSource, XlaMetrics
 from xprof.recorder.spmd import process_rank, spmd_meta
@@ -238,11 +238,14 @@ class watch:
         }
         writer = RunWriter(self.path, header)
         source = self._source or XlaMetrics()
+        # With explain=None the live diagnosis switches --explain on at the first compile its
+        # rules can only call a changed graph; it runs (quietly) even with the notices off.
+        auto = (lambda i: self._explain_on(i, auto=True)) if self.explain is None else None
         if live_wanted(self.live, rank):
-            self.notices = LiveNotices(now.timestamp(), stderr_line)
+            self.notices = LiveNotices(now.timestamp(), stderr_line, on_unexplained=auto)
         observer: Any = self.notices
-        if self.explain is None:
-            observer = ExplainTrigger(lambda i: self._explain_on(i, auto=True), self.notices)
+        if observer is None and auto is not None:
+            observer = LiveNotices(now.timestamp(), None, on_unexplained=auto)
         rec = Recorder(writer, source, observer)
         self.recorder = rec
         if self.explain is not False:
