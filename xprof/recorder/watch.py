@@ -145,8 +145,9 @@ class watch:
     losses, and any given to :meth:`explain_tensors`) is hashed, and a new one is compared with
     the closest earlier graph (docs/diagnosis.md, "Graph changes at the line"). It costs
     torch_xla's Python frames for every traced op (~2 µs a node), a hash a step (~0.1-0.6
-    ms) and a few ms per new graph. By default (``None``) the mode switches on by itself after
-    the first graph change with inputs seen before, so later ones get their lines;
+    ms) and a few ms per new graph. By default (``None``) the mode switches on by itself at
+    the first compile the live diagnosis can only call a changed graph, so later ones get
+    their lines;
     ``explain=False`` never turns it on.
     """
 
