@@ -154,7 +154,8 @@ def _dd_leaders(syncs: pd.DataFrame) -> dict[int, int]:
     leaders: dict[int, int] = {}
     if not len(syncs):
         return leaders
-    dd = syncs[syncs["access"].isin(list(DATA_DEPENDENT_ACCESSES)) & ~syncs["deferred"].astype(bool)]
+    live = live_reads(syncs)  # (the reads the walk's steps hold: analysis.causes._step_reads)
+    dd = live[live["access"].isin(list(DATA_DEPENDENT_ACCESSES))]
     if not len(dd):
         return leaders
     firsts = set(dd.groupby("site")["step"].min().tolist())

@@ -15,7 +15,7 @@ from xprof.analysis.causes import (
     DATA_DEPENDENT_ACCESS,
     Cause,
 )
-from xprof.analysis.findings.common import _compiled_early, _dur, _loc, _pattern, _short, _title_seconds
+from xprof.analysis.findings.common import _and_list, _compiled_early, _dur, _loc, _pattern, _short, _title_seconds
 from xprof.analysis.findings.library import _library_advice, _third_party
 from xprof.analysis.model import Finding, FindingKey
 from xprof.diagnosis import mechanisms as _mech
@@ -280,7 +280,7 @@ def _lines_where(lines: list[tuple[str, int, str]]) -> str:
     more = len(lines) - 3
     if more > 0:
         return ", ".join(locs) + f" and {more} more"
-    return " and ".join([", ".join(locs[:-1]), locs[-1]]) if len(locs) > 1 else locs[0] if locs else "?"
+    return _and_list(locs) if locs else "?"
 
 
 def _read_title(r: _Reads) -> tuple[str, str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -161,6 +162,15 @@ def _still_varying(with_rest: set[tuple[int, tuple[tuple[str, tuple[int, ...]], 
     return sorted(n for n, v in seen.items() if len(v) > 1)
 
 
+def _first_step_one_off(steps: pd.DataFrame) -> bool:
+    """Step 0's barrier graph is not step 1's (another size: it made the optimizer's state),
+    so a length first seen at step 0 compiles again at its next step."""
+    train = steps[(steps["phase"] == "train") & steps["work"].astype(bool)]
+    first = train.loc[train["ordinal"] == 0, "graph_nodes"].dropna()
+    second = train.loc[train["ordinal"] == 1, "graph_nodes"].dropna()
+    return bool(len(first) and len(second) and int(first.iloc[-1]) != int(second.iloc[-1]))
+
+
 class SeriesIndex:
     """The run's steady steps and signatures indexed once, so that the series of each of
     many inputs costs what that input's own signatures and steps hold: a run with thousands
@@ -197,6 +207,12 @@ class SeriesIndex:
             for n, shape, _, _ in sigs.get(int(u), ()):
                 if shape:
                     self.sizes0.setdefault(n, set()).add(shape[0])
+
+    @functools.cached_property
+    def first_step_one_off(self) -> bool:
+        """Step 0's barrier graph is not step 1's (see :meth:`_Series.warm_values`): read once
+        for the run, not once per input."""
+        return _first_step_one_off(self._steps)
 
     def entries(self, name: str) -> list[tuple[int, str, Any, str, str]]:
         """(signature id, input name, shape, dtype, source) of each input of base name

@@ -74,7 +74,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         return _kinds_finding(name, forms, c0, len(ks), ms, comp_steps, ordinal_of)
     ch = _shape_change(name, series, {src for _, _, _, _, src in entries})
     integer = _integer_input(entries)  # (token ids: a tokenizer's padding; else values)
-    what_if = _padding_what_if(ch, ms, integer, len(ks), _first_step_one_off(steps)) if len(rows) else _WhatIf()
+    what_if = _padding_what_if(ch, ms, integer, len(ks), index.first_step_one_off) if len(rows) else _WhatIf()
     n = len(ks)
     last = max((ordinal_of.get(s, s) for s in comp_steps), default=0)
     settled = _settled(series, comp_steps, last)
@@ -226,15 +226,6 @@ def _padding_what_if(ch: _ShapeChange, ms: float, integer: bool, compiles: int, 
         out.rows = bucketing_what_if(lengths, per_length, ms / 1e3, joint, tokens=tokens, rest_dim=dim, warm=warm,
                                      compiles_each=each)
     return out
-
-
-def _first_step_one_off(steps: pd.DataFrame) -> bool:
-    """Step 0's barrier graph is not step 1's (another size: it made the optimizer's state),
-    so a length first seen at step 0 compiles again at its next step."""
-    train = steps[(steps["phase"] == "train") & steps["work"].astype(bool)]
-    first = train.loc[train["ordinal"] == 0, "graph_nodes"].dropna()
-    second = train.loc[train["ordinal"] == 1, "graph_nodes"].dropna()
-    return bool(len(first) and len(second) and int(first.iloc[-1]) != int(second.iloc[-1]))
 
 
 def _settled(series: _Series, comp_steps: list[int], last: int) -> bool:
