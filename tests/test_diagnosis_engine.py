@@ -69,3 +69,9 @@ def test_a_whole_run_rule_abstains_live_where_it_may_apply() -> None:
     assert decide(larger, step, walk, past="graph_grows").cause == "graph_change"
     same = CompileFacts("barrier", 9.9, 100.0, 40)
     assert decide(same, step, walk).cause == "graph_change"
+
+
+def test_the_rules_explain_switches_on_for_are_registered_barrier_rules() -> None:
+    from xprof.diagnosis.registry import AT_BARRIER, UNEXPLAINED
+
+    assert UNEXPLAINED <= {rule.name for rule in AT_BARRIER}

@@ -168,38 +168,35 @@ def summary(
 def _single_summary(path: str, as_json: bool) -> None:
     """The summary of one run file, served from the cache when it was made before (same
     bytes, same output, same code: :mod:`xprof.cli.summary_cache`)."""
-    variant = ("json" if as_json else
-               f"text|{console.width}|{console.color_system}|{console.is_terminal}|{console.encoding}")
-    name = summary_cache.key(path, variant)
-    text = summary_cache.get(name)
-    if text is None:
+
+    def make() -> str:
         with Progress(wanted(machine_output=as_json)) as bar:
             analysis = _one(path, bar)
         if as_json:
-            text = json.dumps(finite_json(analysis.summary()), indent=2, default=str) + "\n"
-        else:
-            from xprof.report.terminal import render_summary
+            return json.dumps(finite_json(analysis.summary()), indent=2, default=str) + "\n"
+        from xprof.report.terminal import render_summary
 
-            with console.capture() as captured:
-                render_summary(analysis, console)
-            text = captured.get()
-        summary_cache.put(name, text)
-    write_stdout(text)
+        with console.capture() as captured:
+            render_summary(analysis, console)
+        return captured.get()
+
+    variant = ("json" if as_json else
+               f"text|{console.width}|{console.color_system}|{console.is_terminal}|{console.encoding}")
+    write_stdout(summary_cache.through(path, variant, make))
 
 
 def _brief(files: list[str]) -> None:
     """The exit summary of one run file (``watch()`` prints it through this command)."""
     if len(files) != 1:
         fail(f"--brief takes one run file, not {len(files)}")
-    name = summary_cache.key(files[0], "brief")
-    text = summary_cache.get(name)
-    if text is None:
+
+    def make() -> str:
         from xprof.report.prose import exit_lines
 
         analysis = _one(files[0], Progress(False))
-        text = "".join(line + "\n" for line in exit_lines(analysis, files[0]))
-        summary_cache.put(name, text)
-    write_stdout(text)
+        return "".join(line + "\n" for line in exit_lines(analysis, files[0]))
+
+    write_stdout(summary_cache.through(files[0], "brief", make))
 
 
 def _summary_ranks(view: Any, focus: Any, as_json: bool) -> None:

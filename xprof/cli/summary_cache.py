@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from xprof._version import __version__
@@ -89,3 +90,13 @@ def put(name: str | None, text: str) -> None:
             old.unlink(missing_ok=True)
     except OSError:
         return
+
+
+def through(run: str, variant: str, make: Callable[[], str]) -> str:
+    """``variant`` of the summary of ``run``: the kept one, else ``make()``'s, then kept."""
+    name = key(run, variant)
+    text = get(name)
+    if text is None:
+        text = make()
+        put(name, text)
+    return text

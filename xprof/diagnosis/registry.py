@@ -76,5 +76,10 @@ OP: tuple[Rule, ...] = (
 )
 """An op run on its own (eager mode)."""
 
+UNEXPLAINED = frozenset({"graph_change", "no_host_input", "graph_grows"})
+"""The rules that can only say a graph changed (same inputs and reads; no input from the host;
+larger each time, which live is a whole-run rule's abstention): the compiles ``--explain``
+is for (it switches itself on at the first, :class:`~xprof.recorder.live.LiveNotices`)."""
+
 RULES: dict[str, tuple[Rule, ...]] = {"barrier": AT_BARRIER, "step": MID_STEP, "op": OP}
 """Where a compile happened (``CompileFacts.at``) -> the rules that judge it."""

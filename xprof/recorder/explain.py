@@ -13,7 +13,7 @@ torch_xla records each IR node's Python frames only under ``_set_ir_debug(True)`
 traced node; graph hashes and compiles are the same), so the mode is one: on from the start
 under ``watch(explain=True)`` / ``xprof run --explain``, and switched on by itself after the
 first compile the live diagnosis can only call a changed graph (the rules of
-``recorder.live.UNEXPLAINED``: the same verdict the report gives), so later ones get their
+``diagnosis.registry.UNEXPLAINED``: the same verdict the report gives), so later ones get their
 lines. The previous ``ir_debug`` value is restored when the watch ends.
 """
 

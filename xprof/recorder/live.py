@@ -32,6 +32,7 @@ from xprof.diagnosis.keys import EAGER_KEY, FindingKey
 from xprof.diagnosis.mechanisms import finding_id, is_dynamo, join_dd, mechanism
 from xprof.diagnosis.notices import EXPLAINED, clause, clean, graph_line, where
 from xprof.diagnosis.online import RecordFacts, StepCount
+from xprof.diagnosis.registry import UNEXPLAINED
 from xprof.diagnosis.rules.fallback import new_library_call
 from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, GROWING_GRAPHS, WARMUP_STEPS
 from xprof.runfile import (
@@ -81,12 +82,6 @@ def _seconds(s: float) -> str:
     return f"{s:.1f} s" if s >= 0.95 else f"{s:.2f} s"
 
 
-UNEXPLAINED = frozenset({"graph_change", "no_host_input", "graph_grows"})
-"""The rules that can only say a graph changed (same inputs and reads; no input from the host;
-larger each time, which live is a whole-run rule's abstention): the compiles ``--explain`` is
-for."""
-
-
 class LiveNotices:
     """Follows the run's records as they are written; says what is new, once."""
 
@@ -97,7 +92,7 @@ class LiveNotices:
         """Prints one line; None keeps quiet (the notices are still kept)."""
         self.on_unexplained = on_unexplained
         """Called once, with the barrier's index, at the first barrier compile the rules can only
-        call a changed graph (``--explain`` switching itself on: see :data:`UNEXPLAINED`)."""
+        call a changed graph (``--explain`` switching itself on: see :data:`~xprof.diagnosis.registry.UNEXPLAINED`)."""
         self.lines: list[str] = []
         self.said: list[tuple[str, str]] = []
         """(finding id, line) of every notice, in order."""

@@ -278,7 +278,7 @@ def _predictions(findings: list[Finding], recompiles: int, in_eval: int = 0) -> 
             for row in f.what_if:
                 row["run_recompiles"] = rest + int(row.get("recompiles", 0))
             f.leaves = int(f.what_if[-1]["run_recompiles"])
-            choice = f"{f.what_if[-1]['strategy']}"
+            choice = str(f.what_if[-1]["strategy"])
         else:
             f.leaves = rest
             choice = ("both lines changed" if len(f.lines or ()) == 2 else f"all {len(f.lines)} lines changed"
