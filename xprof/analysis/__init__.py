@@ -18,7 +18,7 @@ from xprof.analysis import steps as _steps
 from xprof.analysis import tables
 from xprof.analysis.findings import explained as _explained
 from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals, unmeasured
-from xprof.runcolumns import RunColumns, columns_of, load_columns
+from xprof.runcolumns import ColumnRun, RunColumns, columns_of, load_columns
 from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter
 from xprof.words import plural
 
@@ -29,14 +29,16 @@ def analyze_path(path: str) -> Analysis:
     return analyze(load_columns(path))
 
 
-def analyze(run: Run) -> Analysis:
-    """Tables, causes, findings and totals of ``run`` (the collector paused: see gc_paused)."""
+def analyze(read: Run | ColumnRun) -> Analysis:
+    """Tables, causes, findings and totals of a run, typed (``load_run``) or read as columns
+    (``load_columns``) (the collector paused: see gc_paused)."""
     with gc_paused():
-        return _analyze(run)
+        return _analyze(read)
 
 
-def _analyze(run: Run) -> Analysis:
-    cols, dropped, tail_ms = _consistent(columns_of(run), run.end.steps if run.end else None)
+def _analyze(read: Run | ColumnRun) -> Analysis:
+    run = read.run if isinstance(read, ColumnRun) else read
+    cols, dropped, tail_ms = _consistent(columns_of(read), run.end.steps if run.end else None)
     executions = cols.sample("executions")
     steps = tables.step_table(cols)
     _steps.assign(steps)

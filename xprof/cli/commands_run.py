@@ -20,7 +20,7 @@ from xprof.cli.app import (
     err_console,
     fail,
     finite_json,
-    load_or_fail,
+    load_records_or_fail,
     output_errors,
     reads_only,
 )
@@ -124,7 +124,7 @@ def export_command(
     target = checked_output(out, [run_path])
     if not os.path.isdir(os.path.dirname(target)):
         fail(f"cannot write {out}: no such directory {os.path.dirname(target)}")
-    run = load_or_fail(run_path, records=True)
+    run = load_records_or_fail(run_path)
     from xprof.report.page import write_atomic
     from xprof.report.trace import chrome_trace
 

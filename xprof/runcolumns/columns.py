@@ -1,5 +1,6 @@
-"""The columns themselves (:class:`RunColumns`), and the same columns built from typed
-records (:func:`columns_of`) or turned back into them (:func:`with_records`).
+"""The columns themselves (:class:`RunColumns`), a run read with them (:class:`ColumnRun`),
+and the same columns built from typed records (:func:`columns_of`) or turned back into them
+(:func:`with_records`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,18 @@ _NO_SAMPLES = np.zeros((0, 2), dtype=np.float64)
 _NO_SAMPLES.flags.writeable = False
 
 
+@dataclass
+class ColumnRun:
+    """A run file read with its bulk records as columns (:func:`xprof.runcolumns.load_columns`):
+    the columns beside a :class:`~xprof.runfile.Run` that holds the header and the few records
+    a run has a handful of (sites, inputs, errors, debug, end...). That ``run``'s lists of bulk
+    records (steps, syncs, compiles, samples) are empty: they are ``columns``
+    (:func:`with_records` makes the whole typed ``Run``)."""
+
+    run: Run
+    columns: RunColumns
+
+
 def _empty(fields: Sequence[Field]) -> dict[str, np.ndarray]:
     return {f.column: _typed([], f) for f in fields}
 
@@ -84,10 +97,10 @@ def _shared_strings(values: Sequence[Any]) -> np.ndarray:
     return out
 
 
-def columns_of(run: Run) -> RunColumns:
-    """``run.columns``, or the same columns built from its typed records (a ``Run`` from
-    :func:`xprof.runfile.load_run` or made by hand)."""
-    if run.columns is not None:
+def columns_of(run: Run | ColumnRun) -> RunColumns:
+    """The columns of a :class:`ColumnRun`, or the same columns built from the typed records
+    of a ``Run`` (from :func:`xprof.runfile.load_run` or made by hand)."""
+    if isinstance(run, ColumnRun):
         return run.columns
     with gc_paused():
         return _from_records(run)
@@ -168,12 +181,13 @@ def _pairs(values: Sequence[tuple[float, float]]) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).reshape(-1, 2) if len(values) else _NO_SAMPLES
 
 
-def with_records(run: Run) -> Run:
-    """``run`` with its typed record lists filled from its columns (for readers that walk
-    records one by one, such as the Chrome trace). A run without columns is returned as is."""
-    cols = run.columns
-    if cols is None or run.steps or run.syncs or run.compiles:
-        return run
+def with_records(read: Run | ColumnRun) -> Run:
+    """The typed ``Run`` of ``read``: a :class:`ColumnRun`'s run with its record lists filled
+    from its columns (for readers that walk records one by one, such as the Chrome trace). A
+    ``Run`` is returned as is."""
+    if not isinstance(read, ColumnRun):
+        return read
+    run, cols = read.run, read.columns
     def rows(table: dict[str, np.ndarray], fields: Sequence[Field]) -> Iterator[dict[str, Any]]:
         lists = {f.attr: _py_list(table[f.column]) for f in fields}
         for k in range(len(table[fields[0].column])):

@@ -193,8 +193,8 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     """Read and validate a run file; raise :class:`RunFileError` with one line on bad input.
 
     This is the record-by-record reader: every record becomes a typed record (``Step``,
-    ``Sync``...). The analysis and the CLI read through :func:`xprof.runcolumns.load_columns`,
-    which reads the bulk records into columns instead, with the same rules.
+    ``Sync``...). The analysis and the CLI read the bulk records into columns instead (the
+    column reader, one layer up, decodes the few other records here, with the same rules).
 
     A file whose last line was cut off mid-write (the process was killed) loads with
     ``truncated_tail`` set and without an ``end`` record; unknown record types from a
