@@ -644,7 +644,7 @@ def test_two_value_dependent_shapes_in_the_same_steps_say_so() -> None:
 
 def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
     from xprof.analysis.findings import _first_failures
-    from xprof.recorder.hooks import _first_per_entry
+    from xprof.recorder.hooks.dynamo import _first_per_entry
 
     # 8 recompiles re-check 1 + 2 + ... + 8 entries: 36 failures, 8 of them firsts
     raw = [f"0/{k}: tensor 'args[0]' size mismatch at index 0. expected {4 + k}, actual {5 + n}"

@@ -11,7 +11,7 @@ from operator import sub
 from typing import Any
 
 from xprof.recorder import metrics as m
-from xprof.recorder.events import _MESH_KEYS, InputEntry, RawInput
+from xprof.recorder.events import MESH_KEYS, InputEntry, RawInput
 from xprof.recorder.frames import Site
 from xprof.recorder.inputs import dtype_name
 from xprof.recorder.spmd import mesh_facts, spmd_enabled, spmd_meta
@@ -293,7 +293,7 @@ class RecordEncoder:
         if not self.spmd and spmd_enabled():
             self.spmd = True
             self.counters.count_replicated()
-            out.append({"type": "spmd", **{k: v for k, v in (spmd_meta() or {}).items() if k not in _MESH_KEYS}})
+            out.append({"type": "spmd", **{k: v for k, v in (spmd_meta() or {}).items() if k not in MESH_KEYS}})
         if self.spmd:
             self._note_mesh(out)
 

@@ -34,7 +34,7 @@ its queries (:mod:`~xprof.runcolumns.queries`). Everyone else imports from ``xpr
 from __future__ import annotations
 
 from xprof.runcolumns.columns import ColumnRun, RunColumns, columns_of, with_records
-from xprof.runcolumns.columns import _int_column as _int_column
+from xprof.runcolumns.columns import int_column as int_column
 from xprof.runcolumns.connection import BIG_FILE as BIG_FILE
 from xprof.runcolumns.connection import close as close
 from xprof.runcolumns.connection import connected as connected

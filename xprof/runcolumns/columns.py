@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from xprof.runcolumns.fields import _NUMPY, COMPILE_FIELDS, REQUIRED, SAMPLES, STEP_FIELDS, SYNC_FIELDS, Field
+from xprof.runcolumns.fields import COMPILE_FIELDS, NUMPY_TYPES, REQUIRED, SAMPLES, STEP_FIELDS, SYNC_FIELDS, Field
 from xprof.runfile import Compile, Run, Step, Sync, gc_paused, is_fallback_counter
 
 # -- the columns ------------------------------------------------------------------------------
@@ -79,16 +79,16 @@ def _empty(fields: Sequence[Field]) -> dict[str, np.ndarray]:
 def _typed(values: Sequence[Any], f: Field) -> np.ndarray:
     """A column of ``values`` (None where missing) as :class:`RunColumns` holds it."""
     if f.kind == "str":
-        return _shared_strings(values)
+        return shared_strings(values)
     if f.default is None or f.default is REQUIRED:
         mask = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
-        data: np.ndarray = np.fromiter((0 if v is None else v for v in values), dtype=_NUMPY[f.kind],
+        data: np.ndarray = np.fromiter((0 if v is None else v for v in values), dtype=NUMPY_TYPES[f.kind],
                                        count=len(values))
         return np.ma.MaskedArray(data, mask) if f.default is None else data
-    return np.fromiter(values, dtype=_NUMPY[f.kind], count=len(values))
+    return np.fromiter(values, dtype=NUMPY_TYPES[f.kind], count=len(values))
 
 
-def _shared_strings(values: Sequence[Any]) -> np.ndarray:
+def shared_strings(values: Sequence[Any]) -> np.ndarray:
     """An object array of ``values`` where equal strings are one object (a million steps
     name a handful of barrier kinds)."""
     interned: dict[Any, Any] = {}
@@ -146,7 +146,7 @@ def _from_records(run: Run) -> RunColumns:
         for c in all_counts:
             names.update(dict.fromkeys(c))
         for name in names:
-            column = _int_column([c.get(name, 0) for c in all_counts])
+            column = int_column([c.get(name, 0) for c in all_counts])
             if column.any():  # (a counter no step moved is no column, as DuckDB reads it)
                 counters[name] = column
     syncs, n_syncs = _record_columns(run.syncs, SYNC_FIELDS)
@@ -157,7 +157,7 @@ def _from_records(run: Run) -> RunColumns:
                       dropped=dropped + n_syncs + n_compiles)
 
 
-def _int_column(values: list[Any]) -> np.ndarray:
+def int_column(values: list[Any]) -> np.ndarray:
     """Counter deltas as int64: a list of Python ints converts in one numpy call; a value
     ``int()`` cannot take, or one beyond 64 bits, counts as 0 (as DuckDB reads it)."""
     try:
@@ -189,7 +189,7 @@ def with_records(read: Run | ColumnRun) -> Run:
         return read
     run, cols = read.run, read.columns
     def rows(table: dict[str, np.ndarray], fields: Sequence[Field]) -> Iterator[dict[str, Any]]:
-        lists = {f.attr: _py_list(table[f.column]) for f in fields}
+        lists = {f.attr: py_list(table[f.column]) for f in fields}
         for k in range(len(table[fields[0].column])):
             yield {a: v[k] for a, v in lists.items()}
 
@@ -207,18 +207,18 @@ def with_records(read: Run | ColumnRun) -> Run:
                                transfers=pairs("transfers"), graph_sizes=pairs("graph_sizes"))
 
 
-def _py_list(arr: np.ndarray) -> list[Any]:
+def py_list(arr: np.ndarray) -> list[Any]:
     if isinstance(arr, np.ma.MaskedArray):
         return [None if m else v for v, m in zip(arr.data.tolist(), np.ma.getmaskarray(arr).tolist())]
     return arr.tolist()
 
 
-def _no_columns() -> _Read:
-    return _Read(RunColumns(steps=_empty(STEP_FIELDS), counters={}, syncs=_empty(SYNC_FIELDS),
+def no_columns() -> ColumnsRead:
+    return ColumnsRead(RunColumns(steps=_empty(STEP_FIELDS), counters={}, syncs=_empty(SYNC_FIELDS),
                             compiles=_empty(COMPILE_FIELDS)), 0)
 
 
-class _Read(NamedTuple):
+class ColumnsRead(NamedTuple):
     columns: RunColumns
     skipped: int
     """Bulk records DuckDB read but that lack a required field."""

@@ -10,11 +10,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xprof.runcolumns.columns import ColumnRun, _no_columns, columns_of
-from xprof.runcolumns.connection import BIG_FILE, _release
-from xprof.runcolumns.fields import _BULK_TYPES
-from xprof.runcolumns.queries import _read_bulk
-from xprof.runcolumns.scan import _Scan, _scan
+from xprof.runcolumns.columns import ColumnRun, columns_of, no_columns
+from xprof.runcolumns.connection import BIG_FILE
+from xprof.runcolumns.connection import close as close_connection
+from xprof.runcolumns.fields import BULK_TYPES
+from xprof.runcolumns.queries import read_bulk
+from xprof.runcolumns.scan import Scan, scan_lines
 from xprof.runfile import Run, RunFileError, Undecodable, decode_line, file_record, gc_paused, load_run, open_run
 
 SMALL_FILE = 1 << 20
@@ -72,7 +73,7 @@ class _Pending:
     """A file whose small records are read, waiting for DuckDB to read its bulk records."""
 
     run: Run
-    scan: _Scan
+    scan: Scan
     size: int
     position: int = 0
 
@@ -89,7 +90,7 @@ def _prepare(p: str, engine: str) -> ColumnRun | _Pending:
     try:
         with open(p, "rb") as b:
             offset = len(b.readline())
-        scan = _scan(p, offset)
+        scan = scan_lines(p, offset)
     except OSError as exc:
         raise RunFileError(f"{p}: cannot read ({exc.strerror or exc})")
     run = Run(path=p, header=header)
@@ -107,7 +108,7 @@ def _prepare(p: str, engine: str) -> ColumnRun | _Pending:
             except Undecodable:
                 pending = True
                 continue
-            if type(rec) is dict and rec.get("type") in _BULK_TYPES:
+            if type(rec) is dict and rec.get("type") in BULK_TYPES:
                 return _records_as_columns(p)  # a bulk record not written the recorder's way
             if not file_record(run, rec):
                 run.skipped_lines += 1
@@ -123,10 +124,10 @@ def _prepare(p: str, engine: str) -> ColumnRun | _Pending:
 
 def _read_batch(batch: list[_Pending], out: list[ColumnRun | RunFileError | None]) -> None:
     todo = [b for b in batch if b.scan.bulk_lines]
-    reads = _read_bulk([b.run.path for b in todo]) if todo else []
+    reads = read_bulk([b.run.path for b in todo]) if todo else []
     got = {id(b): r for b, r in zip(todo, reads)}
     for b in batch:
-        read, seen = got.get(id(b), (_no_columns(), 0))
+        read, seen = got.get(id(b), (no_columns(), 0))
         run = b.run
         bad_bulk = b.scan.bulk_lines - seen
         if bad_bulk < 0 or not read.possible:
@@ -139,7 +140,7 @@ def _read_batch(batch: list[_Pending], out: list[ColumnRun | RunFileError | None
         run.skipped_lines += bad_bulk + read.skipped
         out[b.position] = ColumnRun(run, read.columns)
     if sum(b.size for b in batch) >= BIG_FILE:
-        _release()
+        close_connection()
 
 
 def _size(path: str) -> int:

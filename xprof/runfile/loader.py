@@ -78,7 +78,7 @@ MAX_HEADER = 1 << 20
 """The longest header line read: past it the file is not a run file."""
 
 
-def _kind_of(mode: int) -> str | None:
+def special_file_kind(mode: int) -> str | None:
     """What a file that is not a regular file is, in words (None for a regular file)."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a pipe or FIFO"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -97,7 +97,7 @@ def _regular(p: str) -> None:
         raise RunFileError(f"{p}: no such file")
     except OSError as exc:
         raise RunFileError(f"{p}: cannot open ({exc.strerror or exc})")
-    kind = _kind_of(mode)
+    kind = special_file_kind(mode)
     if kind == "a directory":
         raise RunFileError(f"{p}: is a directory, not a run file")
     if kind is not None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from xprof.runfile.values import _int_tuple, _plain_int, _time_or_none
+from xprof.runfile.values import int_tuple, plain_int, time_or_none
 
 FORMAT = "xprof-run"
 VERSION = 1
@@ -328,7 +328,7 @@ class Run:
 
     @property
     def started_unix(self) -> float | None:
-        return _time_or_none(self.header.get("started_unix"))
+        return time_or_none(self.header.get("started_unix"))
 
     @property
     def started_at(self) -> str | None:
@@ -352,9 +352,9 @@ class Run:
         for update in self.spmd_updates:
             merged.update(update)
         names = merged.get("axis_names")
-        return Spmd(_plain_int(merged.get("devices")), _plain_int(merged.get("local_devices")),
-                    _plain_int(merged.get("process_index")), _plain_int(merged.get("process_count")),
-                    _int_tuple(merged.get("mesh_shape")),
+        return Spmd(plain_int(merged.get("devices")), plain_int(merged.get("local_devices")),
+                    plain_int(merged.get("process_index")), plain_int(merged.get("process_count")),
+                    int_tuple(merged.get("mesh_shape")),
                     tuple(None if n is None else str(n) for n in names) if isinstance(names, list) else None)
 
     @property
