@@ -34,18 +34,14 @@ from typing import Any, Protocol
 
 from xprof.recorder import metrics as m
 from xprof.recorder.encoder import RecordEncoder
-from xprof.recorder.events import LAZY_EVENT as _LAZY
-from xprof.recorder.events import MARK_EVENT as _MARK
-from xprof.recorder.events import RECORD_EVENT as _RECORD
-from xprof.recorder.events import STEP_EVENT as _STEP
-from xprof.recorder.events import SYNC_EVENT as _SYNC
-from xprof.recorder.events import RawInput
+from xprof.recorder.events import EVENT_KINDS, RawInput
 from xprof.recorder.frames import FrameClassifier, Site
 from xprof.recorder.spmd import ShardingsOf
 from xprof.recorder.stepinputs import StepInputs
 from xprof.runfile import RunWriter
 
 log = logging.getLogger("xprof")
+_STEP, _SYNC, _MARK, _RECORD, _LAZY = EVENT_KINDS  # (the kinds of queued event: events.py)
 
 FLUSH_INTERVAL = 0.25
 """Seconds between two passes of the writer thread. A step that compiled wakes it at

@@ -22,3 +22,4 @@ RECORD_EVENT = 3
 LAZY_EVENT = 4
 """A record made on the writer thread by a callable given the index of the step it lands
 before (``--explain``'s graphs, read and compared there, off the training thread)."""
+EVENT_KINDS = (STEP_EVENT, SYNC_EVENT, MARK_EVENT, RECORD_EVENT, LAZY_EVENT)
