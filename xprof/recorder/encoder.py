@@ -161,25 +161,12 @@ class RecordEncoder:
             rec["bu"] = bu
         if site is not None and (bu or d.get(m.UNCACHED)):
             rec["site"] = self._intern_site("barrier", site, out)
-        if bc:
-            rec["bc"] = bc
         # What tells a training step from the other barriers: optimizer steps since the
         # last barrier (``o``), graphs torch.compile extracted (``dz``), grad mode (``ng``),
         # modules in eval mode (``ev``), backward passes (``bw``).
-        if opt:
-            rec["o"] = opt
-        if graphs:
-            rec["dz"] = graphs
-        if no_grad:
-            rec["ng"] = 1
-        if eval_mode:
-            rec["ev"] = 1
-        if backwards:
-            rec["bw"] = backwards
-        if mid:
-            rec["mg"] = mid
-        if turned_off:
-            rec["gd"] = 1
+        _put_nonzero(rec, (("bc", bc), ("o", opt), ("dz", graphs), ("ng", 1 if no_grad else 0),
+                           ("ev", 1 if eval_mode else 0), ("bw", backwards), ("mg", mid),
+                           ("gd", 1 if turned_off else 0)))
         if inputs:
             rec["sig"] = self._intern_sig(inputs, out)
         if extra:
@@ -307,16 +294,8 @@ class RecordEncoder:
         rec: dict[str, Any] = {"type": "sync", "i": i, "site": self._intern_site(kind, site, out),
                                "t0": t0, "t1": t1}
         increase = m.increase  # a counter reset (torch.compile's bridge) counts from 0
-        du, dc, dx = (increase(after[0], before[0]), increase(after[1], before[1]),
-                      increase(after[2], before[2]))
-        if du:
-            rec["u"] = du
-        if dc:
-            rec["c"] = dc
-        if dx:
-            rec["x"] = dx
-        if deferred:
-            rec["deferred"] = True
+        _put_nonzero(rec, (("u", increase(after[0], before[0])), ("c", increase(after[1], before[1])),
+                           ("x", increase(after[2], before[2])), ("deferred", bool(deferred))))
         if thread is not None:
             rec["thread"] = thread
         out.append(rec)
@@ -344,6 +323,14 @@ class RecordEncoder:
                 rec["caller"] = [caller_file, caller_line, site.caller_code()]
             out.append(rec)
         return sid
+
+
+def _put_nonzero(rec: dict[str, Any], fields: tuple[tuple[str, Any], ...]) -> None:
+    """Set each field whose value is not zero or false, in order: a record leaves out a count
+    or a flag that is zero."""
+    for key, value in fields:
+        if value:
+            rec[key] = value
 
 
 def _steady_key(ev: tuple[Any, ...], increases: tuple[int, ...], sid: int | None) -> tuple[Any, ...]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from types import FrameType
 from typing import Any, Callable
 
 from xprof.recorder.core import Recorder
@@ -108,7 +109,6 @@ def make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
     """``Tensor.to``: a host read when it goes to the CPU, a step input when it goes to XLA."""
     reader = make_reader(rec, "to_cpu", original)
     tls = rec.tls
-    frames = rec.frames
     import torch
 
     dtype_type = torch.dtype
@@ -132,29 +132,36 @@ def make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
             if leaf and not rec.keep_devices:
                 return result
             if getattr(result, "is_xla", False) and not tls.depth and get_ident() == rec.owner:
-                try:
-                    if not leaf:
-                        caller = getframe(1)
-                        kind = frames.kind(caller.f_code.co_filename)
-                        if kind != 2:  # torch's own .to calls (Module.to) are not step inputs
-                            name = name_from_comprehension(caller)
-                            if name is None:
-                                if kind == 0:
-                                    name = name_from_line(caller.f_code.co_filename, caller.f_lineno, caller, self)
-                                else:
-                                    site = frames.user_site(caller)
-                                    name = name_from_line(site.file, site.line) if site else "tensor"
-                            rec.on_to_device(self, name, result)
-                    else:  # SPMD: the moved leaf is what mark_sharding shards
-                        rec.on_batch_leaf_moved(self, result)
-                except Exception as exc:
-                    rec.error("input hook", exc)
+                _moved_to_device(rec, self, result, leaf, getframe(1))
             return result
         except BaseException as exc:
             user_frames_only(exc)
             raise
 
     return posing_as(to, original, "to")
+
+
+def _moved_to_device(rec: Recorder, tensor: Any, result: Any, leaf: bool, caller: FrameType) -> None:
+    """A CPU tensor ``.to`` the device by ``caller``: a step input, named from the user's line
+    (under SPMD a leaf of the loader's batch, already recorded, is what mark_sharding shards)."""
+    try:
+        if leaf:
+            rec.on_batch_leaf_moved(tensor, result)
+            return
+        frames = rec.frames
+        kind = frames.kind(caller.f_code.co_filename)
+        if kind == 2:  # torch's own .to calls (Module.to) are not step inputs
+            return
+        name = name_from_comprehension(caller)
+        if name is None:
+            if kind == 0:
+                name = name_from_line(caller.f_code.co_filename, caller.f_lineno, caller, tensor)
+            else:
+                site = frames.user_site(caller)
+                name = name_from_line(site.file, site.line) if site else "tensor"
+        rec.on_to_device(tensor, name, result)
+    except Exception as exc:
+        rec.error("input hook", exc)
 
 
 def install_host_reads(rec: Recorder, patches: Patches, tensor_type: type, *, reads: bool,
