@@ -385,7 +385,7 @@ def test_orphan_compile_and_repeated_step_do_not_break_analysis(tmp_path: Path) 
 
 
 def test_finding_key_round_trips_through_its_id() -> None:
-    from xprof.analysis.model import FindingKey
+    from xprof.diagnosis.keys import FindingKey
 
     for key, text in [(FindingKey.sync(3), "sync:3"), (FindingKey.input("input_ids"), "input_ids"),
                       (FindingKey.fallback(["aten::nonzero", "aten::index"]), "aten::index,aten::nonzero"),
@@ -887,9 +887,9 @@ def test_a_graph_that_lost_an_input_names_the_baked_in_scalar(tmp_path: Path) ->
 def test_a_guard_on_a_python_number_gets_the_tensor_advice() -> None:
     import pandas as pd
 
-    from xprof.analysis.causes import Cause
     from xprof.analysis.findings import _dynamo_finding, _first_failures
-    from xprof.analysis.model import FindingKey
+    from xprof.diagnosis.cause import Cause
+    from xprof.diagnosis.keys import FindingKey
 
     # As torch 2.9 words it: the guard, then the guarded source as a comment.
     # Each recompile re-checks every cached entry, newest first: 0/0; 0/1, 0/0; 0/2, 0/1, 0/0 ...

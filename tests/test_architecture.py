@@ -3,6 +3,8 @@
 - no import circle among xprof's modules (``TYPE_CHECKING`` and function-level imports count);
 - no module over 600 lines, no function over 80;
 - no private name (``_x``) imported from another module, nor reached through one;
+- a name is taken from the module that defines it, or from a package's ``__init__``: no other
+  module re-exports what it imports (no shims);
 - the layers point one way (docs/architecture.md): each package imports only the packages
   below it, and the recorder, which runs inside the training process, never reaches pandas,
   plotly, jinja2, duckdb or typer, statically or at run time.
@@ -48,6 +50,24 @@ KNOWN_PRIVATE_IMPORTS: dict[str, str] = {
     "xprof/analysis/findings/shapes.py": "unit35 (issue 35; issue 38 item 6)",
 }
 
+KNOWN_SHIMS: dict[str, str] = {
+    # A module (not a package's __init__) that re-exports names it imports (``x as x``, or
+    # in its __all__) -> the branch that moves their users to the owner and drops it.
+    "xprof/analysis/causes.py": "unit35 (issue 35: the re-export shims go)",
+    "xprof/analysis/model.py": "unit35 (issue 35: the re-export shims go)",
+    "xprof/report/fmt.py": "unit35 (report/prose.py and plots.py call fmt.plural: xprof.words.plural)",
+    "xprof/recorder/live.py": "unit35 (its __all__ hands on clean)",
+}
+
+KNOWN_NOT_FROM_THE_OWNER: dict[str, str] = {
+    # A module that takes a name from a module that only imported it -> the branch fixing it.
+    **{f"xprof/analysis/findings/{m}.py": "unit35 (issue 35: names from analysis.causes/model's shims)"
+       for m in ("__init__", "barriers", "dynamo", "fallback", "graphs", "reads", "series", "shapes")},
+    "xprof/report/prose.py": "unit35 (fmt.plural, and model's MINOR_SHARE and WARMUP_STEPS)",
+    "xprof/report/plots.py": "unit35 (fmt.plural)",
+    "xprof/recorder/core.py": "issue 38's branch (m.UNCACHED, m.CACHED, m.REPLICATED: from xprof.runfile)",
+}
+
 SHARED = {"xprof._version", "xprof.words", "xprof.untrusted", "xprof.openxla"}
 """Small modules every layer may import; they import nothing of xprof."""
 
@@ -59,10 +79,10 @@ LAYERS: dict[str, set[str]] = {
     "xprof.diagnosis": {"xprof.runfile"},
     "xprof.recorder": {"xprof.runfile", "xprof.diagnosis", "xprof.hlo"},
     "xprof.analysis": {"xprof.runfile", "xprof.runcolumns", "xprof.diagnosis"},
-    "xprof.comparison": {"xprof.runfile", "xprof.runcolumns", "xprof.analysis"},
+    "xprof.comparison": {"xprof.runfile", "xprof.runcolumns", "xprof.diagnosis", "xprof.analysis"},
     "xprof.report": {"xprof.runfile", "xprof.runcolumns", "xprof.diagnosis", "xprof.analysis", "xprof.comparison"},
     "xprof.integrations": {"xprof.recorder"},
-    "xprof.testing": {"xprof.runfile", "xprof.recorder", "xprof.analysis"},
+    "xprof.testing": {"xprof.runfile", "xprof.diagnosis", "xprof.recorder", "xprof.analysis"},
     "xprof": {"xprof.runfile", "xprof.recorder", "xprof.analysis", "xprof.comparison"},
     "xprof.demo": {"xprof"},
     "xprof.cli": {"xprof", "xprof.runfile", "xprof.runcolumns", "xprof.recorder", "xprof.analysis",
@@ -292,6 +312,83 @@ def test_the_known_private_imports_are_still_there() -> None:
     by_path = {_rel(m): m for m in modules()}
     fixed = sorted(p for p in KNOWN_PRIVATE_IMPORTS if p not in by_path or not private_imports(by_path[p]))
     assert not fixed, f"no private import left: take them out of KNOWN_PRIVATE_IMPORTS: {fixed}"
+
+
+def reexports(name: str) -> list[str]:
+    """Names a module that is not a package's ``__init__`` imports only to hand on: imported
+    as themselves (``from m import x as x``) or listed in its ``__all__``."""
+    if modules()[name].name == "__init__.py":
+        return []
+    imported: dict[str, int] = {}
+    out = []
+    for node in ast.walk(tree(name)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "xprof":
+            for a in node.names:
+                imported[a.asname or a.name] = node.lineno
+                if a.asname == a.name:
+                    out.append(f"{_rel(name)}:{node.lineno}: {a.name} as {a.name}")
+    for node in tree(name).body:
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+                and isinstance(node.value, (ast.List, ast.Tuple))):
+            out += [f"{_rel(name)}:{node.lineno}: __all__ hands on {e.value}" for e in node.value.elts
+                    if isinstance(e, ast.Constant) and e.value in imported]
+    return out
+
+
+@cache
+def defined_elsewhere(name: str) -> frozenset[str]:
+    """The names module ``name`` imports (so defines elsewhere)."""
+    out = set()
+    for node in ast.walk(tree(name)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return frozenset(out)
+
+
+def not_from_the_owner(name: str) -> list[str]:
+    """``from m import x`` and ``m.x`` where ``m`` is a module (not a package's ``__init__``)
+    that only imported ``x``."""
+    def shim(module: str, attr: str) -> bool:
+        return (module in modules() and modules()[module].name != "__init__.py"
+                and f"{module}.{attr}" not in modules() and attr in defined_elsewhere(module))
+
+    out = [f"{_rel(name)}:{i.line}: {i.name} from {i.target}" for i in imports(name)
+           if i.name is not None and shim(i.target, i.name)]
+    bound = {}
+    for node in ast.walk(tree(name)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "xprof":
+            bound.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names
+                          if f"{node.module}.{a.name}" in modules()})
+        elif isinstance(node, ast.Import):
+            bound.update({a.asname: a.name for a in node.names if a.asname and a.name in modules()})
+    for node in ast.walk(tree(name)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
+            if shim(bound[node.value.id], node.attr):
+                out.append(f"{_rel(name)}:{node.lineno}: {node.value.id}.{node.attr} through {bound[node.value.id]}")
+    return out
+
+
+def test_names_are_taken_from_the_module_that_defines_them() -> None:
+    found = [r for m in modules() if _rel(m) not in KNOWN_NOT_FROM_THE_OWNER for r in not_from_the_owner(m)]
+    assert not found, "names taken through a module that only imported them:\n  " + "\n  ".join(found)
+
+
+def test_the_known_ones_not_from_the_owner_are_still_there() -> None:
+    by_path = {_rel(m): m for m in modules()}
+    fixed = sorted(p for p in KNOWN_NOT_FROM_THE_OWNER if p not in by_path or not not_from_the_owner(by_path[p]))
+    assert not fixed, f"all from the owner now: take them out of KNOWN_NOT_FROM_THE_OWNER: {fixed}"
+
+
+def test_only_a_package_init_re_exports() -> None:
+    found = [r for m in modules() if _rel(m) not in KNOWN_SHIMS for r in reexports(m)]
+    assert not found, ("re-exports outside a package's __init__ (import from the module that "
+                       "owns the name):\n  " + "\n  ".join(found))
+
+
+def test_the_known_shims_are_still_there() -> None:
+    by_path = {_rel(m): m for m in modules()}
+    fixed = sorted(p for p in KNOWN_SHIMS if p not in by_path or not reexports(by_path[p]))
+    assert not fixed, f"no re-export left: take them out of KNOWN_SHIMS: {fixed}"
 
 
 # -- (d) layers ----------------------------------------------------------------------------------

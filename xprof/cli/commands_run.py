@@ -13,7 +13,6 @@ from typing import Annotated
 import typer
 
 from xprof.cli.app import (
-    EXIT_BAD_INPUT,
     Command,
     app,
     console,
@@ -168,4 +167,4 @@ def ranks_command(
     render_ranks(view, console, details_below=False)
 
 
-__all__ = ["EXIT_BAD_INPUT", "export_command", "ranks_command", "run_command"]
+__all__ = ["export_command", "ranks_command", "run_command"]

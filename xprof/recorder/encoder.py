@@ -15,7 +15,7 @@ from xprof.recorder.events import MESH_KEYS, InputEntry, RawInput
 from xprof.recorder.frames import Site
 from xprof.recorder.inputs import dtype_name
 from xprof.recorder.spmd import mesh_facts, spmd_enabled, spmd_meta
-from xprof.runfile import EncodedRecord, encode_record
+from xprof.runfile import CACHED, EXECUTE, LOCAL_SCALAR, REPLICATED, TO_CPU, UNCACHED, EncodedRecord, encode_record
 
 SAMPLE_BATCH = 256
 """Executions between two reads of the ExecuteTime / TensorsGraphSize sample lists.
@@ -155,11 +155,11 @@ class RecordEncoder:
         rec: dict[str, Any] = {"type": "step", "i": i, "t0": t0, "tb": tb, "t1": t1, "barrier": kind}
         if d:
             rec["c"] = d
-        bu = m.increase(snap.get(m.UNCACHED, 0), before[0])
-        bc = m.increase(snap.get(m.CACHED, 0), before[1])
+        bu = m.increase(snap.get(UNCACHED, 0), before[0])
+        bc = m.increase(snap.get(CACHED, 0), before[1])
         if bu:
             rec["bu"] = bu
-        if site is not None and (bu or d.get(m.UNCACHED)):
+        if site is not None and (bu or d.get(UNCACHED)):
             rec["site"] = self._intern_site("barrier", site, out)
         # What tells a training step from the other barriers: optimizer steps since the
         # last barrier (``o``), graphs torch.compile extracted (``dz``), grad mode (``ng``),
@@ -171,7 +171,7 @@ class RecordEncoder:
             rec["sig"] = self._intern_sig(inputs, out)
         if extra:
             rec.update(extra)
-        if d.get(m.UNCACHED):
+        if d.get(UNCACHED):
             buf = self._compile_buf
             buf.extend((ts, ns, "") for ts, ns in self._compile_cursor.new())
             # An op run eagerly (eager mode) compiles on its own, timed in another metric.
@@ -187,11 +187,11 @@ class RecordEncoder:
                 else:
                     kept.append((ts, ns, at))  # a later step's (the writer runs behind)
             self._compile_buf = kept
-        executions = d.get(m.EXECUTE, 0) + d.get(m.REPLICATED, 0)
-        transfers = d.get(m.TO_CPU, 0) + d.get(m.LOCAL_SCALAR, 0)
+        executions = d.get(EXECUTE, 0) + d.get(REPLICATED, 0)
+        transfers = d.get(TO_CPU, 0) + d.get(LOCAL_SCALAR, 0)
         self._exec_pending += executions
         self._xfer_pending += transfers
-        if bu or d.get(m.UNCACHED) or self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
+        if bu or d.get(UNCACHED) or self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
             # (a step that compiled: its graphs' sizes come before it, for the live notices)
             self._flush_samples(out)
         out.append(rec)

@@ -12,7 +12,7 @@ from typing import Any
 from xprof.recorder.core import Recorder
 from xprof.recorder.hooks.patching import Patches, user_frames_only
 from xprof.recorder.inputs import flatten_batch
-from xprof.recorder.metrics import CACHED, EXECUTE, UNCACHED
+from xprof.runfile import CACHED, EXECUTE, UNCACHED
 
 _BARRIER_CALLERS = {
     "optimizer_step": "optimizer_step",
