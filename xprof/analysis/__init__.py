@@ -18,6 +18,7 @@ from xprof.analysis import steps as _steps
 from xprof.analysis import tables
 from xprof.analysis.findings import explained as _explained
 from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals, unmeasured
+from xprof.diagnosis.cause import CauseName
 from xprof.runcolumns import RunColumns, columns_of, load_columns
 from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter
 from xprof.words import plural
@@ -66,6 +67,7 @@ def _analyze(run: Run) -> Analysis:
     specs = _causes.shardings(inputs)
     found = _causes.attribute(steps, compiles, syncs, sigs, run.sites, specs)
     compiles["cause"] = [c.cause for c in found]
+    compiles["rule"] = [c.rule for c in found]
     compiles["finding"] = [str(c.key) for c in found]
     compiles["input"] = [c.input for c in found]
     compiles["sig"] = rows_of.column_at("sig", compiles["step"].to_numpy()) if len(
@@ -100,9 +102,9 @@ def _analyze(run: Run) -> Analysis:
     # of every step, which a short run's warm-up compiles hide: it is measured against the
     # time past warm-up's compiles. A finding whose time lost is not measured is never minor
     # (model.unmeasured).
-    warm_s = float(compiles.loc[compiles["cause"] == "warmup", "ms"].sum()) / 1e3 if len(compiles) else 0.0
+    warm_s = float(compiles.loc[compiles["cause"] == CauseName.WARMUP, "ms"].sum()) / 1e3 if len(compiles) else 0.0
     for f in findings:
-        per_step = f.cause == "implicit_sync" and f.pattern == "every step" and f.execute_seconds > 0
+        per_step = f.cause == CauseName.IMPLICIT_SYNC and f.pattern == "every step" and f.execute_seconds > 0
         base = max(totals.wall_seconds - warm_s, 0.0) if per_step else totals.wall_seconds
         f.minor = f.seconds < MINOR_SHARE * base and not unmeasured(f)
     notes = _notes(run, steps, syncs, totals, cols.dropped)
@@ -259,7 +261,7 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     ordinal = steps["ordinal"].to_numpy()
     n_work = _steps.training_steps(steps) + (run.end.tail_opt if run.end is not None and _tail_step(run) else 0)
     graph_barriers = int(work.sum())
-    warm = sum(1 for c in found if c.cause == "warmup")
+    warm = sum(1 for c in found if c.cause == CauseName.WARMUP)
     # Compiles without a recorded event (the CompileTime ring dropped it) count as recompiles
     # only when they happened after warm-up.
     missing = max(uncached - len(compiles), 0)

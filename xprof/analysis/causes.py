@@ -19,7 +19,7 @@ from xprof.analysis.steps import eval_pass_ids, training_barrier_sites
 from xprof.analysis.tables import fallback_rows, live_reads
 from xprof.diagnosis import walk as _walk
 from xprof.diagnosis.cause import FIRST_STEP_ONLY as FIRST_STEP_ONLY
-from xprof.diagnosis.cause import Cause
+from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.facts import CompileFacts, Read, StepFacts, Walk, WholeRun
 from xprof.diagnosis.keys import EVAL_KEY, FindingKey
 from xprof.diagnosis.mechanisms import call_key, loop_lines, mechanisms_through, own_barrier
@@ -75,7 +75,7 @@ def _debug_evidence(causes: list[Cause], compiles: pd.DataFrame) -> None:
     """What torch_xla's debug output said of a compile no rule explained."""
     for cause, reason, where in zip(causes, _column(compiles, "debug_reason", None),
                                     _column(compiles, "debug_where", None)):
-        if cause.cause == "unknown" and reason:
+        if cause.cause == CauseName.UNKNOWN and reason:
             cause.evidence = f"{cause.evidence}; torch_xla says: \"{reason}\"" + (f" at {where}" if where else "")
 
 
@@ -240,7 +240,7 @@ def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[in
                 # (anywhere on the site's way: generate()'s reads inside the Trainer's evaluation)
                 mech = next((m for m in mechanisms_through(walk.sites.get(site)) if m.evaluates), None)
                 if mech is not None:
-                    owner = Cause("library", FindingKey.parse(mech.key), site=site, evidence=(
+                    owner = Cause(CauseName.LIBRARY, FindingKey.parse(mech.key), site=site, evidence=(
                         f"{mech.what} ran this eval pass (its barriers and reads go through it)"))
                     break
             if owner is not None:
@@ -252,10 +252,10 @@ def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[in
                     and (asker.file, asker.line) not in walk.loops):
                 # A library call's own sync after the pass's batches (xm.mesh_reduce's
                 # rendezvous): its graphs are the call's, not the evaluation's.
-                owners[int(step_ids[k])] = Cause("implicit_sync", FindingKey.sync(asked), site=asked, evidence=(
+                owners[int(step_ids[k])] = Cause(CauseName.IMPLICIT_SYNC, FindingKey.sync(asked), site=asked, evidence=(
                     f"{asker.via if asker else '?'} asked for this barrier itself and ran a graph of its own"))
                 continue
-            owners[int(step_ids[k])] = owner or Cause("graph_change", EVAL_KEY, evidence=(
+            owners[int(step_ids[k])] = owner or Cause(CauseName.GRAPH_CHANGE, EVAL_KEY, evidence=(
                 "compiled in an eval pass (no optimizer step or backward pass; grad off or the "
                 "model in eval mode)"))
     return owners

@@ -13,9 +13,10 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from xprof.diagnosis.cause import Cause
+from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
-from xprof.diagnosis.rules import fallback, graphs, passes, reads, shapes, values
+from xprof.diagnosis.rules import barriers, fallback, graphs, passes, reads, shapes, split, values, warmup
+from xprof.diagnosis.unit import CauseUnit
 
 Check = Callable[[CompileFacts, StepFacts, Walk], bool]
 
@@ -83,3 +84,57 @@ is for (it switches itself on at the first, :class:`~xprof.recorder.live.LiveNot
 
 RULES: dict[str, tuple[Rule, ...]] = {"barrier": AT_BARRIER, "step": MID_STEP, "op": OP}
 """Where a compile happened (``CompileFacts.at``) -> the rules that judge it."""
+
+
+UNITS: dict[CauseName, CauseUnit] = {unit.name: unit for unit in (
+    warmup.WARMUP,
+    shapes.INPUT_SHAPE,
+    shapes.INPUT_SHARDING,
+    reads.IMPLICIT_SYNC,
+    values.DATA_DEPENDENT,
+    reads.STEP_CLOSURE,
+    passes.LIBRARY,
+    passes.DYNAMO,
+    graphs.GRAPH_CHANGE,
+    fallback.CPU_FALLBACK,
+    graphs.UNKNOWN,
+    barriers.EAGER_MODE,
+    barriers.NO_BARRIER,
+    split.SPLIT_STEP,
+)}
+"""Every cause's unit, one line each, in the order the report lists causes: its label,
+colour, advice, fix safety, live notice and docs section (:mod:`xprof.diagnosis.unit`)."""
+
+COMPILE_CAUSES: tuple[CauseName, ...] = tuple(n for n, u in UNITS.items() if not u.finding_only)
+"""Every uncached compile gets exactly one of these (docs/causes.md)."""
+
+FINDING_CAUSES: tuple[CauseName, ...] = tuple(n for n in UNITS if n != CauseName.WARMUP)
+"""What a finding can be about: the causes of compiles (never warm-up), and the findings of
+the whole run (eager mode, no barrier, a split step)."""
+
+QUIET_KEYS = frozenset({"warmup", "abstain", "eval", "eager_ops", "closure", "dynamo", "unknown"})
+"""Finding groups the live notices never name (information, or not known yet)."""
+
+EXPLAINED = frozenset(n for n, u in UNITS.items() if u.explained)
+"""Causes whose notice adds ``--explain``'s line when the step's new graph was compared."""
+
+
+def unit(name: str) -> CauseUnit | None:
+    """A cause's unit (None for a name no unit has: ``abstain``, or an older file's)."""
+    return UNITS.get(name)  # type: ignore[call-overload]
+
+
+def clause(cause: Cause, step: StepFacts, walk: Walk) -> str | None:
+    """What a live notice says of a barrier compile's cause, or None to say nothing: a cause
+    that is information in the report (warm-up, an eval pass's own graphs, a step closure's
+    graph, torch.compile's tracing, an op's first eager run, a known library's mechanism), or
+    that the live side cannot tell yet (``abstain``)."""
+    if cause.key.group in QUIET_KEYS or cause.cause == CauseName.LIBRARY:
+        return None
+    found = UNITS.get(cause.cause)
+    return found.notice(cause, step, walk) if found is not None and found.notice is not None else None
+
+
+def advice_table() -> dict[str, str]:
+    """Finding kind -> its advice, from every unit."""
+    return {kind: text for u in UNITS.values() for kind, text in u.advice.items()}

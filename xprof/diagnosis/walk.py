@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xprof.diagnosis.cause import Cause
+from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.evidence import grew
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import ABSTAIN_KEY, WARMUP_KEY
@@ -56,9 +56,9 @@ def judge(compiles: Sequence[CompileFacts], step: StepFacts, walk: Walk) -> list
             # time (an episode acted out step by step): only its first compile is warm-up's.
             first = site not in compiled
             compiled.add(site)
-            out.append(Cause("warmup", WARMUP_KEY, rule="warmup") if first else decide(c, step, walk))
+            out.append(Cause(CauseName.WARMUP, WARMUP_KEY, rule="warmup") if first else decide(c, step, walk))
         else:
-            out.append(Cause("warmup", WARMUP_KEY, rule="warmup") if warm else decide(c, step, walk))
+            out.append(Cause(CauseName.WARMUP, WARMUP_KEY, rule="warmup") if warm else decide(c, step, walk))
     return out
 
 
@@ -71,7 +71,7 @@ def decide(c: CompileFacts, step: StepFacts, walk: Walk, past: str = "") -> Caus
             continue
         if rule.whole_run and walk.whole is None:
             if rule.maybe is not None and rule.maybe(c, step, walk):
-                return Cause("abstain", ABSTAIN_KEY, rule=rule.name)
+                return Cause(CauseName.ABSTAIN, ABSTAIN_KEY, rule=rule.name)
             continue
         found = rule.decide(c, step, walk)
         if found is not None:

@@ -26,13 +26,14 @@ from collections.abc import Callable
 from typing import Any
 
 from xprof.diagnosis import walk as engine
+from xprof.diagnosis.cause import CauseName
 from xprof.diagnosis.evidence import dynamo_func, is_checkpoint_call, is_logging_call
 from xprof.diagnosis.facts import StepFacts, Walk
 from xprof.diagnosis.keys import EAGER_KEY, FindingKey
 from xprof.diagnosis.mechanisms import finding_id, is_dynamo, join_dd, mechanism
-from xprof.diagnosis.notices import EXPLAINED, clause, clean, graph_line, where
+from xprof.diagnosis.notices import clean, graph_line, where
 from xprof.diagnosis.online import RecordFacts, StepCount
-from xprof.diagnosis.registry import UNEXPLAINED
+from xprof.diagnosis.registry import EXPLAINED, UNEXPLAINED, clause
 from xprof.diagnosis.rules.fallback import new_library_call
 from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, GROWING_GRAPHS, WARMUP_STEPS
 from xprof.runfile import (
@@ -293,7 +294,7 @@ class LiveNotices:
 
     def _notice(self, compiles: list[Compile], causes: list[Any], facts: StepFacts) -> None:
         """Count the recompiles; say the first barrier compile with something to say."""
-        judged = [(comp, cause) for comp, cause in zip(compiles, causes) if cause.cause != "warmup"]
+        judged = [(comp, cause) for comp, cause in zip(compiles, causes) if cause.cause != CauseName.WARMUP]
         if self.on_unexplained is not None and any(comp.at == "barrier" and cause.rule in UNEXPLAINED
                                                    for comp, cause in judged):
             self.on_unexplained(facts.i)
@@ -304,7 +305,7 @@ class LiveNotices:
                   f"{_seconds(self._recompile_s)}")
         if self._growing(judged, facts, so_far):
             return
-        self._dynamo_recompiled |= any(cause.cause == "dynamo" for _, cause in judged)
+        self._dynamo_recompiled |= any(cause.cause == CauseName.DYNAMO for _, cause in judged)
         for comp, cause in judged:
             if self._kind_second_step(cause, facts):
                 continue
@@ -319,7 +320,7 @@ class LiveNotices:
         steady graph of a kind of batch after its one-off first (two tasks taking turns). The
         report folds it into the shape finding, so no notice of its own."""
         runs = self.facts.sig_runs.get(facts.sig_id) if facts.sig_id is not None else None
-        return (cause.cause == "graph_change" and cause.key.group == "graph" and facts.phase == "train"
+        return (cause.cause == CauseName.GRAPH_CHANGE and cause.key.group == "graph" and facts.phase == "train"
                 and runs is not None and runs[0] == 1 and runs[1])
 
     def _growing(self, judged: list[tuple[Compile, Any]], facts: StepFacts, so_far: str) -> bool:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from xprof.analysis.model import Analysis, Finding, is_missing
+from xprof.diagnosis.cause import CauseName
 from xprof.report import fmt
 from xprof.report.prose import CAUSE_COLORS, cause_label
 
@@ -140,7 +141,7 @@ def timeline_figure(analysis: Analysis, max_points: int = MAX_POINTS) -> dict[st
     by_cause: dict[str, dict[str, list[Any]]] = {}
     for n in marked.tolist():
         i = int(idx[n])
-        cause = "warmup" if warm[n] and causes[n] in ("", "warmup") else (causes[n] or "unknown")
+        cause = CauseName.WARMUP if warm[n] and causes[n] in ("", "warmup") else (causes[n] or "unknown")
         g = by_cause.setdefault(cause, {"x": [], "y": [], "text": []})
         sid = sig_id(sig_col.iat[n])
         sig = sigs.get(sid, "") if sid is not None else ""
@@ -284,7 +285,7 @@ def shape_figure(analysis: Analysis, finding: Finding,
         cl = [label_of[w] for w in which[at_hit].tolist()]
         traces.append({
             "type": "scatter", "mode": "markers", "name": "compiled here", "x": cx, "y": cy,
-            "marker": {"size": 9, "color": CAUSE_COLORS["input_shape"], "symbol": "diamond"},
+            "marker": {"size": 9, "color": CAUSE_COLORS[CauseName.INPUT_SHAPE], "symbol": "diamond"},
             "hovertext": [f"<b>step {x}</b> compiled<br>{_e(name)} {lab}" for x, lab in zip(cx, cl)],
             "hoverinfo": "text",
         })

@@ -13,43 +13,17 @@ from typing import Any
 from xprof.analysis.model import MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, unmeasured
 from xprof.analysis.ranks import GROUP_MIN, RankFinding, RankGroup, RanksView, span
 from xprof.analysis.steps import is_inference
+from xprof.diagnosis.cause import CauseName
+from xprof.diagnosis.registry import UNITS
 from xprof.diagnosis.terms import NOTHING_TO_JUDGE
 from xprof.report import fmt
 from xprof.runfile import Run
 
-CAUSE_LABELS = {
-    "warmup": "warm-up",
-    "input_shape": "input shape changed",
-    "input_sharding": "input sharding changed",
-    "implicit_sync": "host read",
-    "graph_change": "graph changed",
-    "cpu_fallback": "CPU fallback",
-    "data_dependent": "data-dependent shape",
-    "step_closure": "step closure",
-    "library": "library mechanism",
-    "dynamo": "torch.compile",
-    "eager_mode": "eager mode",
-    "no_barrier": "no step barrier",
-    "split_step": "split step",
-    "unknown": "unknown",
-}
+CAUSE_LABELS: dict[str, str] = {name: u.label for name, u in UNITS.items()}
+"""Each cause's name in the report (its unit's label)."""
 
-CAUSE_COLORS = {
-    "warmup": "#9aa5b1",
-    "input_shape": "#e8590c",
-    "input_sharding": "#d9480f",
-    "implicit_sync": "#7048e8",
-    "graph_change": "#c92a2a",
-    "cpu_fallback": "#8d6e63",
-    "data_dependent": "#d6336c",
-    "step_closure": "#74b816",
-    "library": "#1c7ed6",
-    "dynamo": "#f08c00",
-    "eager_mode": "#0c8599",
-    "no_barrier": "#862e9c",
-    "split_step": "#5c940d",
-    "unknown": "#495057",
-}
+CAUSE_COLORS: dict[str, str] = {name: u.colour for name, u in UNITS.items()}
+"""Each cause's colour in the report (its unit's)."""
 
 
 def spmd_line(run: Run) -> str | None:
@@ -178,7 +152,7 @@ def headline(analysis: Analysis) -> list[str]:
         out.insert(1, f"Each step barrier closed about {per} optimizer steps ({closed} in all): "
                       f"one graph runs {per} training steps of one optimizer (or one step each of {per} "
                       "optimizers, as a GAN does), and the steps counted here are barriers.")
-    if t.steps == 0 and any(f.cause == "no_barrier" for f in analysis.findings):
+    if t.steps == 0 and any(f.cause == CauseName.NO_BARRIER for f in analysis.findings):
         out[0] = (f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}: its optimizer steps "
                   "ran, but none ended in one.")
     elif t.recompiles:
@@ -230,7 +204,7 @@ def headline(analysis: Analysis) -> list[str]:
             out.append(unseen)
     elif t.extra_executions > _deferred_executions(analysis):
         compiles = analysis.compiles
-        how = ("op by op (eager mode)" if any(f.cause == "eager_mode" for f in analysis.findings)
+        how = ("op by op (eager mode)" if any(f.cause == CauseName.EAGER_MODE for f in analysis.findings)
                else "at the ops that ran on the CPU (the graph before each runs early)"
                if any(f.kind == "graph_cut" for f in analysis.findings)
                else "outside host reads, ops run eagerly (eager mode) around the compiled step"
@@ -269,7 +243,7 @@ def _unseen_reads(analysis: Analysis) -> str | None:
     read explains: values turned into numbers inside ops (a tensor learning rate in Adam's
     ``addcdiv_(value=...)``, ``fill_(tensor)``), which no Python method xprof hooks sees."""
     t, syncs = analysis.totals, analysis.syncs
-    if t.fallback_ops or any(f.cause in ("data_dependent", "cpu_fallback") for f in analysis.findings):
+    if t.fallback_ops or any(f.cause in (CauseName.DATA_DEPENDENT, CauseName.CPU_FALLBACK) for f in analysis.findings):
         return None  # (an op on the CPU copies its inputs to the host: transfers no read made)
     inside = int(syncs["executions"].sum()) if len(syncs) and "executions" in syncs else 0
     unexplained = t.extra_executions - inside - _deferred_executions(analysis)
@@ -331,7 +305,7 @@ def cost_line(f: Finding) -> str:
         return "time lost not measured (the steps after it ran uncompiled, with nothing to compare with)"
     if f.kind == "graph_cut":
         return "time lost not measured (the host copies and the op on the CPU are inside the step's time)"
-    if f.cause == "eager_mode":
+    if f.cause == CauseName.EAGER_MODE:
         return (f"time lost not measured (the run has no compiled step to compare with), "
                 f"{fmt.plural(f.count, 'step')}")
     parts = []
@@ -460,5 +434,5 @@ def _early_read_compiles(analysis: Analysis) -> int:
     if not len(c) or "cause" not in c or not len(steps) or "user_step" not in steps:
         return 0
     warm_steps = set(steps.loc[(steps["user_step"] >= 0) & (steps["user_step"] < WARMUP_STEPS), "i"].tolist())
-    mine = (c["cause"] != "warmup") & (c["at"] == "step") & (c["sync_row"] >= 0) & c["step"].isin(warm_steps)
+    mine = (c["cause"] != CauseName.WARMUP) & (c["at"] == "step") & (c["sync_row"] >= 0) & c["step"].isin(warm_steps)
     return int(mine.sum())

@@ -44,6 +44,7 @@ from xprof.analysis.model import Finding, FindingKey
 from xprof.analysis.steps import training_barrier_sites
 from xprof.analysis.tables import live_reads
 from xprof.diagnosis import mechanisms as _mech
+from xprof.diagnosis.cause import CauseName
 from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, DATA_DEPENDENT_FALLBACKS
 from xprof.runfile import Site
 
@@ -94,7 +95,7 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
 
     groups: dict[FindingKey, list[int]] = {}
     for k, c in enumerate(causes):
-        if c.cause != "warmup":
+        if c.cause != CauseName.WARMUP:
             groups.setdefault(c.key, []).append(k)
     findings, dynamo_reads = _read_findings(run, groups, last_barrier)
     findings += _compile_findings(run, groups, dynamo_reads, dynamo_guards or [], specs or {}, dynamo_limits or [])
@@ -181,7 +182,7 @@ def _compile_findings(run: _Run, groups: dict[FindingKey, list[int]], dynamo_rea
         c0 = run.causes[ks[0]]
         rows = taken.iloc[start:start + len(ks)]
         start += len(ks)
-        if c0.cause == "dynamo":
+        if c0.cause == CauseName.DYNAMO:
             findings.append(_dynamo_finding(key, c0, rows, dynamo_reads, dynamo_guards, gave_up))
             gave_up = []
             continue
@@ -197,17 +198,17 @@ def _compile_finding(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFra
     a step closure."""
     c0 = run.causes[ks[0]]
     steps, ordinal_of = run.steps, run.ordinal_of
-    if c0.cause == "input_shape" and key.group == "micro":
+    if c0.cause == CauseName.INPUT_SHAPE and key.group == "micro":
         return _micro_batch_finding(key, c0, ks, run.causes, rows, ordinal_of)
-    if c0.cause == "input_shape":
+    if c0.cause == CauseName.INPUT_SHAPE:
         return _shape_finding(c0, ks, run.causes, rows, steps, run.series_index(), ordinal_of, run.steady)
-    if c0.cause == "input_sharding":
+    if c0.cause == CauseName.INPUT_SHARDING:
         return _sharding_finding(key, ks, run.causes, rows, steps, run.sigs, specs)
-    if c0.cause == "graph_change":
+    if c0.cause == CauseName.GRAPH_CHANGE:
         return _graph_finding(key, c0, rows, steps, ordinal_of, run.sites, run.compiles, run.syncs)
-    if c0.cause == "cpu_fallback":
+    if c0.cause == CauseName.CPU_FALLBACK:
         return _fallback_finding(key, c0, rows, steps, ordinal_of, run.steady)
-    if c0.cause == "step_closure":
+    if c0.cause == CauseName.STEP_CLOSURE:
         return _closure_finding(key, c0, rows, run.syncs)
     return _unknown_finding(run, key, ks, c0, rows)
 
@@ -217,7 +218,7 @@ def _unknown_finding(run: _Run, key: FindingKey, ks: list[int], c0: Cause, rows:
     ms = float(rows["ms"].sum())
     comp_steps = sorted({int(s) for s in rows["step"]})
     return Finding(
-        id=str(key), cause="unknown", kind="unknown",
+        id=str(key), cause=CauseName.UNKNOWN, kind="unknown",
         title=f"{len(ks)} compile{'s' if len(ks) != 1 else ''} xprof could not explain ({ms / 1e3:.2f} s)",
         count=len(ks), compiles=len(ks), seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
         advice=ADVICE["unknown_debugged" if "torch_xla says" in c0.evidence else "unknown"],
@@ -234,7 +235,7 @@ def _finish(run: _Run, findings: list[Finding]) -> list[Finding]:
     for extra in (_eager_finding(run.steps, run.compiles, run.steady), _split_finding(run.steps, run.sites)):
         if extra is not None:
             findings.append(extra)
-    _same_steps_value_shapes([f for f in findings if f.cause == "data_dependent"])
+    _same_steps_value_shapes([f for f in findings if f.cause == CauseName.DATA_DEPENDENT])
     findings = _kinds_first_steps(findings, run.steps)
     if any(str(site.via or "").startswith("transformers.trainer") for site in run.sites.values()):
         for f in findings:  # the loader is the Trainer's: its setting, not DataLoader's
@@ -246,7 +247,7 @@ def _finish(run: _Run, findings: list[Finding]) -> list[Finding]:
     return findings
 
 
-PREDICTED = ("input_shape", "data_dependent")
+PREDICTED = (CauseName.INPUT_SHAPE, CauseName.DATA_DEPENDENT)
 """Causes whose advice, applied, removes every compile their finding owns and no other: a new
 shape's compiles, and those of value-dependent shapes (grouped, so that one finding's advice
 is every line that must change). Where causes meet on one compile (a graph that is new both
@@ -260,8 +261,8 @@ def training_recompiles(causes: list[Cause], compiles: pd.DataFrame, steps: pd.D
     shared with it pads its batches too, which no training finding's count should guess)."""
     phase = dict(zip(steps["i"].tolist(), steps["phase"].tolist()))
     evals = sum(1 for c, s in zip(causes, compiles["step"].tolist())
-                if c.cause != "warmup" and phase.get(int(s)) == "eval")
-    return sum(1 for c in causes if c.cause != "warmup") - evals, evals
+                if c.cause != CauseName.WARMUP and phase.get(int(s)) == "eval")
+    return sum(1 for c in causes if c.cause != CauseName.WARMUP) - evals, evals
 
 
 def _predictions(findings: list[Finding], recompiles: int, in_eval: int = 0) -> None:
@@ -296,7 +297,7 @@ def _kinds_first_steps(findings: list[Finding], steps: pd.DataFrame) -> list[Fin
     for the shape, is that kind's: folded into the kinds finding (``input_kinds``: another rank
     or dtype) or else into the shape finding that compiled the first step."""
     kinds = next((f for f in findings if f.kind == "input_kinds"), None)
-    shape = next((f for f in findings if f.cause == "input_shape" and f.kind != "micro_batches"), None)
+    shape = next((f for f in findings if f.cause == CauseName.INPUT_SHAPE and f.kind != "micro_batches"), None)
     target = kinds or shape
     if target is None:
         return findings
@@ -308,7 +309,7 @@ def _kinds_first_steps(findings: list[Finding], steps: pd.DataFrame) -> list[Fin
     compiled = set(train["i"].to_numpy()[train["uncached"].to_numpy() > 0].tolist())
 
     def kind_second(f: Finding) -> bool:
-        return (f.kind in ("graph_change", "periodic_graph") and bool(f.steps)
+        return (f.kind in (CauseName.GRAPH_CHANGE, "periodic_graph") and bool(f.steps)
                 and all(s in second and (kinds is not None or first_of[second[s]] in compiled) for s in f.steps))
 
     out = []

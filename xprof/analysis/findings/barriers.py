@@ -12,6 +12,7 @@ from xprof.analysis.advice import ADVICE
 from xprof.analysis.findings.common import _dur, _loc, _pattern
 from xprof.analysis.model import EAGER_KEY, WARMUP_STEPS, Finding
 from xprof.analysis.tables import barrier_graphs
+from xprof.diagnosis.cause import CauseName
 from xprof.diagnosis.rules import split as _split
 from xprof.runfile import Site
 
@@ -42,7 +43,7 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
         # Nothing read or compiled after the last barrier: those steps' ops were still
         # pending when the run ended, and never ran (a sync every N steps, the last few left).
         return Finding(
-            id="no_barrier", cause="no_barrier", kind="never_ran",
+            id="no_barrier", cause=CauseName.NO_BARRIER, kind="never_ran",
             title=(f"The last {opt} optimizer step{'s' if opt != 1 else ''} never ran: no step barrier "
                    f"after {'them' if opt != 1 else 'it'}, so {'their' if opt != 1 else 'its'} ops were "
                    "still pending when the run ended"),
@@ -69,7 +70,7 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
         ms = tail_ms.tolist()
         evidence.append(f"the graphs grew with the steps they held: compiles of {_dur(ms[0])} to {_dur(ms[-1])}")
     return Finding(
-        id="no_barrier", cause="no_barrier", kind="no_barrier", title=title, count=opt, compiles=n_compiles,
+        id="no_barrier", cause=CauseName.NO_BARRIER, kind="no_barrier", title=title, count=opt, compiles=n_compiles,
         # The reads waited for the compiles and the executions: their waits are the cost (or the
         # compiles alone, if the reads were not recorded).
         seconds=max(wait_ms, compile_ms) / 1e3, compile_seconds=compile_ms / 1e3,
@@ -105,7 +106,7 @@ def _reads_only(syncs: pd.DataFrame, tail_ms: np.ndarray, cut: int) -> Finding |
                         "the graph before them early")
     first = syncs.iloc[0]
     return Finding(
-        id="no_barrier", cause="no_barrier", kind="reads_only",
+        id="no_barrier", cause=CauseName.NO_BARRIER, kind="reads_only",
         title=(f"No step barrier: the graphs ran at host reads: {n_compiles} compiles at {len(syncs)} read"
                f"{'s' if len(syncs) != 1 else ''}, {max(wait_ms, compile_ms) / 1e3:.2f} s"),
         count=len(syncs), compiles=n_compiles, seconds=max(wait_ms, compile_ms) / 1e3,
@@ -166,7 +167,7 @@ def _eager_finding(steps: pd.DataFrame, compiles: pd.DataFrame, steady: int) -> 
         "in this run",
     ]
     return Finding(
-        id=str(EAGER_KEY), cause="eager_mode", kind="eager_mode", title=title, count=n, compiles=0,
+        id=str(EAGER_KEY), cause=CauseName.EAGER_MODE, kind="eager_mode", title=title, count=n, compiles=0,
         seconds=0.0, compile_seconds=0.0, execute_seconds=0.0, advice=ADVICE["eager_mode"],
         evidence=evidence, steps=[int(i) for i in eager["i"].tolist()],
         pattern=None if n >= steady else _pattern([int(o) for o in eager["ordinal"].tolist()], steady),
@@ -192,7 +193,7 @@ def _split_finding(steps: pd.DataFrame, sites: dict[int, Site]) -> Finding | Non
              for s in found.cut_sites]
     title, evidence = _split.describe(found, where)
     first = sites.get(found.cut_sites[0]) if found.cut_sites and found.cut_sites[0] is not None else None
-    return Finding(id=f"split:{where[0]}", cause="split_step", kind="split_step", title=title,
+    return Finding(id=f"split:{where[0]}", cause=CauseName.SPLIT_STEP, kind="split_step", title=title,
                    count=len(found.steps), compiles=0, seconds=0.0, compile_seconds=0.0, execute_seconds=0.0,
                    advice=_split.ADVICE, evidence=evidence, steps=list(found.steps), severity="info",
                    file=first.file if first else None, line=first.line if first else None,

@@ -16,6 +16,7 @@ from xprof.analysis.causes import (
     Cause,
 )
 from xprof.analysis.model import Finding, FindingKey
+from xprof.diagnosis.cause import CauseName
 from xprof.diagnosis.evidence import dynamo_func
 
 
@@ -52,7 +53,7 @@ def _gave_up_finding(gave_up: list[_GaveUp]) -> Finding:
     if u.reason:
         evidence.append(f"the last failed guard: {u.reason[:200]}")
     return Finding(
-        id="dynamo_limit", cause="dynamo", kind="dynamo_limit",
+        id="dynamo_limit", cause=CauseName.DYNAMO, kind="dynamo_limit",
         title=(f"torch.compile gave up on {u.func} at step {u.step} (torch._dynamo.config.{u.limit}{value}) "
                "and runs it uncompiled from then on"),
         count=len(gave_up), compiles=0, seconds=0.0, compile_seconds=0.0, execute_seconds=0.0,
@@ -72,7 +73,7 @@ def _gave_up(marks: list[dict[str, Any]], compiles: pd.DataFrame, causes: list[C
         if not isinstance(i, int):
             continue
         later = sum(1 for k, c in enumerate(causes)
-                    if steps_of[k] >= i and c.cause not in ("dynamo", "warmup"))
+                    if steps_of[k] >= i and c.cause not in (CauseName.DYNAMO, CauseName.WARMUP))
         value = m.get("value")
         out.append(_GaveUp(dynamo_func(str(m.get("func") or "?"), m.get("file"), m.get("line")),
                            str(m.get("limit") or "recompile_limit"), value if isinstance(value, int) else None,
@@ -122,7 +123,7 @@ def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.Da
         advice += " " + ADVICE["dynamo_limit"]
         severity = "warning"
     return Finding(
-        id=str(key), cause="dynamo", kind="dynamo_recompile", title=title, count=n, compiles=n,
+        id=str(key), cause=CauseName.DYNAMO, kind="dynamo_recompile", title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=comp_steps, severity=severity,
         input=sized[0] if sized else None, dim=sized[1] if sized else None,

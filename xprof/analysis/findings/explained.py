@@ -12,13 +12,14 @@ from typing import Any
 import pandas as pd
 
 from xprof.analysis.model import Finding
+from xprof.diagnosis.cause import CauseName
 from xprof.runfile import GraphChange, GraphLine, Run
 
 KNOWN_KINDS = frozenset({"eval_pass", "eval_mode_training"})
 """Graph findings whose cause the run already tells (an eval pass, eval mode left on): their
 graphs' diffs are kept (``graph_changes``) but not said."""
 
-GRAPH_KINDS = frozenset({"graph_change", "periodic_graph", "graph_every_step", "graph_grows"})
+GRAPH_KINDS = frozenset({CauseName.GRAPH_CHANGE, "periodic_graph", "graph_every_step", "graph_grows"})
 """The graph findings whose title names the line and the value that changed."""
 
 MAX_SHOWN = 5

@@ -12,6 +12,7 @@ from xprof.analysis.causes import (
 from xprof.analysis.findings.common import _compiled_early, _pattern
 from xprof.analysis.model import WARMUP_STEPS, Finding, FindingKey
 from xprof.analysis.tables import fallback_rows
+from xprof.diagnosis.cause import CauseName
 from xprof.diagnosis.terms import DATA_DEPENDENT_FALLBACKS
 
 
@@ -19,8 +20,8 @@ def _uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles
                           ordinal_of: dict[int, int], steady: int) -> list[Finding]:
     """CPU-fallback ops that run after warm-up without compiling anything new: each call
     still copies to the host and cuts the graph, so it is a finding of its own."""
-    covered = {op for f in findings if f.cause == "cpu_fallback" for op in f.key.ops}
-    if any(f.cause == "data_dependent" for f in findings):
+    covered = {op for f in findings if f.cause == CauseName.CPU_FALLBACK for op in f.key.ops}
+    if any(f.cause == CauseName.DATA_DEPENDENT for f in findings):
         covered |= DATA_DEPENDENT_FALLBACKS
     ops: set[str] = set()
     ran = fallback_rows(steps)
@@ -30,7 +31,7 @@ def _uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles
     if not ops:
         return []
     key = FindingKey.fallback(ops)
-    cause = Cause("cpu_fallback", key, evidence=f"ops without an XLA lowering ran on the CPU after warm-up: "
+    cause = Cause(CauseName.CPU_FALLBACK, key, evidence=f"ops without an XLA lowering ran on the CPU after warm-up: "
                   f"{', '.join(sorted(ops))}")
     return [_fallback_finding(key, cause, compiles.iloc[0:0], steps, ordinal_of, steady)]
 
@@ -84,7 +85,7 @@ def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.
                         "around it are cached once seen, so this cost is paid when a new code path first "
                         "runs it (a new shape, the first evaluation or generation)")
     return Finding(
-        id=str(key), cause="cpu_fallback", kind=kind, title=title, count=calls, compiles=n,
+        id=str(key), cause=CauseName.CPU_FALLBACK, kind=kind, title=title, count=calls, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["cpu_fallback"],
         evidence=evidence, steps=ran_steps, pattern=pattern,
     )

@@ -16,6 +16,7 @@ from xprof.analysis.findings.common import _compiled_at, _loc
 from xprof.analysis.model import EVAL_KEY, EVAL_MODE_KEY, Finding, FindingKey
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import live_reads
+from xprof.diagnosis.cause import CauseName
 from xprof.diagnosis.keys import CUT_BY_PASS_KEY
 from xprof.diagnosis.patterns import describe_period
 from xprof.runfile import Site
@@ -26,7 +27,7 @@ def _plain_graph_finding(key: FindingKey, kind: str, title: str, c0: Cause, rows
     """A graph finding that is its cause's evidence, where it compiled, and its advice."""
     ms, n = float(rows["ms"].sum()), len(rows)
     return Finding(
-        id=str(key), cause="graph_change", kind=kind, title=title, count=n, compiles=n, seconds=ms / 1e3,
+        id=str(key), cause=CauseName.GRAPH_CHANGE, kind=kind, title=title, count=n, compiles=n, seconds=ms / 1e3,
         compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE[kind], severity=severity,
         evidence=[c0.evidence, _compiled_at(comp_steps, ordinal_of)], steps=comp_steps)
 
@@ -54,7 +55,7 @@ def _grows_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
              f"({', '.join(str(v) for v in sorted(sizes)[:6])}{' ...' if len(sizes) > 6 else ''} nodes), "
              f"{'none reused' if not reused else 'each reused later'}, {ms / 1e3:.2f} s")
     return Finding(
-        id=str(key), cause="graph_change", kind="graph_grows", title=title, count=n, compiles=n,
+        id=str(key), cause=CauseName.GRAPH_CHANGE, kind="graph_grows", title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["graph_grows"],
         evidence=evidence, steps=comp_steps)
 
@@ -128,7 +129,7 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     file = line = None
     # (not for the same ops on tensors kept on the device: a condition whose outcome changed
     # would have changed the ops)
-    decided = (_condition_in(syncs, comp_steps) if story.kind in ("graph_change", "periodic_graph")
+    decided = (_condition_in(syncs, comp_steps) if story.kind in (CauseName.GRAPH_CHANGE, "periodic_graph")
                and not hostless else None)
     if decided is not None:
         file, line, advice = _condition_evidence(decided, n, bool(story.fewer), evidence)
@@ -137,7 +138,7 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         file, line = asked[0], asked[1]
         evidence.append(asked[2])
     return Finding(
-        id=str(key), cause="graph_change", kind=story.kind, title=story.title, count=n, compiles=n,
+        id=str(key), cause=CauseName.GRAPH_CHANGE, kind=story.kind, title=story.title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=comp_steps, pattern=story.pattern,
         severity="info" if story.kind == "eval_pass" else "warning", file=file, line=line,
@@ -197,7 +198,7 @@ def _changed_story(c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame, compiles:
     node = int(nodes_val.iloc[0]) if len(nodes_val) else None
     ran = steps[steps["graph_nodes"] == node] if node is not None else steps.iloc[0:0]
     pattern = describe_period(sorted({int(o) for o in ran["ordinal"] if o >= 1}))
-    kind = "periodic_graph" if pattern else "graph_change"
+    kind = "periodic_graph" if pattern else CauseName.GRAPH_CHANGE
     advice = ADVICE[kind]
     # Whether any step from the first of these compiles on ran a graph it had compiled
     # before (a cached compile and no new one): the variants repeat, or never do.

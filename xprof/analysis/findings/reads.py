@@ -19,6 +19,7 @@ from xprof.analysis.findings.common import _and_list, _compiled_early, _dur, _lo
 from xprof.analysis.findings.library import _library_advice, _third_party
 from xprof.analysis.model import Finding, FindingKey
 from xprof.diagnosis import mechanisms as _mech
+from xprof.diagnosis.cause import CauseName
 from xprof.diagnosis.evidence import grew, is_checkpoint_call, is_condition, is_logging_call
 from xprof.runfile import Site
 
@@ -211,7 +212,7 @@ def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], 
     # A tensor read as a slice bound whose value then set a shape (t[:, :mask.sum(1).max()]):
     # the recompiles are the value's, as for the ops with a value-dependent output.
     value_shape = (str(first["access"]) == "index" and causes is not None
-                   and any(causes[k].cause == "data_dependent" for k in ks))
+                   and any(causes[k].cause == CauseName.DATA_DEPENDENT for k in ks))
     if value_shape:
         kind = "data_dependent"
     rows = compiles.iloc[ks] if ks else compiles.iloc[0:0] if sums is None else sums[0].no_compiles
@@ -296,7 +297,7 @@ def _read_title(r: _Reads) -> tuple[str, str, str]:
                 f"value{'s' if n != 1 else ''} on the host" if own
                 else f"reads {n} value{'s' if n != 1 else ''} on the host")
         return (f"{r.mech.what} {does}{when} ({', '.join(accesses)}; via {where}): "
-                f"{', '.join(parts[1:]) + ', ' if len(parts) > 1 else ''}{seconds}"), "library", r.mech.kind
+                f"{', '.join(parts[1:]) + ', ' if len(parts) > 1 else ''}{seconds}"), CauseName.LIBRARY, r.mech.kind
     if r.kind == "data_dependent":
         ops = list(dict.fromkeys(_DD_WORDS.get(str(a), str(a)) for a in r.g["access"]))
         op = " and ".join(ops[:2])
@@ -307,12 +308,12 @@ def _read_title(r: _Reads) -> tuple[str, str, str]:
         if _third_party(r.via):
             # inside a library's own code (torchmetrics' input validation): the call is what to change
             return (f"{r.via} (called from {where}) runs {op} on the CPU{when}: {', '.join(dd_parts)}, "
-                    f"{seconds}"), "data_dependent", r.kind
+                    f"{seconds}"), CauseName.DATA_DEPENDENT, r.kind
         if len(r.lines) > 1:
             return (f"{op} at {where} give value-dependent shapes{when or ' in the same steps'}: "
-                    f"{', '.join(dd_parts)}, {seconds}", "data_dependent", r.kind)
+                    f"{', '.join(dd_parts)}, {seconds}", CauseName.DATA_DEPENDENT, r.kind)
         return (f"{op} at {where} gives a value-dependent shape{when}: {', '.join(dd_parts)}, {seconds}",
-                "data_dependent", r.kind)
+                CauseName.DATA_DEPENDENT, r.kind)
     if r.kind == "checkpoint":
         title = (f"{r.what} at {where} copies tensors to the host{when}"
                  f"{' (expected)' if r.severity == 'info' else ''}: {', '.join(parts)}, {seconds}")
@@ -320,7 +321,7 @@ def _read_title(r: _Reads) -> tuple[str, str, str]:
         title = f"{r.called} (called from {where}) forces a host sync{when}: {', '.join(parts)}, {seconds}"
     else:
         title = f"{r.what} at {where} forces a host sync{when}: {', '.join(parts)}, {seconds}"
-    return title, "implicit_sync", r.kind
+    return title, CauseName.IMPLICIT_SYNC, r.kind
 
 
 def _read_advice(r: _Reads, kind: str) -> str:
@@ -375,7 +376,7 @@ def _read_evidence(r: _Reads, kind: str, sites: dict[int, Site], causes: list[Ca
                         "device is the slower side of these steps): not counted")
     if r.theirs:
         theirs = r.theirs
-        warm = sum(1 for k in theirs if causes is not None and k < len(causes) and causes[k].cause == "warmup")
+        warm = sum(1 for k in theirs if causes is not None and k < len(causes) and causes[k].cause == CauseName.WARMUP)
         whose = (f"warm-up compile{'s' if warm != 1 else ''}, counted with warm-up" if warm == len(theirs)
                  else f"compile{'s' if len(theirs) != 1 else ''} counted under "
                       f"{'their' if len(theirs) != 1 else 'its'} own cause{' or warm-up' if warm else ''}")
@@ -516,7 +517,7 @@ def _closure_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, syncs: pd.D
     compiled_in = g[g["uncached"] > 0]["step"] if len(g) else []
     comp_steps = sorted({int(s) for s in compiled_in}) or sorted({int(s) for s in rows["step"]})
     return Finding(
-        id=str(key), cause="step_closure", kind="deferred_read", title=title, count=reads, compiles=n,
+        id=str(key), cause=CauseName.STEP_CLOSURE, kind="deferred_read", title=title, count=reads, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["deferred_read"],
         evidence=evidence, steps=comp_steps, file=file, line=line,
         func=str(first["func"]) if first is not None else None, code=code, severity="info",
@@ -529,7 +530,7 @@ def _barrier_mechanism_finding(mech: _mech.Mechanism, rows: pd.DataFrame, c0: Ca
     n = len(rows)
     title = f"{mech.what} ran a graph of its own at a barrier: {n} compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"
     return Finding(
-        id=mech.key, cause="library", kind=mech.kind, title=title, count=n, compiles=n,
+        id=mech.key, cause=CauseName.LIBRARY, kind=mech.kind, title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=mech.advice,
         evidence=[c0.evidence] if c0.evidence else [], steps=sorted({int(s) for s in rows["step"]}),
     )
@@ -544,7 +545,7 @@ def _own_barrier_finding(key: str, rows: pd.DataFrame, c0: Cause, site: Site | N
     who = (f"{site.via} (called from {_loc(site.file, site.line)})" if site is not None and site.via
            else "A library call")
     return Finding(
-        id=key, cause="implicit_sync", kind="library_sync",
+        id=key, cause=CauseName.IMPLICIT_SYNC, kind="library_sync",
         title=f"{who} asked for a barrier of its own: {n} compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s",
         count=n, compiles=n, seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
         advice=ADVICE["own_barrier"], evidence=[c0.evidence] if c0.evidence else [],

@@ -21,6 +21,7 @@ from xprof.analysis.findings.common import _and_list, _compiled_at, _first_few
 from xprof.analysis.findings.series import SeriesIndex, _Series, _still_varying
 from xprof.analysis.model import SETTLED_AFTER, Finding, FindingKey
 from xprof.analysis.steps import is_inference
+from xprof.diagnosis.cause import CauseName
 from xprof.diagnosis.evidence import bucket_step, of_other_kinds
 from xprof.diagnosis.patterns import bucketing_what_if, describe_period
 
@@ -102,7 +103,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
                            f"{'their' if many else 'its'} dim {ch.dim} is {name}{_POSS[name.endswith('s')]} "
                            f"dim {ch.dim} in every step (padded by the same call)")
     return Finding(
-        id=str(FindingKey.input(name)), cause="input_shape", kind=ch.kind, title=title, count=n, compiles=n,
+        id=str(FindingKey.input(name)), cause=CauseName.INPUT_SHAPE, kind=ch.kind, title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=comp_steps, input=name, dim=ch.dim,
         shapes=[list(s) for s in ch.shapes], pattern=ch.pattern, what_if=what_if.rows,
@@ -133,7 +134,7 @@ def _kinds_finding(name: str, forms: list[tuple[tuple[int, ...], str]], c0: Caus
     targets: class ids [16] int64 against regression targets [16, 3] float32)."""
     listed = ", ".join(f"{list(sh)} {dt}" for sh, dt in forms[:4]) + (" ..." if len(forms) > 4 else "")
     return Finding(
-        id=str(FindingKey.input(name)), cause="input_shape", kind="input_kinds",
+        id=str(FindingKey.input(name)), cause=CauseName.INPUT_SHAPE, kind="input_kinds",
         title=(f"{name} comes in {len(forms)} kinds ({listed}): batches of different kinds take turns, "
                f"each its own graph: {n} recompile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"),
         count=n, compiles=n, seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
@@ -383,7 +384,7 @@ def _micro_batch_finding(key: FindingKey, c0: Cause, ks: list[int], causes: list
     evidence.append("compiled at step" + ("s " if len(comp_steps) != 1 else " ")
                     + ", ".join(str(ordinal_of.get(s, s)) for s in comp_steps[:10]))
     return Finding(
-        id=str(key), cause="input_shape", kind="micro_batches", title=title, count=n, compiles=n,
+        id=str(key), cause=CauseName.INPUT_SHAPE, kind="micro_batches", title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["micro_batches"],
         evidence=evidence, steps=comp_steps, input=c0.input,
     )
@@ -428,7 +429,7 @@ def _sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows:
         evidence.append(f"{name} was not sharded the usual way ({no_sharding(usual)}) at "
                         f"step{'s' if len(odd) != 1 else ''} {listed}")
     return Finding(
-        id=str(key), cause="input_sharding", kind="sharding_change", title=title, count=n, compiles=n,
+        id=str(key), cause=CauseName.INPUT_SHARDING, kind="sharding_change", title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["sharding_change"],
         evidence=evidence, steps=odd or sorted({int(s) for s in rows["step"]}), input=name,
         shapes=[list(shape)] if shape is not None else None, shardings=seen,

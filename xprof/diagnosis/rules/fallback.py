@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from xprof.diagnosis.cause import Cause
+from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import ABSTAIN_KEY, FindingKey
+from xprof.diagnosis.notices import clean
+from xprof.diagnosis.unit import CauseUnit
 
 
 def fallback_call(step: StepFacts, walk: Walk) -> tuple[str, str, int] | None:
@@ -31,9 +33,9 @@ def at_barrier(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     if not step.new_fallback or fallback_call(step, walk) is not None:
         return None
     if walk.whole is None and new_library_call(step, walk):
-        return Cause("abstain", ABSTAIN_KEY, rule="cpu_fallback")
+        return Cause(CauseName.ABSTAIN, ABSTAIN_KEY, rule="cpu_fallback")
     ops = ",".join(sorted(step.new_fallback))
-    return Cause("cpu_fallback", FindingKey.fallback(step.new_fallback),
+    return Cause(CauseName.CPU_FALLBACK, FindingKey.fallback(step.new_fallback),
                  evidence=f"ops without an XLA lowering ran on the CPU for the first time: {ops}")
 
 
@@ -42,5 +44,32 @@ def mid_step(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     if not step.new_fallback:
         return None
     ops = ",".join(sorted(step.new_fallback))
-    return Cause("cpu_fallback", FindingKey.fallback(step.new_fallback),
+    return Cause(CauseName.CPU_FALLBACK, FindingKey.fallback(step.new_fallback),
                  evidence=f"compiled mid-step around ops that ran on the CPU: {ops}")
+
+
+def fallback_notice(cause: Cause, step: StepFacts, walk: Walk) -> str:
+    ops = ", ".join(clean(op, 60) for op in cause.key.ops)
+    return f"{ops} ran on the CPU for the first time (no XLA lowering), cutting the step's graph there"
+
+
+CPU_FALLBACK_ADVICE: dict[str, str] = {
+    "cpu_fallback": (
+        "These ops have no XLA lowering and run on the CPU, which cuts the graph and copies "
+        "data to the host. Replace them with ops XLA supports, or move them out of the step."
+    ),
+}
+"""What to change, per kind of its findings."""
+
+
+CPU_FALLBACK = CauseUnit(
+    CauseName.CPU_FALLBACK, label='CPU fallback', colour='#8d6e63',
+    means=('ops without an XLA lowering (`aten::histc`, `aten::median`, `aten::_ctc_loss`...) ran on the CPU; '
+        'one in most steps says how many graphs it makes each step run early (its copies are not timed: never '
+        'folded away as minor)'),
+    fix=('replace the op, or move it out of the step'),
+    fix_safety=('An op replaced by one with an XLA lowering must compute the same values; moved out of the step, '
+        'nothing changes.'),
+    advice=CPU_FALLBACK_ADVICE,
+    notice=fallback_notice,
+)

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 
-from xprof.diagnosis.cause import Cause
+from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import FindingKey
 from xprof.diagnosis.mechanisms import call_key, finding_id
+from xprof.diagnosis.notices import clean, where
 from xprof.diagnosis.rules.fallback import fallback_call
 from xprof.diagnosis.rules.passes import eval_pass
 from xprof.diagnosis.rules.shapes import new_inputs, shape_cause
+from xprof.diagnosis.unit import CauseUnit
 
 
 def in_closure(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
@@ -20,7 +22,7 @@ def in_closure(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     if c.read is None or not c.read.deferred:
         return None
     site = c.read.site
-    return Cause("step_closure", FindingKey("closure", str(site)), site=site, evidence=(
+    return Cause(CauseName.STEP_CLOSURE, FindingKey("closure", str(site)), site=site, evidence=(
         "compiled inside a read in an xm.add_step_closure callback: it runs after the "
         "barrier, on a small graph of its own (compiled once, cached afterwards)"))
 
@@ -57,7 +59,7 @@ def in_read(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     if c.read is None or c.read.deferred:
         return None
     site = c.read.site
-    return Cause("implicit_sync", FindingKey.sync(site), site=site,
+    return Cause(CauseName.IMPLICIT_SYNC, FindingKey.sync(site), site=site,
                  evidence="compiled inside a host read of a tensor value")
 
 
@@ -76,7 +78,7 @@ def library_call_around(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause |
     (b, bs), (_, a_s) = before[-1], after[0]
     if call_key(bs) != call_key(a_s) or bs is None:
         return None
-    return Cause("implicit_sync", FindingKey.sync(b.site), site=b.site, evidence=(
+    return Cause(CauseName.IMPLICIT_SYNC, FindingKey.sync(b.site), site=b.site, evidence=(
         f"compiled inside {bs.via} (called from {os.path.basename(bs.file)}:{bs.line}), between two of its "
         "host reads: a graph it ran, cut there by an op on the CPU or a sync of its own"))
 
@@ -97,7 +99,7 @@ def read_changed_graph(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | 
         via, file, line = call
         mine = [s for s in new_sites if call_key(walk.sites.get(s)) == call]
         site = (mine or new_sites)[0]
-        return Cause("implicit_sync", FindingKey.sync(site), site=site, evidence=(
+        return Cause(CauseName.IMPLICIT_SYNC, FindingKey.sync(site), site=site, evidence=(
             f"same inputs as before, but {via} at {os.path.basename(file)}:{line} ran in this step "
             f"(with {', '.join(sorted(step.new_fallback))} on the CPU, which runs only in steps that call it), "
             "and the graph at the barrier changed"))
@@ -108,6 +110,148 @@ def read_changed_graph(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | 
                  "pending before the step (an evaluation pass with no barrier of its own, what the "
                  "reads did not need) joined it, and a torch_xla.sync() after them keeps the step's "
                  "graph as it was")
-    return Cause("implicit_sync", FindingKey.sync(new_sites[0]), site=new_sites[0], leftovers=bool(grown),
+    return Cause(CauseName.IMPLICIT_SYNC, FindingKey.sync(new_sites[0]), site=new_sites[0], leftovers=bool(grown),
                  evidence=("same inputs as before, but a host read in this step materialized a tensor, "
                            "so the graph at the barrier changed" + grown))
+
+
+def read_notice(cause: Cause, step: StepFacts, walk: Walk) -> str:
+    site = walk.sites.get(cause.site if cause.site is not None else -1)
+    what = f"{clean(site.via, 60)} at {where(site)}" if site is not None and site.via else f"the read at {where(site)}"
+    return f"{what}, run in this step, took ops out of the barrier's graph"
+
+
+IMPLICIT_SYNC_ADVICE: dict[str, str] = {
+    "item": (
+        "Don't read the value on the host mid-step: keep it on the device and log it "
+        "through xm.add_step_closure(fn, (tensor,)) (runs after the barrier, no extra "
+        "execution; one added after a loop's last barrier waits for the next, so end the loop "
+        "with torch_xla.sync()). If the number feeds the step's own math (a clip scale, a "
+        "learning-rate factor), compute it on the device instead: torch.clamp(max_norm / "
+        "(norm + 1e-6), max=1.0) rather than min(1.0, max_norm / norm.item())."
+    ),
+    "log": (
+        "The logging module formats the tensor (str(t)) on the host when it emits the record: "
+        "the value is read mid-step, whether the message is an f-string or lazy %-formatting. "
+        "Log it through xm.add_step_closure(lambda t: logger.info(\"loss %s\", t), (loss,)) (runs "
+        "after the barrier, no extra execution)."
+    ),
+    "print": (
+        "Printing a device tensor copies it to the host and runs its graph early. Log it "
+        "with xm.add_step_closure(lambda t: print(t), (loss,))."
+    ),
+    "format": (
+        "Formatting a device tensor (f-string, logging) reads its value on the host. Move the "
+        "logging into xm.add_step_closure."
+    ),
+    "repr": (
+        "repr()/str() of a device tensor reads its value on the host. Log through "
+        "xm.add_step_closure."
+    ),
+    "tensor_condition": (
+        "Python control flow on a device tensor (if loss > x:) waits for its value. Keep the "
+        "decision on the device (torch.where, masking) or check it in a step closure. A "
+        "decision the host must take (early stopping's break) can wait for a barrier: "
+        "torch_xla.sync() just before the if runs the pending ops as a graph of their own, "
+        "cached after, so the read compiles at most a tiny graph for the comparison."
+    ),
+    "scalar": (
+        "int()/float() of a device tensor reads its value on the host. Keep it as a tensor, "
+        "or read it in xm.add_step_closure."
+    ),
+    "tolist": (
+        ".tolist() copies the tensor to the host and runs its graph early. Do it in "
+        "xm.add_step_closure."
+    ),
+    "numpy": (
+        ".numpy() needs the value on the host. Do it after the barrier (xm.add_step_closure)."
+    ),
+    "to_cpu": (
+        "Moving a device tensor to the CPU mid-step runs its graph early. Move it after the "
+        "barrier (xm.add_step_closure)."
+    ),
+    "ready_read": (
+        "It ran no graph early (the value was already computed: at the barrier before it, or "
+        "by an earlier read), but the host waited for the device to finish that graph, time it "
+        "could spend tracing the next step. "
+        "Read it in xm.add_step_closure(fn, (tensor,), run_async=True) so the host does not wait. "
+        "Those closures run after the barrier on a thread of their own, and nothing waits for "
+        "it: the last step's may not have run when the loop ends, so leave run_async off for a "
+        "value the code right after the loop needs."
+    ),
+    "materialize": (
+        "Materializing tensors mid-step (xm.unlazy, torch_xla._XLAC._xla_sync_multi) runs their "
+        "graph early, apart from the step's. Do it after the barrier, or not at all outside "
+        "benchmarks."
+    ),
+    "library_sync": (
+        "A library function called from this line reads a tensor's value on the host."
+    ),
+    "grad_scaler": (
+        "torch.amp.GradScaler(\"xla\").step reads its inf check (found_inf) on the host at every "
+        "step, so the device runs early once a step (torch_xla 2.9 has no device-side scaler: "
+        "its syncfree optimizers still take that host value). Loss scaling is only needed for "
+        "float16: with torch.autocast(\"xla\", dtype=torch.bfloat16), the usual dtype on TPU, "
+        "drop the GradScaler and call optimizer.step() directly."
+    ),
+    "checkpoint": (
+        "Saving a checkpoint copies tensors to the host; that is expected when it happens "
+        "every few hundred steps. Use xm.save() and save less often if it shows up in step time."
+    ),
+    "checkpoint_mid_step": (
+        "The save ran before the step's barrier, so the tensors it copies were still pending: "
+        "reading them ran parts of the step's graph early, each compiled on its own. Save right "
+        "after torch_xla.sync() (xm.mark_step()), when they are computed and only the copy is "
+        "left; xm.save() there as well."
+    ),
+    "growing_read": (
+        "Each read of it in a step runs a longer graph: everything since the last barrier that "
+        "is still pending (earlier reads' forward passes, random numbers, kept log-probs) "
+        "piles up, and each new length compiles. Put torch_xla.sync() right after the read, "
+        "so each read runs the same small graph, cached after the first; or run that part "
+        "(acting in an environment, a sampling loop) on the CPU."
+    ),
+    "own_barrier": (
+        "The library call syncs by itself (a collective's rendezvous, a metrics gather) and runs "
+        "the ops pending at that point as a graph of its own: compiled once per shape, cached "
+        "after. Call it where little is pending (after the pass's own barrier), and not every "
+        "step if it is only for logging."
+    ),
+}
+"""What to change, per kind of its findings."""
+
+
+STEP_CLOSURE_ADVICE: dict[str, str] = {
+    "deferred_read": (
+        "Nothing to fix: a read inside xm.add_step_closure runs after the barrier. Its first "
+        "call compiles the small graph it reads (e.g. torch.isnan(loss)); later calls reuse it."
+    ),
+}
+"""What to change, per kind of its findings."""
+
+
+IMPLICIT_SYNC = CauseUnit(
+    CauseName.IMPLICIT_SYNC, label='host read', colour='#7048e8',
+    means=('a host read (`.item()`, `print(t)`, f-strings, `if t > x`, `.tolist()`, `.cpu()`, `GradScaler.step`, '
+        "`torch.save`/`xm.save`, a library call's reads such as `ReduceLROnPlateau.step(loss_tensor)` or "
+        "`model.generate()`, one finding per call, named with the library's own lines) compiled and ran the "
+        'graph early; a read right after the barrier that ran nothing "waits for the device" instead'),
+    fix=('`xm.add_step_closure` (`run_async=True` for a read that only waits), log every N steps, bf16 '
+        'autocast without a `GradScaler`; for a library, the argument its line uses (`clip_grad_norm_(..., '
+        "error_if_nonfinite=True)`) or its input checks (torchmetrics' `validate_args=False`)"),
+    fix_safety=('Deferring a read (xm.add_step_closure) or reading every N steps changes when a value is seen, not '
+        'what the model computes; a Python branch on a tensor rewritten with torch.where computes both sides, '
+        'the same result where both are defined.'),
+    advice=IMPLICIT_SYNC_ADVICE,
+    notice=read_notice,
+    explained=True,
+)
+
+
+STEP_CLOSURE = CauseUnit(
+    CauseName.STEP_CLOSURE, label='step closure', colour='#74b816',
+    means=('a read inside an `xm.add_step_closure` callback compiled its own small graph (deferred, once)'),
+    fix=('nothing: an info note with its line'),
+    fix_safety=('Nothing to apply.'),
+    advice=STEP_CLOSURE_ADVICE,
+)

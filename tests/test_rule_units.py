@@ -1,0 +1,102 @@
+"""Each cause is one unit and each rule is registered with its docs and a fixture (ruff's way).
+
+- every cause name has one unit (label, colour, advice, fix safety) and every unit's advice
+  kinds are its own (no two units word one kind);
+- docs/causes.md's generated part (the causes' table and a section per rule, from their
+  docstrings) is current, and names every registered rule;
+- every registered rule decides at least one compile of the corpus (tests/corpus/runs and the
+  sample runs), and the finding it made is pinned in tests/corpus/verdicts.json; the rules
+  that no corpus run exercises yet are listed below with why, and the list can only shrink
+  (a listed rule that fires fails the test until it is taken off).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from tests.corpus.verdicts import EXPECTED, corpus
+from xprof.analysis import analyze
+from xprof.diagnosis.cause import CauseName
+from xprof.diagnosis.registry import RULES, UNITS
+from xprof.runfile import load_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+NO_FIXTURE_YET = {
+    "cpu_fallback": "an op without an XLA lowering that compiles a new graph after warm-up (tests/scenarios only)",
+    "dynamo_sync": "torch.compile's own sync compiling after warm-up (the dynamo runs compile at its tracing reads)",
+    "eval_graph_size": "a file recorded without backward-pass counts (older recorders): the corpus has none",
+    "graph_grows": "a list of device tensors stacked at a barrier (growing_list stacks it at a read)",
+    "joined_pass": "an eval pass with no barrier of its own, run inside the next training step",
+    "library_call": "a library call's own compile around a read, outside a known mechanism",
+    "no_host_input": "a new graph in a step with no input from the host (a cache grown with torch.cat)",
+    "read_after_data_dependent_op": "a read after a value-dependent op, in the same step, that compiled",
+    "unknown": "a compile mid-step outside any read: none in the corpus",
+}
+"""Registered rules no corpus run exercises yet -> the loop that would."""
+
+
+def _rule_names() -> set[str]:
+    return {rule.name for rules in RULES.values() for rule in rules}
+
+
+@lru_cache(maxsize=1)
+def _fired() -> dict[str, list[tuple[str, str, str]]]:
+    """Rule -> (corpus file, finding id, cause) of each compile it decided."""
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for path in corpus():
+        compiles = analyze(load_run(path)).compiles
+        if not len(compiles):
+            continue
+        for rule, finding, cause in set(zip(compiles["rule"], compiles["finding"], compiles["cause"])):
+            out.setdefault(str(rule), []).append((path.name, str(finding), str(cause)))
+    return out
+
+
+def test_every_cause_has_one_unit() -> None:
+    assert set(UNITS) == set(CauseName) - {CauseName.ABSTAIN}
+    kinds: dict[str, CauseName] = {}
+    for name, unit in UNITS.items():
+        assert unit.name == name and unit.label and unit.colour.startswith("#")
+        assert unit.means and unit.fix and unit.fix_safety, name
+        for kind in unit.advice:
+            assert kind not in kinds, f"{kind} is worded by {kinds[kind]} and {name}"
+            kinds[kind] = name
+
+
+def test_causes_doc_is_current_and_names_every_rule() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "docs" / "causes_doc.py"), "--check"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    doc = (ROOT / "docs" / "causes.md").read_text(encoding="utf-8")
+    for name in _rule_names():
+        assert f"#### `{name}`" in doc, name
+    for name in UNITS:
+        assert f"| `{name}` |" in doc, name
+
+
+@pytest.mark.parametrize("rule", sorted(_rule_names()))
+def test_rule_fires_on_the_corpus_and_its_finding_is_pinned(rule: str) -> None:
+    fired = _fired().get(rule, [])
+    if rule in NO_FIXTURE_YET:
+        assert not fired, f"{rule} now fires on {fired[0][0]}: take it off NO_FIXTURE_YET"
+        return
+    assert fired, f"no corpus run exercises {rule}: add a loop to tests/corpus/loops and record it"
+    pinned = json.loads(EXPECTED.read_text(encoding="utf-8"))
+    for run, finding, cause in fired:
+        said = pinned[run]["findings"]
+        ids = {f.split(" | ")[0] for f in said}
+        causes = {f.split(" | ")[1].split("/")[0] for f in said}
+        if finding in ids or cause in causes or (cause == CauseName.GRAPH_CHANGE and finding == "eval"):
+            return
+    raise AssertionError(f"{rule}'s findings are pinned nowhere: {fired}")
+
+
+def test_no_fixture_list_names_registered_rules() -> None:
+    assert set(NO_FIXTURE_YET) <= _rule_names()
