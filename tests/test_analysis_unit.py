@@ -10,8 +10,8 @@ import pytest
 
 from tests.corpus.verdicts import notices_outside
 from xprof.analysis import analyze
-from xprof.analysis.findings import sync_kind
 from xprof.diagnosis.patterns import bucketing_what_if, describe_period, period
+from xprof.diagnosis.rules.reads import sync_kind
 from xprof.runfile import RunWriter, load_run
 
 T0 = 1_000_000.0

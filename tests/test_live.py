@@ -18,7 +18,9 @@ import pytest
 
 import xprof
 from xprof.analysis import analyze
-from xprof.recorder.live import LiveNotices, clean, read_label
+from xprof.diagnosis.notices import clean
+from xprof.diagnosis.rules.reads import read_label
+from xprof.recorder.live import LiveNotices
 from xprof.runfile import load_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -559,7 +561,7 @@ def test_a_read_every_step_is_counted_not_stored() -> None:
     said: list[str] = []
     live = LiveNotices(0.0, said.append)
     live.feed(_one_read_a_step(300, "losses.append(loss.item())", lambda i: True))
-    assert live._site_steps == {0: (0, 299, 300)}
+    assert live._sites._steps == {0: (0, 299, 300)}
     assert said == ["xprof: step 2: loss.item() at train.py:88 forces a host sync (every step so far)"]
 
 

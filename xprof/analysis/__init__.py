@@ -19,6 +19,7 @@ from xprof.analysis import tables
 from xprof.analysis.findings import explained as _explained
 from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals, unmeasured
 from xprof.diagnosis.cause import CauseName
+from xprof.diagnosis.rules.reads import sync_kind
 from xprof.runcolumns import RunColumns, columns_of, load_columns
 from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter
 from xprof.words import plural
@@ -76,7 +77,7 @@ def _analyze(run: Run) -> Analysis:
     steps["cause"] = rows_of.spread(first_cause, "")
     sync_exec_ms, sync_exec_n = tables.sync_executions(executions, syncs, steps)
     if len(syncs):
-        syncs["kind"] = [_findings.sync_kind(a, c, v if isinstance(v, str) else None)
+        syncs["kind"] = [sync_kind(a, c, v if isinstance(v, str) else None)
                          for a, c, v in zip(syncs["access"], syncs["code"], syncs["via"])]
         syncs["exec_ms"] = sync_exec_ms
         syncs["saved_ms"] = tables.sync_savings(executions, syncs, steps)

@@ -4,7 +4,7 @@
 words its kind: host reads (:mod:`.reads`), input shapes and shardings (:mod:`.shapes`),
 graph changes (:mod:`.graphs`), torch.compile (:mod:`.dynamo`), ops on the CPU
 (:mod:`.fallback`), and where the barriers are or are not (:mod:`.barriers`). The names other
-modules import from here (``sync_kind``, ``no_barrier``, ...) are re-exported below.
+modules import from here (``no_barrier``, ...) are re-exported below.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from xprof.analysis.findings.reads import (
     _own_barrier_finding,
     _same_steps_value_shapes,
     _sync_finding,
-    sync_kind,
 )
 from xprof.analysis.findings.series import SeriesIndex, _Series
 from xprof.analysis.findings.shapes import _micro_batch_finding, _shape_finding, _sharding_finding
@@ -51,7 +50,6 @@ from xprof.runfile import Site
 __all__ = [  # (the underscored ones: for the tests of the parts)
     "DATA_DEPENDENT_FALLBACKS", "_Series", "_commonest_guard", "_dynamo_finding", "_first_failures",
     "_same_steps_value_shapes", "_size_guard", "_train_steps_before", "build", "eager_steps", "no_barrier",
-    "sync_kind",
 ]
 
 

@@ -12,7 +12,6 @@ import pandas as pd
 
 from xprof.analysis.advice import ADVICE, READ_KINDS, read_tail
 from xprof.analysis.causes import (
-    DATA_DEPENDENT_ACCESS,
     Cause,
 )
 from xprof.analysis.findings.common import _and_list, _compiled_early, _dur, _loc, _pattern, _short, _title_seconds
@@ -20,51 +19,9 @@ from xprof.analysis.findings.library import _library_advice, _third_party
 from xprof.analysis.model import Finding, FindingKey
 from xprof.diagnosis import mechanisms as _mech
 from xprof.diagnosis.cause import CauseName
-from xprof.diagnosis.evidence import grew, is_checkpoint_call, is_condition, is_logging_call
+from xprof.diagnosis.evidence import grew
+from xprof.diagnosis.rules.reads import DD_WORDS, KIND_WORDS, sync_kind
 from xprof.runfile import Site
-
-
-def sync_kind(access: str, code: str, via: str | None) -> str:
-    """What the user wrote, from the hooked method, the line's code and the library path."""
-    if access in DATA_DEPENDENT_ACCESS:
-        return "data_dependent"
-    if via:
-        low = via.lower()
-        if is_logging_call(via):
-            return "log"  # the standard logging module formatting a tensor (logger.info("%s", loss))
-        if "grad_scaler" in low or "gradscaler" in low:
-            return "grad_scaler"
-        if is_checkpoint_call(via):
-            return "checkpoint"
-        return "library_sync"
-    if access in ("repr", "format") and "print(" in code:
-        return "print"
-    if access in ("bool", "int", "float", "index"):
-        return "tensor_condition" if is_condition(access, code) else "scalar"
-    return {"item": "item", "tolist": "tolist", "numpy": "numpy", "cpu": "to_cpu",
-            "to_cpu": "to_cpu", "repr": "repr", "format": "format",
-            "materialize": "materialize"}.get(access, "item")
-
-
-
-_KIND_WORDS = {
-    "item": ".item()", "print": "print of a tensor", "format": "f-string of a tensor",
-    "repr": "repr() of a tensor", "tensor_condition": "a tensor in a Python condition",
-    "scalar": "int()/float() of a tensor", "tolist": ".tolist()", "numpy": ".numpy()",
-    "to_cpu": ".cpu() / .to('cpu')", "grad_scaler": "GradScaler.step",
-    "materialize": "materializing tensors (_xla_sync_multi)",
-    "checkpoint": "checkpoint save", "library_sync": "a library call", "log": "logging a tensor",
-}
-
-
-
-_DD_WORDS = {
-    "mask_index": "Boolean-mask indexing", "mask_assign": "Boolean-mask assignment (t[mask] = v)",
-    "nonzero": "nonzero()", "masked_select": "masked_select()",
-    "unique": "unique()", "argwhere": "argwhere()", "repeat_interleave": "repeat_interleave()",
-    "index": "A tensor used as a slice bound",
-}
-
 
 
 @dataclass
@@ -117,7 +74,7 @@ class _Reads:
 
     @property
     def what(self) -> str:
-        return _KIND_WORDS.get(self.kind, self.kind)
+        return KIND_WORDS.get(self.kind, self.kind)
 
 
 class ReadSums:
@@ -299,7 +256,7 @@ def _read_title(r: _Reads) -> tuple[str, str, str]:
         return (f"{r.mech.what} {does}{when} ({', '.join(accesses)}; via {where}): "
                 f"{', '.join(parts[1:]) + ', ' if len(parts) > 1 else ''}{seconds}"), CauseName.LIBRARY, r.mech.kind
     if r.kind == "data_dependent":
-        ops = list(dict.fromkeys(_DD_WORDS.get(str(a), str(a)) for a in r.g["access"]))
+        ops = list(dict.fromkeys(DD_WORDS.get(str(a), str(a)) for a in r.g["access"]))
         op = " and ".join(ops[:2])
         recompiles = len(r.rows)
         dd_parts = [f"{recompiles} recompile{'s' if recompiles != 1 else ''}"]

@@ -8,7 +8,10 @@ none at a barrier (:func:`ran_op_by_op`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from xprof.diagnosis.cause import CauseName
+from xprof.diagnosis.terms import WARMUP_STEPS
 from xprof.diagnosis.unit import CauseUnit
 
 
@@ -28,6 +31,45 @@ def no_barrier_notice(opt_steps: object) -> str:
     """The live notice of optimizer steps with no barrier yet (the recorder's mark)."""
     return (f"{opt_steps} optimizer steps and no step barrier yet: the pending graph grows with every step "
             "until a value is read; end each step with torch_xla.sync() (or iterate an MpDeviceLoader)")
+
+
+
+@dataclass
+class EagerSteps:
+    """The live side of ``eager_mode``: each training step's graphs, run between barriers
+    (outside host reads) and at them, added up as its barriers come; a step that is over ran
+    in eager mode when :func:`ran_op_by_op` holds (said once, past warm-up)."""
+
+    op_compiled: bool = False
+    """An op compiled on its own (``at == "op"``) somewhere in the run so far."""
+    step: int = -1
+    """The training step in progress."""
+    mid: int = 0
+    """Its graphs run between barriers, outside host reads."""
+    at_barrier: int = 0
+    """Its graphs run at its barriers."""
+    said: bool = False
+
+    def add(self, step: int, mid: int, at_barrier: int, opt_seen: bool) -> tuple[int, int] | None:
+        """Add a training barrier's graphs to its step's: (step, graphs) of a step that is over
+        and ran op by op, else None. Without optimizer steps every graph barrier is a step."""
+        found = None
+        if step != self.step:
+            found = self.over()
+            self.step, self.mid, self.at_barrier = step, 0, 0
+        self.mid += mid
+        self.at_barrier += at_barrier
+        if not opt_seen:
+            found = found or self.over()
+        return found
+
+    def over(self) -> tuple[int, int] | None:
+        """The step in progress is over: (step, graphs) when it ran op by op (first time only)."""
+        if (self.step < WARMUP_STEPS or self.said
+                or not ran_op_by_op(self.mid, self.at_barrier, self.op_compiled)):
+            return None
+        self.said = True
+        return self.step, self.mid
 
 
 NO_BARRIER_ADVICE: dict[str, str] = {

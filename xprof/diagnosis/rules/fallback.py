@@ -6,6 +6,7 @@ from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import ABSTAIN_KEY, FindingKey
 from xprof.diagnosis.notices import clean
+from xprof.diagnosis.terms import WARMUP_STEPS
 from xprof.diagnosis.unit import CauseUnit
 
 
@@ -51,6 +52,26 @@ def mid_step(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
 def fallback_notice(cause: Cause, step: StepFacts, walk: Walk) -> str:
     ops = ", ".join(clean(op, 60) for op in cause.key.ops)
     return f"{ops} ran on the CPU for the first time (no XLA lowering), cutting the step's graph there"
+
+
+
+def uncompiled_notice(op: str, calls: int) -> str:
+    """The live notice of an op without an XLA lowering in a steady step that compiled nothing for it."""
+    return (f"{clean(op, 60)} has no XLA lowering and runs on the CPU "
+            f"({calls} call{'s' if calls != 1 else ''} this step)")
+
+
+
+def uncompiled_ops(step: StepFacts, walk: Walk, barrier_compiled: bool, call_ops: set[str]) -> list[str]:
+    """The live side of an uncompiled CPU fallback: ops without an XLA lowering that ran in a
+    steady training step which compiled nothing at its barrier. An op first seen with a library
+    call's reads may be the call's (the analysis decides that from the whole run): it is added
+    to ``call_ops`` and left out."""
+    if new_library_call(step, walk):
+        call_ops.update(step.fallback)
+    if step.phase != "train" or step.ordinal < WARMUP_STEPS or barrier_compiled:
+        return []
+    return sorted(step.fallback - call_ops)
 
 
 CPU_FALLBACK_ADVICE: dict[str, str] = {

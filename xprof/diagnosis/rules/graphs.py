@@ -3,12 +3,15 @@ a model left in eval mode, an op run on its own, or nothing recorded to tell."""
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
 from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.evidence import is_condition
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import CUT_BY_PASS_KEY, EVAL_MODE_KEY, FindingKey
 from xprof.diagnosis.notices import clean, where
 from xprof.diagnosis.rules.shapes import shape_cause
+from xprof.diagnosis.terms import GROWING_GRAPHS
 from xprof.diagnosis.unit import CauseUnit
 
 
@@ -118,6 +121,64 @@ def graph_notice(cause: Cause, step: StepFacts, walk: Walk) -> str:
                  if s is not None and is_condition(s.access, s.code)), None)
     why = f"; the condition on a tensor at {where(cond)}, read in this step, picks its ops" if cond else ""
     return f"same input shapes, different graph{why}"
+
+
+
+Held = TypeVar("Held")
+
+
+class GrowthRuns(Generic[Held]):
+    """The live side of ``graph_grows`` (a rule of the whole run), as the analysis reads it
+    (:func:`grows`): per input signature, its barrier compiles after warm-up, each graph larger
+    than the one before; :data:`~xprof.diagnosis.terms.GROWING_GRAPHS` of them make a graph
+    that grows. While a run is shorter, what would be said of each compile without growth is
+    held (``Held``); a compile of those inputs that is not larger, or the last larger graph run
+    again from the cache, ends the run for good, and its first held notice is given back."""
+
+    def __init__(self) -> None:
+        self._runs: dict[int, list[tuple[int, Held | None]]] = {}
+        self._done: set[int] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._runs)
+
+    def holds(self, sig: int) -> bool:
+        return sig in self._runs
+
+    def cached(self, sig: int, nodes: int | None) -> Held | None:
+        """A step of ``sig`` that compiled nothing at its barrier: the last larger graph run
+        again from the cache ends the run (the loop's graph changed and stayed: a scalar that
+        became a constant, not a graph that grows)."""
+        run = self._runs.get(sig)
+        return self.end(sig) if run and nodes == run[-1][0] else None
+
+    def larger(self, sig: int, nodes: int | None) -> bool:
+        """A new graph of ``sig`` continues its run: larger than the last, the run not over."""
+        run = self._runs.get(sig)
+        return sig not in self._done and not (run and (nodes or 0) <= run[-1][0])
+
+    def add(self, sig: int, nodes: int | None, held: Held | None) -> list[int] | None:
+        """Add a larger graph; the run's sizes once it is long enough to be growth."""
+        run = self._runs.setdefault(sig, [])
+        run.append((nodes or 0, held))
+        return [n for n, _ in run] if len(run) >= GROWING_GRAPHS else None
+
+    def end(self, sig: int) -> Held | None:
+        """The run of ``sig`` is over: short of growing, its first held notice (to say late)."""
+        run = self._runs.pop(sig, None)
+        self._done.add(sig)
+        return run[0][1] if run and len(run) < GROWING_GRAPHS else None
+
+    def end_all(self) -> list[Held]:
+        """The run ended: every run still open is over."""
+        return [held for sig in list(self._runs) if (held := self.end(sig)) is not None]
+
+
+def grows_notice(sizes: list[int]) -> str:
+    """What the live notice says of a graph that grows."""
+    said = ", ".join(str(n) for n in sizes[:6]) + (" ..." if len(sizes) > 6 else "")
+    return (f"same input shapes, a graph larger each time it changed ({said} nodes): something kept across steps "
+            "grows in it (a list of device tensors stacked at a read?)")
 
 
 GRAPH_CHANGE_ADVICE: dict[str, str] = {

@@ -4,11 +4,15 @@ torch.compile's tracing."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from xprof.diagnosis.cause import Cause, CauseName
+from xprof.diagnosis.evidence import dynamo_func
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import CUT_BY_PASS_KEY, EVAL_KEY, FindingKey
 from xprof.diagnosis.mechanisms import mechanism, mechanisms_through
+from xprof.diagnosis.notices import clean
 from xprof.diagnosis.terms import EVAL_GRAPH_RATIO
 from xprof.diagnosis.unit import CauseUnit
 
@@ -146,6 +150,18 @@ def step_cut_by_pass(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | No
     return Cause(CauseName.GRAPH_CHANGE, CUT_BY_PASS_KEY, evidence=(
         "same input shapes as an earlier step, but grad was off at this training step's barrier: a pass "
         f"began before the step ended, and its first barrier{at}, ran the step's ops with the pass's{size}"))
+
+
+
+def dynamo_limit_notice(rec: Mapping[str, Any]) -> str:
+    """The live notice of torch.compile giving up on a function (a ``dynamo_limit`` mark)."""
+    func = dynamo_func(str(rec.get("func") or "?"), rec.get("file"), rec.get("line"))
+    value = rec.get("value")
+    limit = f"torch._dynamo.config.{rec.get('limit') or 'recompile_limit'}"
+    if isinstance(value, int):
+        limit += f" = {value}"
+    return (f"torch.compile gave up on {clean(func, 80)} at its recompile limit ({clean(limit, 80)}): it runs "
+            "uncompiled from now on, and XLA compiles a graph for each new shape")
 
 
 DYNAMO_ADVICE: dict[str, str] = {

@@ -4,16 +4,20 @@ of their own, or took ops out of the barrier's graph."""
 from __future__ import annotations
 
 import os
+import re
 
 from xprof.diagnosis.cause import Cause, CauseName
+from xprof.diagnosis.evidence import is_checkpoint_call, is_condition, is_logging_call
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import FindingKey
-from xprof.diagnosis.mechanisms import call_key, finding_id
+from xprof.diagnosis.mechanisms import call_key, finding_id, is_dynamo, mechanism
 from xprof.diagnosis.notices import clean, where
 from xprof.diagnosis.rules.fallback import fallback_call
 from xprof.diagnosis.rules.passes import eval_pass
 from xprof.diagnosis.rules.shapes import new_inputs, shape_cause
+from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES
 from xprof.diagnosis.unit import CauseUnit
+from xprof.runfile import Site
 
 
 def in_closure(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
@@ -119,6 +123,127 @@ def read_notice(cause: Cause, step: StepFacts, walk: Walk) -> str:
     site = walk.sites.get(cause.site if cause.site is not None else -1)
     what = f"{clean(site.via, 60)} at {where(site)}" if site is not None and site.via else f"the read at {where(site)}"
     return f"{what}, run in this step, took ops out of the barrier's graph"
+
+
+def sync_kind(access: str, code: str, via: str | None) -> str:
+    """What the user wrote, from the hooked method, the line's code and the library path."""
+    if access in DATA_DEPENDENT_ACCESSES:
+        return "data_dependent"
+    if via:
+        low = via.lower()
+        if is_logging_call(via):
+            return "log"  # the standard logging module formatting a tensor (logger.info("%s", loss))
+        if "grad_scaler" in low or "gradscaler" in low:
+            return "grad_scaler"
+        if is_checkpoint_call(via):
+            return "checkpoint"
+        return "library_sync"
+    if access in ("repr", "format") and "print(" in code:
+        return "print"
+    if access in ("bool", "int", "float", "index"):
+        return "tensor_condition" if is_condition(access, code) else "scalar"
+    return {"item": "item", "tolist": "tolist", "numpy": "numpy", "cpu": "to_cpu",
+            "to_cpu": "to_cpu", "repr": "repr", "format": "format",
+            "materialize": "materialize"}.get(access, "item")
+
+
+
+KIND_WORDS = {
+    "item": ".item()", "print": "print of a tensor", "format": "f-string of a tensor",
+    "repr": "repr() of a tensor", "tensor_condition": "a tensor in a Python condition",
+    "scalar": "int()/float() of a tensor", "tolist": ".tolist()", "numpy": ".numpy()",
+    "to_cpu": ".cpu() / .to('cpu')", "grad_scaler": "GradScaler.step",
+    "materialize": "materializing tensors (_xla_sync_multi)",
+    "checkpoint": "checkpoint save", "library_sync": "a library call", "log": "logging a tensor",
+}
+
+
+
+DD_WORDS = {
+    "mask_index": "Boolean-mask indexing", "mask_assign": "Boolean-mask assignment (t[mask] = v)",
+    "nonzero": "nonzero()", "masked_select": "masked_select()",
+    "unique": "unique()", "argwhere": "argwhere()", "repeat_interleave": "repeat_interleave()",
+    "index": "A tensor used as a slice bound",
+}
+
+
+READ_LABEL = {
+    "item": ".item()", "tolist": ".tolist()", "numpy": ".numpy()", "cpu": ".cpu()",
+    "to_cpu": ".to('cpu')", "bool": "a tensor used as a condition", "int": "int() of a tensor",
+    "float": "float() of a tensor", "index": "a tensor used as an index",
+    "repr": "printing a tensor", "format": "formatting a tensor", "materialize": "materializing tensors",
+    "mask_index": "boolean-mask indexing", "mask_assign": "boolean-mask assignment",
+    "nonzero": "nonzero()", "masked_select": "masked_select()",
+    "unique": "unique()", "argwhere": "argwhere()", "repeat_interleave": "repeat_interleave()",
+}
+_CALL_OF = {"item": "item", "tolist": "tolist", "numpy": "numpy", "cpu": "cpu", "to_cpu": "to"}
+_RECEIVER = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\])?$")
+
+
+def read_label(kind: str, code: str) -> str:
+    """``loss.item()`` when the line shows the call, else what the access was."""
+    method = _CALL_OF.get(kind)
+    if method and code:
+        at = code.find(f".{method}(")
+        if at > 0:
+            m = _RECEIVER.search(code[:at])
+            if m:
+                close = code.find(")", at)
+                return code[m.start(): close + 1] if 0 < close - at < 30 else f"{code[m.start():at]}.{method}()"
+    return READ_LABEL.get(kind, kind)
+
+
+def read_words(site: Site, compiled: bool, loops: frozenset[tuple[str, int]]) -> str:
+    """What a read did, as a notice says it (``compiled``: the read compiled a graph)."""
+    at = where(site)
+    graph = ", compiling a graph to do so" if compiled else ""
+    if site.access in DATA_DEPENDENT_ACCESSES:
+        return (f"{clean(read_label(site.access, site.code), 60)} at {at} has a value-dependent shape; it runs "
+                "on the CPU and runs the graph early")
+    mech = mechanism(site)
+    if mech is not None:
+        return f"{mech.what} reads values on the host{graph}"
+    if site.via and not is_logging_call(site.via):
+        name = site.via if (site.file, site.line) not in loops else (site.inner or site.via)
+        return f"{clean(name, 80)} (called from {at}) reads values on the host{graph}"
+    label = "logging a tensor" if is_logging_call(site.via) else clean(read_label(site.access, site.code), 60)
+    via = f" (via {clean(site.via, 60)})" if site.via else ""
+    return f"{label} at {at}{via} forces a host sync{' and a compile' if compiled else ''}"
+
+
+class ReadSites:
+    """The live side of a read finding's pattern: which steps each site read in, and the hooks
+    armed mid-run (the mask hooks, once ``aten::nonzero`` first ran: their reads are seen from
+    the next step on, so "every step so far" counts from there)."""
+
+    def __init__(self) -> None:
+        self._steps: dict[int, tuple[int, int, int]] = {}
+        """Read site -> (first step it read in, last, how many steps)."""
+        self.armed: dict[str, int] = {}
+        """A hook armed mid-run (``mask_index``) -> the first step it saw whole."""
+
+    def read(self, site: int, i: int) -> None:
+        """``site`` read in step ``i``."""
+        first, last, seen = self._steps.get(site, (i, -1, 0))
+        if i != last:
+            self._steps[site] = (first, i, seen + 1)
+
+    def how_often(self, site: int, access: str, i: int) -> str:
+        """How often ``site`` was read up to step ``i``: every step so far, every step since its
+        first (a read after the barrier lands in the next step: step 0 has none), or N of M."""
+        first, _, seen = self._steps[site]
+        since = self.armed.get("mask_index", 0) if access in ("mask_index", "mask_assign") else 0
+        total = i + 1 - min(since, i)
+        if seen >= total:
+            return "every step so far"
+        if first > 0 and seen >= 2 and seen >= i + 1 - first:
+            return f"every step since step {first}"
+        return f"{seen} of {total} steps so far"
+
+
+def said_live(site: Site | None) -> bool:
+    """A read the live notices name: not torch.compile's own, nor a checkpoint's copy."""
+    return site is not None and not is_dynamo(site) and not is_checkpoint_call(site.via)
 
 
 IMPLICIT_SYNC_ADVICE: dict[str, str] = {
