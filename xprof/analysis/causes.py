@@ -208,6 +208,9 @@ def _rows_that_matter(steps: pd.DataFrame, compiled: set[int], read: set[int],
         first = ~pd.Series(values[among]).duplicated(keep="first").to_numpy()
         rows = np.flatnonzero(among)
         matter[rows[first]] = True
+    # a signature's second training step (sig_runs: a kind of batch's second step)
+    rows = np.flatnonzero(trained)
+    matter[rows[pd.Series(sig[trained]).groupby(sig[trained], dropna=True).cumcount().to_numpy() == 1]] = True
     return matter, prev
 
 

@@ -42,8 +42,6 @@ class RecordFacts:
         """The host reads since the last barrier (deferred ones too)."""
         self.sizes: list[tuple[float, int]] = []
         """The latest TensorsGraphSize samples: the node count of a graph just compiled."""
-        self.sig_runs: dict[int, list[Any]] = {}
-        """Input signature -> [training steps that ran it so far, its first step compiled]."""
         self._unsized: list[tuple[float, float]] = []
         """(tb, t1) of steady barriers whose graph size was not written yet."""
         self._prev_dynamo = False
@@ -160,8 +158,6 @@ class RecordFacts:
         """The barrier is judged: add it to the walk, and start the next step."""
         engine.advance(facts, self.walk)
         steady = facts.phase == "train" and facts.work
-        if steady and facts.sig_id is not None:
-            self.sig_runs.setdefault(facts.sig_id, [0, bool(step.barrier_uncached)])[0] += 1
         if steady and facts.ordinal >= 1 and facts.nodes is None:
             self._unsized.append((step.tb, step.t1))
         if steady and facts.ordinal >= 1 and not step.eval_mode and self.walk.first_in_train_mode is None:

@@ -51,6 +51,7 @@ AT_BARRIER: tuple[Rule, ...] = (
     Rule("graph_grows", graphs.grows, whole_run=True, maybe=graphs.larger_graph),
     Rule("read_changed_graph", reads.read_changed_graph),
     Rule("eval_mode_left_on", graphs.eval_mode_left_on),
+    Rule("second_of_kind", graphs.second_of_kind),
     Rule("graph_change", graphs.graph_change),
 )
 """A compile at a barrier."""
@@ -76,6 +77,9 @@ OP: tuple[Rule, ...] = (
     Rule("eager_op", graphs.eager_op),
 )
 """An op run on its own (eager mode)."""
+
+QUIET_RULES = frozenset({"second_of_kind"})
+"""Rules whose compiles the live notices never name (a kind's steady graph, information)."""
 
 UNEXPLAINED = frozenset({"graph_change", "no_host_input", "graph_grows"})
 """The rules that can only say a graph changed (same inputs and reads; no input from the host;
@@ -129,7 +133,7 @@ def clause(cause: Cause, step: StepFacts, walk: Walk) -> str | None:
     that is information in the report (warm-up, an eval pass's own graphs, a step closure's
     graph, torch.compile's tracing, an op's first eager run, a known library's mechanism), or
     that the live side cannot tell yet (``abstain``)."""
-    if cause.key.group in QUIET_KEYS or cause.cause == CauseName.LIBRARY:
+    if cause.key.group in QUIET_KEYS or cause.cause == CauseName.LIBRARY or cause.rule in QUIET_RULES:
         return None
     found = UNITS.get(cause.cause)
     return found.notice(cause, step, walk) if found is not None and found.notice is not None else None

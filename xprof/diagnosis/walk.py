@@ -44,6 +44,7 @@ def _live_read_site(c: CompileFacts) -> int | None:
 def judge(compiles: Sequence[CompileFacts], step: StepFacts, walk: Walk) -> list[Cause]:
     """The cause of each of ``compiles`` (the step's, in order), from what the walk has seen."""
     step.new_fallback = frozenset(step.fallback - walk.seen_fallback)
+    step.compiled = any(c.at == "barrier" for c in compiles)
     join_dd(walk.dd_leaders, step.dd_sites)
     warm = in_warmup(step)
     growing = growing_reads([(_live_read_site(c), c.nodes) for c in compiles if c.at == "step"]) if warm else set()
@@ -59,6 +60,8 @@ def judge(compiles: Sequence[CompileFacts], step: StepFacts, walk: Walk) -> list
             out.append(Cause(CauseName.WARMUP, WARMUP_KEY, rule="warmup") if first else decide(c, step, walk))
         else:
             out.append(Cause(CauseName.WARMUP, WARMUP_KEY, rule="warmup") if warm else decide(c, step, walk))
+    if walk.shape_key is None:
+        walk.shape_key = next((k.key for k in out if k.cause == CauseName.INPUT_SHAPE and k.key.group == "input"), None)
     return out
 
 
@@ -97,6 +100,8 @@ def advance(step: StepFacts, walk: Walk) -> None:
         walk.seen_keys.add((sig_id, step.sites))
         if step.nodes is not None:
             walk.seen_nodes.add(step.nodes)
+    if step.phase == "train" and step.work and sig_id is not None:
+        walk.sig_runs.setdefault(sig_id, [0, int(step.compiled)])[0] += 1
     walk.seen_fallback.update(step.fallback)
     if sig_id is not None and step.traced:
         walk.dynamo_sigs.add(sig_id)

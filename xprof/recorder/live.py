@@ -30,7 +30,6 @@ from xprof.diagnosis.rules.fallback import uncompiled_notice, uncompiled_ops
 from xprof.diagnosis.rules.graphs import GrowthRuns, grows_notice
 from xprof.diagnosis.rules.passes import dynamo_limit_notice
 from xprof.diagnosis.rules.reads import ReadSites, read_words, said_live
-from xprof.diagnosis.rules.shapes import kind_second_step
 from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, WARMUP_STEPS
 from xprof.runfile import (
     Compile,
@@ -163,7 +162,7 @@ class LiveNotices:
             # the walk remembers (most steps take this path, before the record is even decoded).
             if fast[1]:
                 self._at.k += 1
-            runs = self.facts.sig_runs.get(steady.get("sig"))
+            runs = self.walk.sig_runs.get(steady.get("sig"))
             if runs is not None:
                 runs[0] += 1
             self._count_graphs(self._at.k if self._at.opt_seen else self._at.work, 0, fast[2])
@@ -209,17 +208,11 @@ class LiveNotices:
             return
         self._dynamo_recompiled |= any(cause.cause == CauseName.DYNAMO for _, cause in judged)
         for comp, cause in judged:
-            if self._second_of_kind(cause, facts):
-                continue
             words = self._explain(cause, facts, clause(cause, facts, self.walk)) if comp.at != "step" else None
             if words is not None:
                 key = finding_id(cause.key, self.walk.sites, self.walk.loops, self.walk.dd_leaders)
                 self._say(key, f"step {facts.user_step} recompiled: {words}; {so_far}")
                 return
-
-    def _second_of_kind(self, cause: Any, facts: StepFacts) -> bool:
-        runs = self.facts.sig_runs.get(facts.sig_id) if facts.sig_id is not None else None
-        return kind_second_step(cause, facts, (runs[0], runs[1]) if runs is not None else None)
 
     def _growing(self, judged: list[tuple[Compile, Any]], facts: StepFacts, so_far: str) -> bool:
         """Hold, or say, this step's compiles as the growth rule's runs decide
@@ -248,8 +241,7 @@ class LiveNotices:
     def _other_notice(self, comp: Compile, facts: StepFacts, so_far: str) -> tuple[str, str] | None:
         """What the rules say of a compile without the growth rule: (finding id, line)."""
         other = engine.decide(self.facts.compile_facts(comp, facts.nodes), facts, self.walk, past="graph_grows")
-        words = (self._explain(other, facts, clause(other, facts, self.walk))
-                 if not self._second_of_kind(other, facts) else None)
+        words = self._explain(other, facts, clause(other, facts, self.walk))
         return (finding_id(other.key, self.walk.sites, self.walk.loops, self.walk.dd_leaders),
                 f"step {facts.user_step} recompiled: {words}; {so_far}") if words else None
 

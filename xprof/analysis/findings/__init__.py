@@ -199,7 +199,7 @@ def _compile_finding(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFra
     if c0.cause == CauseName.INPUT_SHAPE and key.group == "micro":
         return _micro_batch_finding(key, c0, ks, run.causes, rows, ordinal_of)
     if c0.cause == CauseName.INPUT_SHAPE:
-        return _shape_finding(c0, ks, run.causes, rows, steps, run.series_index(), ordinal_of, run.steady)
+        return _shape_and_kinds(run, c0, ks, rows)
     if c0.cause == CauseName.INPUT_SHARDING:
         return _sharding_finding(key, ks, run.causes, rows, steps, run.sigs, specs)
     if c0.cause == CauseName.GRAPH_CHANGE:
@@ -234,7 +234,6 @@ def _finish(run: _Run, findings: list[Finding]) -> list[Finding]:
         if extra is not None:
             findings.append(extra)
     _same_steps_value_shapes([f for f in findings if f.cause == CauseName.DATA_DEPENDENT])
-    findings = _kinds_first_steps(findings, run.steps)
     if any(str(site.via or "").startswith("transformers.trainer") for site in run.sites.values()):
         for f in findings:  # the loader is the Trainer's: its setting, not DataLoader's
             if f.kind in ("partial_batch", "batch_size_change"):
@@ -287,52 +286,27 @@ def _predictions(findings: list[Finding], recompiles: int, in_eval: int = 0) -> 
                           f"after warm-up ({recompiles} recorded{apart})")
 
 
-def _kinds_first_steps(findings: list[Finding], steps: pd.DataFrame) -> list[Finding]:
-    """Batches of different kinds taking turns (two tasks, each with its own head): each kind's
-    first two steps do what warm-up does for a single kind (its head's optimizer state is made
-    at its first update, its steady graph runs at the second). A graph change whose every
-    compile is at the second step of its signature, when that signature's first step compiled
-    for the shape, is that kind's: folded into the kinds finding (``input_kinds``: another rank
-    or dtype) or else into the shape finding that compiled the first step."""
-    kinds = next((f for f in findings if f.kind == "input_kinds"), None)
-    shape = next((f for f in findings if f.cause == CauseName.INPUT_SHAPE and f.kind != "micro_batches"), None)
-    target = kinds or shape
-    if target is None:
-        return findings
-    train = steps[(steps["phase"] == "train") & steps["work"].astype(bool) & steps["sig"].notna()]
-    nth = train.groupby("sig").cumcount().to_numpy()
-    ids, sigs = train["i"].to_numpy(), train["sig"].to_numpy(dtype=np.int64)
-    first_of = dict(zip(sigs[nth == 0].tolist(), ids[nth == 0].tolist()))
-    second = dict(zip(ids[nth == 1].tolist(), sigs[nth == 1].tolist()))  # step -> its signature
-    compiled = set(train["i"].to_numpy()[train["uncached"].to_numpy() > 0].tolist())
-
-    def kind_second(f: Finding) -> bool:
-        return (f.kind in (CauseName.GRAPH_CHANGE, "periodic_graph") and bool(f.steps)
-                and all(s in second and (kinds is not None or first_of[second[s]] in compiled) for s in f.steps))
-
-    out = []
-    for f in findings:
-        if f is not target and kind_second(f):
-            target.compiles += f.compiles
-            target.count += f.compiles
-            target.seconds += f.seconds
-            target.compile_seconds += f.compile_seconds
-            target.steps = sorted(set(target.steps) | set(f.steps))
-            target.evidence.append(f"{f.compiles} more at the second step of a kind "
-                                   f"(same inputs as its first, another graph: {f.evidence[0]})")
-            continue
-        out.append(f)
-    if kinds is not None:
-        n = kinds.compiles  # (the title ends with its count and seconds: "...: 1 recompile, 0.68 s")
-        kinds.title = (f"{kinds.title.rsplit(': ', 1)[0]}: {n} recompile{'s' if n != 1 else ''}, "
-                       f"{kinds.seconds:.2f} s")
-        kinds.severity = "info"
-    elif len(out) < len(findings):
-        n = target.compiles
-        target.title = (f"{target.title.rsplit(': ', 1)[0]}: {n} recompile{'s' if n != 1 else ''}, "
-                        f"{target.seconds:.2f} s")
-    return out
-
+def _shape_and_kinds(run: _Run, c0: Cause, ks: list[int], rows: pd.DataFrame) -> Finding:
+    """An input's shape finding, with the second steps of each kind of batch the walk joined to
+    it (``second_of_kind``: each kind's steady graph after its one-off first) counted in."""
+    second = [n for n, k in enumerate(ks) if run.causes[k].rule == "second_of_kind"]
+    if not second:
+        return _shape_finding(c0, ks, run.causes, rows, run.steps, run.series_index(), run.ordinal_of, run.steady)
+    own = [n for n in range(len(ks)) if n not in set(second)]
+    f = _shape_finding(c0, [ks[n] for n in own], run.causes, rows.iloc[own], run.steps, run.series_index(),
+                       run.ordinal_of, run.steady)
+    extra = rows.iloc[second]
+    n, s = len(second), float(extra["ms"].sum()) / 1e3
+    f.compiles += n
+    f.count += n
+    f.seconds += s
+    f.compile_seconds += s
+    f.steps = sorted(set(f.steps) | {int(v) for v in extra["step"]})
+    f.evidence.append(f"{n} more {run.causes[ks[second[0]]].evidence}")
+    if f.kind == "input_kinds":
+        f.severity = "info"
+    f.title = f"{f.title.rsplit(': ', 1)[0]}: {f.compiles} recompile{'s' if f.compiles != 1 else ''}, {f.seconds:.2f} s"
+    return f
 
 
 def _user_steps(steps: pd.DataFrame) -> dict[int, int]:

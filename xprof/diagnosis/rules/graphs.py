@@ -80,6 +80,21 @@ def graph_change(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
         + (f" ({c.nodes} nodes)" if c.nodes is not None else "")))
 
 
+def second_of_kind(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
+    """``input_shape``: a new graph (same inputs as an earlier step) at the second training step
+    of its inputs, whose first step compiled at its barrier too, in a run with a shape change
+    before it: batches of different kinds take turns (two tasks, each with its own head), and
+    each kind's first two steps do what warm-up does for one (its head's optimizer state is
+    made at its first update, its steady graph runs at the second). Its compile joins the first
+    input-shape finding, where the kinds are told."""
+    runs = walk.sig_runs.get(step.sig_id) if step.sig_id is not None else None
+    if walk.shape_key is None or step.phase != "train" or runs != [1, 1]:
+        return None
+    return Cause(CauseName.INPUT_SHAPE, walk.shape_key, evidence=(
+        "at the second step of a kind (same inputs as its first, another graph"
+        + (f": {c.nodes} nodes)" if c.nodes is not None else ")")))
+
+
 def unknown_mid_step(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     """``unknown``: compiled mid-step outside any recorded host read, and nothing else explains it."""
     return Cause(CauseName.UNKNOWN, FindingKey("unknown", "step"),

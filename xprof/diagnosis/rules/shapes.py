@@ -154,14 +154,6 @@ def sharding_notice(cause: Cause, step: StepFacts, walk: Walk) -> str:
 
 
 
-def kind_second_step(cause: Cause, step: StepFacts, runs: tuple[int, bool] | None) -> bool:
-    """A graph change at the second step of its inputs, whose first step compiled too
-    (``runs``: the steps of the step's signature so far, and whether its first compiled at
-    its barrier): the steady graph of a kind of batch after its one-off first (two tasks
-    taking turns). The report counts it with the shape finding, so it has no notice of its own."""
-    return (cause.cause == CauseName.GRAPH_CHANGE and cause.key.group == "graph" and step.phase == "train"
-            and runs is not None and runs[0] == 1 and runs[1])
-
 
 INPUT_SHAPE_ADVICE: dict[str, str] = {
     "dynamic_padding": (
