@@ -9,6 +9,7 @@ modules import from here (``no_barrier``, ...) are re-exported below.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +69,8 @@ class _Run:
     """Barrier index -> the training step it is reported under (:func:`_user_steps`)."""
     steady: int
     """How many training steps after warm-up ran a graph."""
+    specs: Shardings
+    """The recorded sharding of each input of each signature (SPMD)."""
     _series: SeriesIndex | None = None
 
     def series_index(self) -> SeriesIndex:
@@ -87,7 +90,7 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
     driven by its reads, ``model.generate()``), whose reads are all it did."""
     ords = steps["ordinal"].to_numpy()
     steady = len(pd.unique(ords[steps["work"].to_numpy(dtype=bool) & (ords >= 2)]))
-    run = _Run(steps, compiles, causes, syncs, sigs, sites or {}, _user_steps(steps), steady)
+    run = _Run(steps, compiles, causes, syncs, sigs, sites or {}, _user_steps(steps), steady, specs or {})
     # Reads after the last barrier are a final print's, in no finding (but see ``reads_only``).
     last_barrier = (1 << 62) if reads_only else int(steps["i"].max()) if len(steps) else -1
 
@@ -96,8 +99,10 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
         if c.cause != CauseName.WARMUP:
             groups.setdefault(c.key, []).append(k)
     findings, dynamo_reads = _read_findings(run, groups, last_barrier)
-    findings += _compile_findings(run, groups, dynamo_reads, dynamo_guards or [], specs or {}, dynamo_limits or [])
-    return _finish(run, findings)
+    findings += _compile_findings(run, groups, dynamo_reads, dynamo_guards or [], dynamo_limits or [])
+    for after in PASSES:
+        findings = after(run, findings)
+    return findings
 
 
 def _read_findings(run: _Run, groups: dict[FindingKey, list[int]],
@@ -165,7 +170,7 @@ def _dd_leaders(syncs: pd.DataFrame) -> dict[int, int]:
 
 
 def _compile_findings(run: _Run, groups: dict[FindingKey, list[int]], dynamo_reads: pd.DataFrame,
-                      dynamo_guards: list[dict[str, Any]], specs: Shardings,
+                      dynamo_guards: list[dict[str, Any]],
                       dynamo_limits: list[dict[str, Any]]) -> list[Finding]:
     """One finding per key of the compiles without a host read, in the keys' order; the
     functions torch.compile gave up on go into the first dynamo finding (or one of their own
@@ -184,31 +189,58 @@ def _compile_findings(run: _Run, groups: dict[FindingKey, list[int]], dynamo_rea
             findings.append(_dynamo_finding(key, c0, rows, dynamo_reads, dynamo_guards, gave_up))
             gave_up = []
             continue
-        findings.append(_compile_finding(run, key, ks, rows, specs))
+        findings.append(_compile_finding(run, key, ks, rows))
     if gave_up:
         findings.append(_gave_up_finding(gave_up))
     return findings
 
 
-def _compile_finding(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame, specs: Shardings) -> Finding:
-    """The finding of the compiles ``ks`` (positions in ``run.compiles``; ``rows``: theirs)
-    that share ``key``, by their first cause: a shape, a sharding, a graph, an op on the CPU,
-    a step closure."""
+Builder = Callable[[_Run, FindingKey, list[int], pd.DataFrame], Finding]
+"""Makes the finding of the compiles ``ks`` (positions in ``run.compiles``; ``rows``: theirs)
+that share a key."""
+
+
+def _shape(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
     c0 = run.causes[ks[0]]
-    steps, ordinal_of = run.steps, run.ordinal_of
-    if c0.cause == CauseName.INPUT_SHAPE and key.group == "micro":
-        return _micro_batch_finding(key, c0, ks, run.causes, rows, ordinal_of)
-    if c0.cause == CauseName.INPUT_SHAPE:
-        return _shape_and_kinds(run, c0, ks, rows)
-    if c0.cause == CauseName.INPUT_SHARDING:
-        return _sharding_finding(key, ks, run.causes, rows, steps, run.sigs, specs)
-    if c0.cause == CauseName.GRAPH_CHANGE:
-        return _graph_finding(key, c0, rows, steps, ordinal_of, run.sites, run.compiles, run.syncs)
-    if c0.cause == CauseName.CPU_FALLBACK:
-        return _fallback_finding(key, c0, rows, steps, ordinal_of, run.steady)
-    if c0.cause == CauseName.STEP_CLOSURE:
-        return _closure_finding(key, c0, rows, run.syncs)
-    return _unknown_finding(run, key, ks, c0, rows)
+    if key.group == "micro":
+        return _micro_batch_finding(key, c0, ks, run.causes, rows, run.ordinal_of)
+    return _shape_and_kinds(run, c0, ks, rows)
+
+
+def _sharding(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
+    return _sharding_finding(key, ks, run.causes, rows, run.steps, run.sigs, run.specs)
+
+
+def _graph(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
+    return _graph_finding(key, run.causes[ks[0]], rows, run.steps, run.ordinal_of, run.sites, run.compiles, run.syncs)
+
+
+def _fallback(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
+    return _fallback_finding(key, run.causes[ks[0]], rows, run.steps, run.ordinal_of, run.steady)
+
+
+def _closure(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
+    return _closure_finding(key, run.causes[ks[0]], rows, run.syncs)
+
+
+BUILDERS: dict[CauseName, Builder] = {
+    CauseName.INPUT_SHAPE: _shape,
+    CauseName.INPUT_SHARDING: _sharding,
+    CauseName.GRAPH_CHANGE: _graph,
+    CauseName.CPU_FALLBACK: _fallback,
+    CauseName.STEP_CLOSURE: _closure,
+}
+"""The finding builder of each cause whose compiles ran outside a host read (host reads'
+findings: :func:`_read_findings`; torch.compile's: :func:`_compile_findings`), by the cause
+of a key's first compile; any other is said as unexplained (:func:`_unknown_finding`)."""
+
+
+def _compile_finding(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
+    """The finding of the compiles ``ks`` that share ``key``, by the builder of their first cause."""
+    build_one = BUILDERS.get(run.causes[ks[0]].cause)
+    if build_one is None:
+        return _unknown_finding(run, key, ks, run.causes[ks[0]], rows)
+    return build_one(run, key, ks, rows)
 
 
 def _unknown_finding(run: _Run, key: FindingKey, ks: list[int], c0: Cause, rows: pd.DataFrame) -> Finding:
@@ -225,23 +257,63 @@ def _unknown_finding(run: _Run, key: FindingKey, ks: list[int], c0: Cause, rows:
     )
 
 
-def _finish(run: _Run, findings: list[Finding]) -> list[Finding]:
-    """The findings of the whole run added (ops on the CPU that compiled nothing, eager mode,
-    a split step), the ones that tell of each other joined, steps made training steps, and
-    the list ranked by the seconds lost."""
-    findings.extend(_uncompiled_fallbacks(findings, run.steps, run.compiles, run.ordinal_of, run.steady))
-    for extra in (_eager_finding(run.steps, run.compiles, run.steady), _split_finding(run.steps, run.sites)):
-        if extra is not None:
-            findings.append(extra)
+Pass = Callable[[_Run, list[Finding]], list[Finding]]
+"""A named step after the walk: it adds the findings of the whole run, groups, words or
+ranks; none moves a compile to another cause (the walk decided each one's)."""
+
+
+def add_uncompiled_fallbacks(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """Ops on the CPU in steady steps that compiled nothing: each still cuts the graph."""
+    return findings + _uncompiled_fallbacks(findings, run.steps, run.compiles, run.ordinal_of, run.steady)
+
+
+def add_eager_mode(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """Training steps run op by op (eager mode)."""
+    found = _eager_finding(run.steps, run.compiles, run.steady)
+    return findings + ([found] if found is not None else [])
+
+
+def add_split_step(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """Training steps cut by more than one barrier that ran a graph."""
+    found = _split_finding(run.steps, run.sites)
+    return findings + ([found] if found is not None else [])
+
+
+def group_value_shapes(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """Value-dependent shapes in the same steps tell of each other."""
     _same_steps_value_shapes([f for f in findings if f.cause == CauseName.DATA_DEPENDENT])
+    return findings
+
+
+def trainer_loader_advice(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """With transformers.Trainer the loader is the Trainer's: its setting, not DataLoader's."""
     if any(str(site.via or "").startswith("transformers.trainer") for site in run.sites.values()):
-        for f in findings:  # the loader is the Trainer's: its setting, not DataLoader's
+        for f in findings:
             if f.kind in ("partial_batch", "batch_size_change"):
                 f.advice += " With transformers.Trainer: TrainingArguments(dataloader_drop_last=True)."
-    _to_training_steps(findings, run.ordinal_of)
-    _predictions(findings, *training_recompiles(run.causes, run.compiles, run.steps))
-    findings.sort(key=lambda f: (-f.seconds, f.id))
     return findings
+
+
+def in_training_steps(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """``Finding.steps`` in the user's training steps, not barrier indices."""
+    _to_training_steps(findings, run.ordinal_of)
+    return findings
+
+
+def predict(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """What each finding's advice leaves (the corpus' fixed twins check it)."""
+    _predictions(findings, *training_recompiles(run.causes, run.compiles, run.steps))
+    return findings
+
+
+def rank(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """Most seconds lost first."""
+    return sorted(findings, key=lambda f: (-f.seconds, f.id))
+
+
+PASSES: tuple[Pass, ...] = (add_uncompiled_fallbacks, add_eager_mode, add_split_step, group_value_shapes,
+                            trainer_loader_advice, in_training_steps, predict, rank)
+"""What runs after the findings are built, in this order (pyinstrument's processors)."""
 
 
 PREDICTED = (CauseName.INPUT_SHAPE, CauseName.DATA_DEPENDENT)
