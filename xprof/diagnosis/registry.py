@@ -16,7 +16,7 @@ from typing import NamedTuple
 from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.rules import barriers, fallback, graphs, passes, reads, shapes, split, values, warmup
-from xprof.diagnosis.unit import CauseUnit
+from xprof.diagnosis.unit import CauseUnit, Clause, FindingOf
 
 Check = Callable[[CompileFacts, StepFacts, Walk], bool]
 
@@ -28,6 +28,10 @@ class Rule(NamedTuple):
     maybe: Check | None = None
     """A ``whole_run`` rule's test on what is known so far: live, where it holds, the compile
     may be this rule's, so the live notices say nothing of it (rather than guess)."""
+    finding: FindingOf | None = None
+    """The rule's own finding words (else its cause's builder makes the finding)."""
+    notice: Clause | None = None
+    """The rule's own live notice clause (else its cause unit's)."""
 
     @property
     def doc(self) -> str:
@@ -89,6 +93,9 @@ is for (it switches itself on at the first, :class:`~xprof.recorder.live.LiveNot
 RULES: dict[str, tuple[Rule, ...]] = {"barrier": AT_BARRIER, "step": MID_STEP, "op": OP}
 """Where a compile happened (``CompileFacts.at``) -> the rules that judge it."""
 
+BY_NAME: dict[str, Rule] = {rule.name: rule for rules in RULES.values() for rule in rules}
+"""Each rule by its name (a name in two lists: the same unit)."""
+
 
 UNITS: dict[CauseName, CauseUnit] = {unit.name: unit for unit in (
     warmup.WARMUP,
@@ -135,6 +142,9 @@ def clause(cause: Cause, step: StepFacts, walk: Walk) -> str | None:
     that the live side cannot tell yet (``abstain``)."""
     if cause.key.group in QUIET_KEYS or cause.cause == CauseName.LIBRARY or cause.rule in QUIET_RULES:
         return None
+    own = BY_NAME.get(cause.rule)
+    if own is not None and own.notice is not None:
+        return own.notice(cause, step, walk)
     found = UNITS.get(cause.cause)
     return found.notice(cause, step, walk) if found is not None and found.notice is not None else None
 

@@ -11,12 +11,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.facts import StepFacts, Walk
 
 Clause = Callable[[Cause, StepFacts, Walk], str]
 """What a live notice says of a barrier compile with this cause (after "step N recompiled: ")."""
+
+
+class Words(NamedTuple):
+    """A finding as a rule words it: its kind, title, evidence and advice."""
+
+    kind: str
+    title: str
+    evidence: list[str]
+    advice: str
+
+
+FindingOf = Callable[[Cause, int, float], Words]
+"""A rule's own finding, from its first compile's cause, its compiles and their seconds:
+a rule that makes a finding no cause's builder makes (``analysis.findings``) says it itself."""
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,9 @@ from xprof.analysis.steps import training_barrier_sites
 from xprof.analysis.tables import live_reads
 from xprof.diagnosis import mechanisms as _mech
 from xprof.diagnosis.cause import CauseName
+from xprof.diagnosis.registry import BY_NAME
 from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, DATA_DEPENDENT_FALLBACKS
+from xprof.diagnosis.unit import FindingOf
 from xprof.runfile import Site
 
 __all__ = [  # (the underscored ones: for the tests of the parts)
@@ -236,11 +238,28 @@ of a key's first compile; any other is said as unexplained (:func:`_unknown_find
 
 
 def _compile_finding(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
-    """The finding of the compiles ``ks`` that share ``key``, by the builder of their first cause."""
+    """The finding of the compiles ``ks`` that share ``key``: the first one's rule's own words
+    when it has them (:attr:`~xprof.diagnosis.registry.Rule.finding`), else its cause's builder."""
+    rule = BY_NAME.get(run.causes[ks[0]].rule)
+    if rule is not None and rule.finding is not None:
+        return _rule_finding(run, key, ks, rows, rule.finding)
     build_one = BUILDERS.get(run.causes[ks[0]].cause)
     if build_one is None:
         return _unknown_finding(run, key, ks, run.causes[ks[0]], rows)
     return build_one(run, key, ks, rows)
+
+
+def _rule_finding(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame, words: FindingOf) -> Finding:
+    """A finding worded by its rule (the numbers are the compiles')."""
+    c0 = run.causes[ks[0]]
+    ms = float(rows["ms"].sum())
+    said = words(c0, len(ks), ms / 1e3)
+    comp_steps = sorted({int(s) for s in rows["step"]})
+    return Finding(
+        id=str(key), cause=c0.cause, kind=said.kind, title=said.title, count=len(ks), compiles=len(ks),
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=said.advice,
+        evidence=said.evidence, steps=comp_steps, pattern=_pattern([run.ordinal_of.get(s, 0) for s in comp_steps],
+                                                                   run.steady))
 
 
 def _unknown_finding(run: _Run, key: FindingKey, ks: list[int], c0: Cause, rows: pd.DataFrame) -> Finding:
