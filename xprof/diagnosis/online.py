@@ -10,7 +10,7 @@ from typing import Any
 from xprof.diagnosis import walk as engine
 from xprof.diagnosis.evidence import is_own_barrier_call
 from xprof.diagnosis.facts import CompileFacts, Read, StepFacts, Walk
-from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, DATA_DEPENDENT_FALLBACKS
+from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES
 from xprof.runfile import Compile, Step, Sync, is_fallback_counter, signature_record, site_record
 
 
@@ -128,8 +128,7 @@ class RecordFacts:
             dynamo=at_dynamo or self._prev_dynamo or traced or (sig is not None and sig in self.walk.dynamo_sigs),
             barrier_site=step.site, eval_mode=step.eval_mode and phase == "train", work=work, nodes=nodes,
             pass_began=phase == "train" and step.nograd and step.backward > 0,
-            fallback=frozenset(k for k in step.counters if is_fallback_counter(k)
-                               and k not in DATA_DEPENDENT_FALLBACKS),
+            fallback=frozenset(k for k in step.counters if is_fallback_counter(k)),
             traced=traced, user_step=i, ahead=ahead)
         self._prev_dynamo = at_dynamo
         return facts

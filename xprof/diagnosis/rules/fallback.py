@@ -6,7 +6,7 @@ from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import ABSTAIN_KEY, FindingKey
 from xprof.diagnosis.notices import clean
-from xprof.diagnosis.terms import WARMUP_STEPS
+from xprof.diagnosis.terms import DATA_DEPENDENT_FALLBACKS, WARMUP_STEPS
 from xprof.diagnosis.unit import CauseUnit
 
 
@@ -66,12 +66,12 @@ def uncompiled_ops(step: StepFacts, walk: Walk, barrier_compiled: bool, call_ops
     """The live side of an uncompiled CPU fallback: ops without an XLA lowering that ran in a
     steady training step which compiled nothing at its barrier. An op first seen with a library
     call's reads may be the call's (the analysis decides that from the whole run): it is added
-    to ``call_ops`` and left out."""
+    to ``call_ops`` and left out; a value-dependent op's is its own finding's."""
     if new_library_call(step, walk):
         call_ops.update(step.fallback)
     if step.phase != "train" or step.ordinal < WARMUP_STEPS or barrier_compiled:
         return []
-    return sorted(step.fallback - call_ops)
+    return sorted(step.fallback - call_ops - DATA_DEPENDENT_FALLBACKS)
 
 
 CPU_FALLBACK_ADVICE: dict[str, str] = {
