@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
-from xprof.diagnosis.rules import barriers, fallback, graphs, passes, reads, shapes, split, values, warmup
+from xprof.diagnosis.rules import barriers, fallback, graphs, passes, reads, shapes, split, value_ops, values, warmup
 from xprof.diagnosis.unit import CauseUnit, Clause, FindingOf
 
 Check = Callable[[CompileFacts, StepFacts, Walk], bool]
@@ -46,6 +46,7 @@ AT_BARRIER: tuple[Rule, ...] = (
     Rule("eval_graph_size", passes.eval_graph_size, whole_run=True, maybe=passes.small_graph),
     Rule("data_dependent", values.barrier_after_op),
     Rule("slice_bound", values.slice_bound),
+    Rule("value_op_counted", value_ops.counted, finding=value_ops.finding, notice=value_ops.notice),
     Rule("cpu_fallback", fallback.at_barrier),
     Rule("no_host_input", graphs.no_host_input),
     Rule("joined_pass", shapes.joined_pass),
