@@ -3,6 +3,7 @@ a model left in eval mode, an op run on its own, or nothing recorded to tell."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Generic, TypeVar
 
 from xprof.diagnosis.cause import Cause, CauseName
@@ -184,9 +185,33 @@ class GrowthRuns(Generic[Held]):
         self._done.add(sig)
         return run[0][1] if run and len(run) < GROWING_GRAPHS else None
 
+    def run(self, sig: int) -> list[tuple[int, Held | None]]:
+        """The open run of ``sig``: (nodes, held) of each larger graph."""
+        return list(self._runs.get(sig, ()))
+
     def end_all(self) -> list[Held]:
         """The run ended: every run still open is over."""
         return [held for sig in list(self._runs) if (held := self.end(sig)) is not None]
+
+
+def grown(by_sig: Mapping[int, Sequence[tuple[int, int]]], floor: int) -> dict[tuple[int, int], list[int]]:
+    """The whole run's side of :class:`GrowthRuns` (``grows``' evidence): per input signature,
+    its barrier compiles after warm-up in order as (step, nodes); the run of them from the
+    first, each larger than ``floor`` (the training graph) and the one before, when it is long
+    enough -> (step, nodes) of each of its compiles -> the node counts of the run (50, 60, 70
+    for a list of 10 more losses stacked every 10 steps)."""
+    runs: GrowthRuns[int] = GrowthRuns()
+    out: dict[tuple[int, int], list[int]] = {}
+    for sig, seq in by_sig.items():
+        for step, nodes in seq:
+            if nodes <= floor or not runs.larger(sig, nodes):
+                break
+            runs.add(sig, nodes, step)
+        run = runs.run(sig)
+        if len(run) >= GROWING_GRAPHS:
+            sizes = [n for n, _ in run]
+            out.update({(step, n): sizes for n, step in run if step is not None})
+    return out
 
 
 def grows_notice(sizes: list[int]) -> str:

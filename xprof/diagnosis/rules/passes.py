@@ -4,14 +4,14 @@ torch.compile's tracing."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.evidence import dynamo_func
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import CUT_BY_PASS_KEY, EVAL_KEY, FindingKey
-from xprof.diagnosis.mechanisms import mechanism, mechanisms_through
+from xprof.diagnosis.mechanisms import mechanism, mechanisms_through, own_barrier
 from xprof.diagnosis.notices import clean
 from xprof.diagnosis.terms import EVAL_GRAPH_RATIO
 from xprof.diagnosis.unit import CauseUnit
@@ -162,6 +162,52 @@ def dynamo_limit_notice(rec: Mapping[str, Any]) -> str:
         limit += f" = {value}"
     return (f"torch.compile gave up on {clean(func, 80)} at its recompile limit ({clean(limit, 80)}): it runs "
             "uncompiled from now on, and XLA compiles a graph for each new shape")
+
+
+
+class PassBarrier(NamedTuple):
+    """A barrier of an eval pass, as :func:`eval_pass_owners` reads it."""
+
+    step: int
+    site: int | None
+    """Where the barrier was asked for (when recorded)."""
+    reads: frozenset[int]
+    """Sites of the host reads in its step."""
+
+
+def eval_pass_owners(passes: Iterable[Sequence[PassBarrier]], walk: Walk) -> dict[int, Cause]:
+    """One owner per eval pass (``passes``: each pass's barriers in order; a pass is a run of
+    consecutive barriers outside training steps with at least one eval barrier): the library
+    mechanism that ran it, read from the barriers' and the reads' sites anywhere in the pass
+    (the HF Trainer's evaluation_loop; generate()'s reads inside it), else the plain eval pass.
+    Its compiles are the evaluation's whatever their input shapes (an eval pass has batches of
+    its own), except at a library call's own sync after the pass's batches (xm.mesh_reduce's
+    rendezvous): those graphs are the call's. Step -> the cause its compiles get (what
+    :func:`eval_pass` looks up)."""
+    owners: dict[int, Cause] = {}
+    for barriers in passes:
+        owner = _pass_mechanism(barriers, walk)
+        for b in barriers:
+            asker = walk.sites.get(b.site) if b.site is not None else None
+            if (owner is None and b.site is not None and asker is not None and own_barrier(asker)
+                    and (asker.file, asker.line) not in walk.loops):
+                owners[b.step] = Cause(CauseName.IMPLICIT_SYNC, FindingKey.sync(b.site), site=b.site, evidence=(
+                    f"{asker.via} asked for this barrier itself and ran a graph of its own"))
+                continue
+            owners[b.step] = owner or Cause(CauseName.GRAPH_CHANGE, EVAL_KEY, evidence=(
+                "compiled in an eval pass (no optimizer step or backward pass; grad off or the "
+                "model in eval mode)"))
+    return owners
+
+
+def _pass_mechanism(barriers: Sequence[PassBarrier], walk: Walk) -> Cause | None:
+    for b in barriers:
+        for site in ([b.site] if b.site is not None else []) + sorted(b.reads):
+            mech = next((m for m in mechanisms_through(walk.sites.get(site)) if m.evaluates), None)
+            if mech is not None:
+                return Cause(CauseName.LIBRARY, FindingKey.parse(mech.key), site=site, evidence=(
+                    f"{mech.what} ran this eval pass (its barriers and reads go through it)"))
+    return None
 
 
 DYNAMO_ADVICE: dict[str, str] = {
