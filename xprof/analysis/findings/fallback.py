@@ -13,26 +13,20 @@ from xprof.analysis.findings.common import _compiled_early, _pattern
 from xprof.analysis.model import WARMUP_STEPS, Finding, FindingKey
 from xprof.analysis.tables import fallback_rows
 from xprof.diagnosis.cause import CauseName
-from xprof.diagnosis.terms import DATA_DEPENDENT_FALLBACKS
+from xprof.diagnosis.rules.fallback import uncompiled
 
 
 def _uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles: pd.DataFrame,
                           ordinal_of: dict[int, int], steady: int) -> list[Finding]:
     """CPU-fallback ops that run after warm-up without compiling anything new: each call
     still copies to the host and cuts the graph, so it is a finding of its own."""
-    covered = {op for f in findings if f.cause == CauseName.CPU_FALLBACK for op in f.key.ops}
-    if any(f.cause == CauseName.DATA_DEPENDENT for f in findings):
-        covered |= DATA_DEPENDENT_FALLBACKS
-    ops: set[str] = set()
     ran = fallback_rows(steps)
-    for o, d in zip(steps["ordinal"].to_numpy()[ran].tolist(), steps["fallback"].to_numpy()[ran].tolist()):
-        if o >= 2:
-            ops.update(op for op in d if op not in covered)
-    if not ops:
+    cause = uncompiled(zip(steps["ordinal"].to_numpy()[ran].tolist(), steps["fallback"].to_numpy()[ran].tolist()),
+                       {op for f in findings if f.cause == CauseName.CPU_FALLBACK for op in f.key.ops},
+                       any(f.cause == CauseName.DATA_DEPENDENT for f in findings))
+    if cause is None:
         return []
-    key = FindingKey.fallback(ops)
-    cause = Cause(CauseName.CPU_FALLBACK, key, evidence=f"ops without an XLA lowering ran on the CPU after warm-up: "
-                  f"{', '.join(sorted(ops))}")
+    key = cause.key
     return [_fallback_finding(key, cause, compiles.iloc[0:0], steps, ordinal_of, steady)]
 
 

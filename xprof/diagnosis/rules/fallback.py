@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import ABSTAIN_KEY, FindingKey
@@ -72,6 +74,20 @@ def uncompiled_ops(step: StepFacts, walk: Walk, barrier_compiled: bool, call_ops
     if step.phase != "train" or step.ordinal < WARMUP_STEPS or barrier_compiled:
         return []
     return sorted(step.fallback - call_ops - DATA_DEPENDENT_FALLBACKS)
+
+
+
+def uncompiled(ran: Iterable[tuple[int, Iterable[str]]], covered: set[str], value_shapes: bool) -> Cause | None:
+    """``cpu_fallback`` of the whole run: ops without an XLA lowering that ran in steady steps
+    (``ran``: each step's training step and ops) though no compile's finding has them
+    (``covered``; ``value_shapes``: a value-dependent shape's finding has the ops it runs on the
+    CPU): each call still copies to the host and cuts the graph, so it is a finding of its own."""
+    skip = covered | (DATA_DEPENDENT_FALLBACKS if value_shapes else frozenset())
+    ops = {op for ordinal, found in ran if ordinal >= WARMUP_STEPS for op in found if op not in skip}
+    if not ops:
+        return None
+    return Cause(CauseName.CPU_FALLBACK, FindingKey.fallback(ops), evidence=(
+        f"ops without an XLA lowering ran on the CPU after warm-up: {', '.join(sorted(ops))}"))
 
 
 CPU_FALLBACK_ADVICE: dict[str, str] = {
