@@ -10,6 +10,7 @@ from typing import Any
 from xprof.diagnosis import walk as engine
 from xprof.diagnosis.evidence import is_own_barrier_call
 from xprof.diagnosis.facts import CompileFacts, Read, StepFacts, Walk
+from xprof.diagnosis.phases import is_eval, leads_to_next_update
 from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES
 from xprof.runfile import Compile, Step, Sync, is_fallback_counter, signature_record, site_record
 
@@ -104,10 +105,10 @@ class RecordFacts:
             at.opt_seen = True
             at.k += 1
         i = at.k if at.opt_seen else at.work
-        if at.opt_seen and step.backward and not step.opt:
-            i = at.k + 1  # a micro-batch belongs to the update its gradients feed
-        eval_barrier = (work and at.opt_seen and (step.nograd or step.eval_mode) and not step.backward
-                        and not step.opt)
+        if at.opt_seen and not step.opt and leads_to_next_update(step.backward > 0, step.barrier == "compile_entry"):
+            i = at.k + 1  # a micro-batch (or torch_xla.compile's entry) belongs to the update after it
+        eval_barrier = is_eval(work, bool(step.nograd), bool(step.eval_mode), step.backward > 0, bool(step.opt),
+                               at_dynamo, at.opt_seen)
         phase = "dynamo" if at_dynamo else "eval" if eval_barrier else "train" if work else "empty"
         if work and not at_dynamo:
             at.work += 1
