@@ -17,14 +17,15 @@ from xprof.analysis import findings as _findings
 from xprof.analysis import steps as _steps
 from xprof.analysis import tables
 from xprof.analysis.findings import explained as _explained
-from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals, unmeasured
-from xprof.diagnosis.cause import CauseName
+from xprof.analysis.model import Analysis, Finding, Totals, unmeasured
+from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.rules.reads import sync_kind
+from xprof.diagnosis.terms import MINOR_SHARE, WARMUP_STEPS
 from xprof.runcolumns import RunColumns, columns_of, load_columns
 from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter
 from xprof.words import plural
 
-__all__ = ["CAUSES", "WARMUP_STEPS", "Analysis", "Finding", "Totals", "analyze", "analyze_path"]
+__all__ = ["WARMUP_STEPS", "Analysis", "Finding", "Totals", "analyze", "analyze_path"]
 
 
 def analyze_path(path: str) -> Analysis:
@@ -250,7 +251,7 @@ def _pct(values: np.ndarray, q: float) -> float | None:
 
 
 def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
-            execute_s: float, found: list[_causes.Cause], tail_compile_ms: float = 0.0) -> Totals:
+            execute_s: float, found: list[Cause], tail_compile_ms: float = 0.0) -> Totals:
     tail = run.end.tail if run.end else {}
     per_step_uncached = steps["uncached"].to_numpy()
     uncached = int(per_step_uncached.sum()) + int(tail.get(UNCACHED, 0))

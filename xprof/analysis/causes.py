@@ -18,7 +18,6 @@ import pandas as pd
 from xprof.analysis.steps import eval_pass_ids, training_barrier_sites
 from xprof.analysis.tables import fallback_rows, live_reads
 from xprof.diagnosis import walk as _walk
-from xprof.diagnosis.cause import FIRST_STEP_ONLY as FIRST_STEP_ONLY
 from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.facts import CompileFacts, Read, StepFacts, Walk, WholeRun
 from xprof.diagnosis.mechanisms import call_key, loop_lines
@@ -26,15 +25,8 @@ from xprof.diagnosis.patterns import Shape
 from xprof.diagnosis.rules.graphs import grown
 from xprof.diagnosis.rules.passes import PassBarrier, eval_pass_owners
 from xprof.diagnosis.signatures import Shardings, Signature
-from xprof.diagnosis.signatures import no_sharding as no_sharding
 from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, WARMUP_STEPS
 from xprof.runfile import Site
-from xprof.runfile import base_input_name as base_input_name
-
-DATA_DEPENDENT_ACCESS = DATA_DEPENDENT_ACCESSES
-growing_reads = _walk.growing_reads
-
-__all__ = ["FIRST_STEP_ONLY", "Cause", "Shardings", "Signature", "attribute", "base_input_name", "no_sharding"]
 
 
 def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
@@ -284,7 +276,7 @@ def _train_graph_nodes(steps: pd.DataFrame) -> int | None:
 def _fallback_calls(steps: pd.DataFrame, reads: pd.DataFrame, sites: dict[int, Site],
                     loops: frozenset[tuple[str, int]]) -> dict[str, tuple[str, str, int]]:
     """The CPU-fallback ops each of whose steps had reads of one library call made at a user
-    line outside the training loop's own (see :attr:`_Context.fallback_calls`)."""
+    line outside the training loop's own (see :attr:`~xprof.diagnosis.facts.WholeRun.fallback_calls`)."""
     rows = fallback_rows(steps)
     if not len(rows) or not len(reads):
         return {}

@@ -13,16 +13,8 @@ import pandas as pd
 
 from xprof.analysis.tables import live_reads
 from xprof.diagnosis.cause import CauseName
-from xprof.diagnosis.keys import EAGER_KEY as EAGER_KEY
-from xprof.diagnosis.keys import EVAL_KEY as EVAL_KEY
-from xprof.diagnosis.keys import EVAL_MODE_KEY as EVAL_MODE_KEY
-from xprof.diagnosis.keys import WARMUP_KEY as WARMUP_KEY
-from xprof.diagnosis.keys import FindingKey as FindingKey
-from xprof.diagnosis.registry import COMPILE_CAUSES
-from xprof.diagnosis.terms import GROWING_READS as GROWING_READS
-from xprof.diagnosis.terms import MINOR_SHARE as MINOR_SHARE
-from xprof.diagnosis.terms import SETTLED_AFTER as SETTLED_AFTER
-from xprof.diagnosis.terms import WARMUP_STEPS as WARMUP_STEPS
+from xprof.diagnosis.keys import FindingKey
+from xprof.diagnosis.terms import MINOR_SHARE
 from xprof.runfile import Run
 
 
@@ -36,9 +28,6 @@ def is_missing(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
 
-
-CAUSES = COMPILE_CAUSES
-"""Every uncached compile gets exactly one of these causes (docs/causes.md)."""
 
 def unmeasured(f: Finding) -> bool:
     """A finding that wants a change though its time lost is not measured: eager mode (no
@@ -144,7 +133,7 @@ class Totals:
     compiles: int
     """Uncached compiles in the run."""
     recompiles: int
-    """Uncached compiles after warm-up (see :data:`WARMUP_STEPS`)."""
+    """Uncached compiles after warm-up (see :data:`xprof.diagnosis.terms.WARMUP_STEPS`)."""
     cached_compiles: int
     distinct_graphs: int
     executions: int

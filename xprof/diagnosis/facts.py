@@ -117,7 +117,7 @@ class WholeRun:
 @dataclass
 class Walk:
     """What the steps walked so far have shown, and the run's dictionaries (sites, signatures)
-    as far as they are known. :func:`xprof.diagnosis.walk.causes_of` reads it;
+    as far as they are known. :func:`xprof.diagnosis.walk.judge` reads it;
     :func:`xprof.diagnosis.walk.advance` adds a step to it."""
 
     sigs: dict[int, Signature] = field(default_factory=dict)

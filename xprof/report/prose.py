@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from xprof.analysis.model import MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, unmeasured
+from xprof.analysis.model import Analysis, Finding, unmeasured
 from xprof.analysis.ranks import GROUP_MIN, RankFinding, RankGroup, RanksView, span
 from xprof.analysis.steps import is_inference
 from xprof.diagnosis.cause import CauseName
 from xprof.diagnosis.registry import UNITS
-from xprof.diagnosis.terms import NOTHING_TO_JUDGE
+from xprof.diagnosis.terms import MINOR_SHARE, NOTHING_TO_JUDGE, WARMUP_STEPS
 from xprof.report import fmt
 from xprof.runfile import Run
 
@@ -120,26 +120,8 @@ def headline(analysis: Analysis) -> list[str]:
         if elsewhere is not None:
             out.append(elsewhere)
         return out
-    counted = f" ({fmt.plural(t.barriers, 'barrier')})" if t.barriers != t.steps else ""
-    entries = int((analysis.steps["barrier"] == "compile_entry").sum()) if len(analysis.steps) else 0
-    if counted and entries and t.barriers - entries <= t.steps:
-        # torch_xla.compile syncs what is pending when the compiled function is entered, and
-        # runs its graph at the exit: two barriers a call
-        counted = (f" ({fmt.plural(t.barriers, 'barrier')}: torch_xla.compile syncs on entering the "
-                   "compiled function and runs its graph on leaving it)")
-    if t.eval_steps:
-        # "2 eval passes (4 eval steps; 35 barriers in all)": an eval step is an eval batch.
-        counted = (f" and ran {fmt.plural(max(t.eval_passes, 1), 'eval pass', 'eval passes')} "
-                   f"({fmt.plural(t.eval_steps, 'eval step')}; {t.barriers} barriers in all)")
-    inference = not t.optimizer_steps and is_inference(analysis.steps)
-    verb = "ran" if inference else "trained"
-    if inference:
-        counted += " with no backward pass or optimizer step (inference)"
-    ran = f"This run {verb} {fmt.plural(t.steps, 'step')}{counted} in {fmt.seconds(t.wall_seconds)}."
-    if t.steps == 0:
-        ran = f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}."
     out = [
-        ran,
+        _ran_sentence(analysis),
         f"Compiling took {fmt.seconds(t.compile_seconds)}, {fmt.percent(t.compile_share)} of "
         f"the wall time: {fmt.plural(t.compiles, 'uncached compile')} of "
         f"{fmt.plural(t.distinct_graphs, 'distinct graph')}.",
@@ -155,54 +137,88 @@ def headline(analysis: Analysis) -> list[str]:
     if t.steps == 0 and any(f.cause == CauseName.NO_BARRIER for f in analysis.findings):
         out[0] = (f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}: its optimizer steps "
                   "ran, but none ended in one.")
-    elif t.recompiles:
+    else:
+        out.append(_recompile_sentence(analysis))
+    out += _read_sentences(analysis)
+    if t.fallback_ops:
+        ops = fmt.short_list(sorted(t.fallback_ops), 5)
+        out.append(f"{fmt.plural(len(t.fallback_ops), 'op')} fell back to the CPU: {ops}.")
+    return out
+
+
+def _ran_sentence(analysis: Analysis) -> str:
+    """``This run trained N steps (M barriers...) in S.``"""
+    t = analysis.totals
+    counted = f" ({fmt.plural(t.barriers, 'barrier')})" if t.barriers != t.steps else ""
+    entries = int((analysis.steps["barrier"] == "compile_entry").sum()) if len(analysis.steps) else 0
+    if counted and entries and t.barriers - entries <= t.steps:
+        # torch_xla.compile syncs what is pending when the compiled function is entered, and
+        # runs its graph at the exit: two barriers a call
+        counted = (f" ({fmt.plural(t.barriers, 'barrier')}: torch_xla.compile syncs on entering the "
+                   "compiled function and runs its graph on leaving it)")
+    if t.eval_steps:
+        # "2 eval passes (4 eval steps; 35 barriers in all)": an eval step is an eval batch.
+        counted = (f" and ran {fmt.plural(max(t.eval_passes, 1), 'eval pass', 'eval passes')} "
+                   f"({fmt.plural(t.eval_steps, 'eval step')}; {t.barriers} barriers in all)")
+    inference = not t.optimizer_steps and is_inference(analysis.steps)
+    verb = "ran" if inference else "trained"
+    if inference:
+        counted += " with no backward pass or optimizer step (inference)"
+    if t.steps == 0:
+        return f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}."
+    return f"This run {verb} {fmt.plural(t.steps, 'step')}{counted} in {fmt.seconds(t.wall_seconds)}."
+
+
+def _recompile_sentence(analysis: Analysis) -> str:
+    """What the compiles after warm-up were, or that there were none."""
+    t = analysis.totals
+    if t.recompiles:
         evals = sum(f.compiles for f in analysis.findings if f.kind == "eval_pass")
         if evals == t.recompiles:
-            out.append(f"{'One' if t.recompiles == 1 else t.recompiles} of them "
-                       f"{'was' if t.recompiles == 1 else 'were'} an evaluation pass's own "
-                       f"graph{'s' if t.recompiles != 1 else ''}, compiled after warm-up: expected, and "
-                       "cached after.")
-        else:
-            notes = []
-            for n, what in ((_early_read_compiles(analysis), f"compiled inside host reads in the first "
-                             f"{WARMUP_STEPS} steps: graphs the reads needed, not the step"),
-                            (evals, "an evaluation pass's own graphs: expected, cached after")):
-                if n:
-                    whom = "it was" if t.recompiles == 1 else "all of them" if n == t.recompiles else f"{n} of them"
-                    notes.append(f"{whom} {what}")
-            out.append(
-                f"{'One' if t.recompiles == 1 else t.recompiles} of them {'was' if t.recompiles == 1 else 'were'} "
+            return (f"{'One' if t.recompiles == 1 else t.recompiles} of them "
+                    f"{'was' if t.recompiles == 1 else 'were'} an evaluation pass's own "
+                    f"graph{'s' if t.recompiles != 1 else ''}, compiled after warm-up: expected, and "
+                    "cached after.")
+        notes = []
+        for n, what in ((_early_read_compiles(analysis), f"compiled inside host reads in the first "
+                         f"{WARMUP_STEPS} steps: graphs the reads needed, not the step"),
+                        (evals, "an evaluation pass's own graphs: expected, cached after")):
+            if n:
+                whom = "it was" if t.recompiles == 1 else "all of them" if n == t.recompiles else f"{n} of them"
+                notes.append(f"{whom} {what}")
+        return (f"{'One' if t.recompiles == 1 else t.recompiles} of them {'was' if t.recompiles == 1 else 'were'} "
                 f"not warm-up (every compile of the first {WARMUP_STEPS} steps): "
                 f"{'a recompile' if t.recompiles == 1 else 'recompiles'}"
                 f" that a loop with fixed shapes and graphs would not pay"
-                + (f" ({'; '.join(notes)})." if notes else ".")
-            )
-    elif t.steps == 0:
-        out.append("No step barrier (torch_xla.sync()) ran a graph: every graph compiled and ran at a host "
-                   "read, so the reads below are what this run did, not extra work on top of steps.")
-    elif t.steps <= WARMUP_STEPS:
-        out.append(f"Only {fmt.plural(t.steps, 'training step')} recorded: too few to judge "
-                   f"recompiles (warm-up is the first {WARMUP_STEPS} steps).")
-    else:
-        out.append(f"Nothing recompiled after warm-up (the first {WARMUP_STEPS} steps): "
-                   "the step graph is stable.")
+                + (f" ({'; '.join(notes)})." if notes else "."))
+    if t.steps == 0:
+        return ("No step barrier (torch_xla.sync()) ran a graph: every graph compiled and ran at a host "
+                "read, so the reads below are what this run did, not extra work on top of steps.")
+    if t.steps <= WARMUP_STEPS:
+        return (f"Only {fmt.plural(t.steps, 'training step')} recorded: too few to judge "
+                f"recompiles (warm-up is the first {WARMUP_STEPS} steps).")
+    return f"Nothing recompiled after warm-up (the first {WARMUP_STEPS} steps): the step graph is stable."
+
+
+def _read_sentences(analysis: Analysis) -> list[str]:
+    """The host reads, or the executions mid-step without one."""
+    t = analysis.totals
     if t.syncs:
         extra = (f", {fmt.plural(t.extra_executions, 'extra execution')} beyond one a barrier"
                  if t.extra_executions and t.steps else "")
         if t.forced_reads >= t.syncs:
-            out.append(f"{fmt.plural(t.syncs, 'implicit host read')} (such as .item(), print(tensor) "
-                       f"or a boolean mask) made the device run early{extra}.")
+            out = [f"{fmt.plural(t.syncs, 'implicit host read')} (such as .item(), print(tensor) "
+                   f"or a boolean mask) made the device run early{extra}."]
         elif t.forced_reads:
-            out.append(f"{fmt.plural(t.syncs, 'implicit host read')} of device tensors (such as .item(), "
-                       f"print(tensor) or a boolean mask); {t.forced_reads} of them made the device run "
-                       f"early{extra}.")
+            out = [f"{fmt.plural(t.syncs, 'implicit host read')} of device tensors (such as .item(), "
+                   f"print(tensor) or a boolean mask); {t.forced_reads} of them made the device run "
+                   f"early{extra}."]
         else:
-            out.append(f"{fmt.plural(t.syncs, 'host read')} of device tensors, none of which made the "
-                       "device run early (the values were already computed).")
+            out = [f"{fmt.plural(t.syncs, 'host read')} of device tensors, none of which made the "
+                   "device run early (the values were already computed)."]
         unseen = _unseen_reads(analysis)
-        if unseen:
-            out.append(unseen)
-    elif t.extra_executions > _deferred_executions(analysis):
+        return out + ([unseen] if unseen else [])
+    if t.extra_executions > _deferred_executions(analysis):
         compiles = analysis.compiles
         how = ("op by op (eager mode)" if any(f.cause == CauseName.EAGER_MODE for f in analysis.findings)
                else "at the ops that ran on the CPU (the graph before each runs early)"
@@ -212,14 +228,9 @@ def headline(analysis: Analysis) -> list[str]:
                else "inside torch.compile's XLA bridge, which syncs the compiled graph's inputs when it runs "
                "(expected with torch.compile)" if _used_dynamo(analysis)
                else "outside any host read xprof saw")
-        out.append(f"{fmt.plural(t.extra_executions - _deferred_executions(analysis), 'execution')} "
-                   f"ran mid-step, {how}.")
-    else:
-        out.append("No implicit host read made the device run mid-step.")
-    if t.fallback_ops:
-        ops = fmt.short_list(sorted(t.fallback_ops), 5)
-        out.append(f"{fmt.plural(len(t.fallback_ops), 'op')} fell back to the CPU: {ops}.")
-    return out
+        return [f"{fmt.plural(t.extra_executions - _deferred_executions(analysis), 'execution')} "
+                f"ran mid-step, {how}."]
+    return ["No implicit host read made the device run mid-step."]
 
 
 def _used_dynamo(analysis: Analysis) -> bool:

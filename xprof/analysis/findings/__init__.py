@@ -17,42 +17,52 @@ import numpy as np
 import pandas as pd
 
 from xprof.analysis.advice import ADVICE
-from xprof.analysis.causes import Cause, Shardings, Signature
-from xprof.analysis.findings.barriers import _eager_finding, _split_finding, eager_steps, no_barrier
-from xprof.analysis.findings.common import _pattern
+from xprof.analysis.findings.barriers import eager_finding, eager_steps, no_barrier, split_finding
+from xprof.analysis.findings.common import step_pattern
 from xprof.analysis.findings.dynamo import (
-    _commonest_guard,
-    _dynamo_finding,
-    _first_failures,
-    _gave_up,
-    _gave_up_finding,
-    _size_guard,
+    commonest_guard,
+    dynamo_finding,
+    first_failures,
+    functions_given_up,
+    gave_up_finding,
+    size_guard,
 )
-from xprof.analysis.findings.fallback import _fallback_finding, _uncompiled_fallbacks
-from xprof.analysis.findings.graphs import _graph_finding, _train_steps_before
+from xprof.analysis.findings.fallback import fallback_finding, uncompiled_fallbacks
+from xprof.analysis.findings.graphs import graph_finding, train_steps_before
 from xprof.analysis.findings.reads import (
     ReadSums,
-    _barrier_mechanism_finding,
-    _closure_finding,
-    _own_barrier_finding,
-    _same_steps_value_shapes,
-    _sync_finding,
+    barrier_mechanism_finding,
+    closure_finding,
+    own_barrier_finding,
+    same_steps_value_shapes,
+    sync_finding,
 )
-from xprof.analysis.findings.series import SeriesIndex, _Series
-from xprof.analysis.findings.shapes import _micro_batch_finding, _shape_finding, _sharding_finding
-from xprof.analysis.model import Finding, FindingKey
+from xprof.analysis.findings.series import Series, SeriesIndex
+from xprof.analysis.findings.shapes import micro_batch_finding, shape_finding, sharding_finding
+from xprof.analysis.model import Finding
 from xprof.analysis.steps import training_barrier_sites
 from xprof.analysis.tables import live_reads
 from xprof.diagnosis import mechanisms as _mech
-from xprof.diagnosis.cause import CauseName
+from xprof.diagnosis.cause import Cause, CauseName
+from xprof.diagnosis.keys import FindingKey
 from xprof.diagnosis.registry import BY_NAME
+from xprof.diagnosis.signatures import Shardings, Signature
 from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, DATA_DEPENDENT_FALLBACKS
 from xprof.diagnosis.unit import FindingOf
 from xprof.runfile import Site
 
 __all__ = [  # (the underscored ones: for the tests of the parts)
-    "DATA_DEPENDENT_FALLBACKS", "_Series", "_commonest_guard", "_dynamo_finding", "_first_failures",
-    "_same_steps_value_shapes", "_size_guard", "_train_steps_before", "build", "eager_steps", "no_barrier",
+    "DATA_DEPENDENT_FALLBACKS",
+    "Series",
+    "build",
+    "commonest_guard",
+    "dynamo_finding",
+    "eager_steps",
+    "first_failures",
+    "no_barrier",
+    "same_steps_value_shapes",
+    "size_guard",
+    "train_steps_before",
 ]
 
 
@@ -136,20 +146,20 @@ def _read_findings(run: _Run, groups: dict[FindingKey, list[int]],
         sums, at = ReadSums(live, compiles), by_key.indices
         for key, g in by_key:
             ks = groups.pop(FindingKey.parse(str(key)), [])
-            findings.append(_sync_finding(str(key), g, compiles, ks, run.ordinal_of, run.steady, site_info,
+            findings.append(sync_finding(str(key), g, compiles, ks, run.ordinal_of, run.steady, site_info,
                                           causes, run.steps, (sums, at[key])))
     for key in [k for k in groups if k.group in ("sync", "lib", "dd")]:
         ks = groups.pop(key)
         g = syncs[keys_of == str(key)] if len(syncs) else syncs
         if len(g):
-            findings.append(_sync_finding(str(key), g, compiles, ks, run.ordinal_of, run.steady, site_info,
+            findings.append(sync_finding(str(key), g, compiles, ks, run.ordinal_of, run.steady, site_info,
                                           causes, run.steps))
             continue
         mech = _mech.known(str(key))
         if mech is not None:
-            findings.append(_barrier_mechanism_finding(mech, compiles.iloc[ks], causes[ks[0]]))
+            findings.append(barrier_mechanism_finding(mech, compiles.iloc[ks], causes[ks[0]]))
         elif causes[ks[0]].site is not None:
-            findings.append(_own_barrier_finding(str(key), compiles.iloc[ks], causes[ks[0]],
+            findings.append(own_barrier_finding(str(key), compiles.iloc[ks], causes[ks[0]],
                                                  site_info.get(int(causes[ks[0]].site or 0))))
     return findings, dynamo_reads
 
@@ -178,7 +188,7 @@ def _compile_findings(run: _Run, groups: dict[FindingKey, list[int]], dynamo_rea
     functions torch.compile gave up on go into the first dynamo finding (or one of their own
     when its retraces were all warm-up's, and no dynamo finding took them)."""
     findings: list[Finding] = []
-    gave_up = _gave_up(dynamo_limits, run.compiles, run.causes, run.ordinal_of)
+    gave_up = functions_given_up(dynamo_limits, run.compiles, run.causes, run.ordinal_of)
     # Each key's compiles as one slice of the compiles taken once in the keys' order: the same
     # rows as ``compiles.iloc[ks]``, without a take of every column for each of thousands of keys.
     taken = run.compiles.iloc[[k for ks in groups.values() for k in ks]]
@@ -188,12 +198,12 @@ def _compile_findings(run: _Run, groups: dict[FindingKey, list[int]], dynamo_rea
         rows = taken.iloc[start:start + len(ks)]
         start += len(ks)
         if c0.cause == CauseName.DYNAMO:
-            findings.append(_dynamo_finding(key, c0, rows, dynamo_reads, dynamo_guards, gave_up))
+            findings.append(dynamo_finding(key, c0, rows, dynamo_reads, dynamo_guards, gave_up))
             gave_up = []
             continue
         findings.append(_compile_finding(run, key, ks, rows))
     if gave_up:
-        findings.append(_gave_up_finding(gave_up))
+        findings.append(gave_up_finding(gave_up))
     return findings
 
 
@@ -205,24 +215,24 @@ that share a key."""
 def _shape(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
     c0 = run.causes[ks[0]]
     if key.group == "micro":
-        return _micro_batch_finding(key, c0, ks, run.causes, rows, run.ordinal_of)
+        return micro_batch_finding(key, c0, ks, run.causes, rows, run.ordinal_of)
     return _shape_and_kinds(run, c0, ks, rows)
 
 
 def _sharding(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
-    return _sharding_finding(key, ks, run.causes, rows, run.steps, run.sigs, run.specs)
+    return sharding_finding(key, ks, run.causes, rows, run.steps, run.sigs, run.specs)
 
 
 def _graph(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
-    return _graph_finding(key, run.causes[ks[0]], rows, run.steps, run.ordinal_of, run.sites, run.compiles, run.syncs)
+    return graph_finding(key, run.causes[ks[0]], rows, run.steps, run.ordinal_of, run.sites, run.compiles, run.syncs)
 
 
 def _fallback(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
-    return _fallback_finding(key, run.causes[ks[0]], rows, run.steps, run.ordinal_of, run.steady)
+    return fallback_finding(key, run.causes[ks[0]], rows, run.steps, run.ordinal_of, run.steady)
 
 
 def _closure(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
-    return _closure_finding(key, run.causes[ks[0]], rows, run.syncs)
+    return closure_finding(key, run.causes[ks[0]], rows, run.syncs)
 
 
 BUILDERS: dict[CauseName, Builder] = {
@@ -258,7 +268,7 @@ def _rule_finding(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame,
     return Finding(
         id=str(key), cause=c0.cause, kind=said.kind, title=said.title, count=len(ks), compiles=len(ks),
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=said.advice,
-        evidence=said.evidence, steps=comp_steps, pattern=_pattern([run.ordinal_of.get(s, 0) for s in comp_steps],
+        evidence=said.evidence, steps=comp_steps, pattern=step_pattern([run.ordinal_of.get(s, 0) for s in comp_steps],
                                                                    run.steady))
 
 
@@ -272,7 +282,7 @@ def _unknown_finding(run: _Run, key: FindingKey, ks: list[int], c0: Cause, rows:
         count=len(ks), compiles=len(ks), seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
         advice=ADVICE["unknown_debugged" if "torch_xla says" in c0.evidence else "unknown"],
         evidence=[c0.evidence] if c0.evidence else [], steps=comp_steps,
-        pattern=_pattern([run.ordinal_of.get(s, 0) for s in comp_steps], run.steady),
+        pattern=step_pattern([run.ordinal_of.get(s, 0) for s in comp_steps], run.steady),
     )
 
 
@@ -283,24 +293,24 @@ ranks; none moves a compile to another cause (the walk decided each one's)."""
 
 def add_uncompiled_fallbacks(run: _Run, findings: list[Finding]) -> list[Finding]:
     """Ops on the CPU in steady steps that compiled nothing: each still cuts the graph."""
-    return findings + _uncompiled_fallbacks(findings, run.steps, run.compiles, run.ordinal_of, run.steady)
+    return findings + uncompiled_fallbacks(findings, run.steps, run.compiles, run.ordinal_of, run.steady)
 
 
 def add_eager_mode(run: _Run, findings: list[Finding]) -> list[Finding]:
     """Training steps run op by op (eager mode)."""
-    found = _eager_finding(run.steps, run.compiles, run.steady)
+    found = eager_finding(run.steps, run.compiles, run.steady)
     return findings + ([found] if found is not None else [])
 
 
 def add_split_step(run: _Run, findings: list[Finding]) -> list[Finding]:
     """Training steps cut by more than one barrier that ran a graph."""
-    found = _split_finding(run.steps, run.sites)
+    found = split_finding(run.steps, run.sites)
     return findings + ([found] if found is not None else [])
 
 
 def group_value_shapes(run: _Run, findings: list[Finding]) -> list[Finding]:
     """Value-dependent shapes in the same steps tell of each other."""
-    _same_steps_value_shapes([f for f in findings if f.cause == CauseName.DATA_DEPENDENT])
+    same_steps_value_shapes([f for f in findings if f.cause == CauseName.DATA_DEPENDENT])
     return findings
 
 
@@ -382,9 +392,9 @@ def _shape_and_kinds(run: _Run, c0: Cause, ks: list[int], rows: pd.DataFrame) ->
     it (``second_of_kind``: each kind's steady graph after its one-off first) counted in."""
     second = [n for n, k in enumerate(ks) if run.causes[k].rule == "second_of_kind"]
     if not second:
-        return _shape_finding(c0, ks, run.causes, rows, run.steps, run.series_index(), run.ordinal_of, run.steady)
+        return shape_finding(c0, ks, run.causes, rows, run.steps, run.series_index(), run.ordinal_of, run.steady)
     own = [n for n in range(len(ks)) if n not in set(second)]
-    f = _shape_finding(c0, [ks[n] for n in own], run.causes, rows.iloc[own], run.steps, run.series_index(),
+    f = shape_finding(c0, [ks[n] for n in own], run.causes, rows.iloc[own], run.steps, run.series_index(),
                        run.ordinal_of, run.steady)
     extra = rows.iloc[second]
     n, s = len(second), float(extra["ms"].sum()) / 1e3

@@ -11,15 +11,21 @@ import numpy as np
 import pandas as pd
 
 from xprof.analysis.advice import ADVICE, READ_KINDS, read_tail
-from xprof.analysis.causes import (
-    Cause,
+from xprof.analysis.findings.common import (
+    and_list,
+    compiled_early,
+    dur_text,
+    loc_text,
+    short_code,
+    step_pattern,
+    title_seconds,
 )
-from xprof.analysis.findings.common import _and_list, _compiled_early, _dur, _loc, _pattern, _short, _title_seconds
-from xprof.analysis.findings.library import _library_advice, _third_party
-from xprof.analysis.model import Finding, FindingKey
+from xprof.analysis.findings.library import library_advice, third_party
+from xprof.analysis.model import Finding
 from xprof.diagnosis import mechanisms as _mech
-from xprof.diagnosis.cause import CauseName
+from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.evidence import grew
+from xprof.diagnosis.keys import FindingKey
 from xprof.diagnosis.rules.reads import DD_WORDS, KIND_WORDS, sync_kind
 from xprof.runfile import Site
 
@@ -115,7 +121,7 @@ class ReadSums:
         return sorted(found - mine)
 
 
-def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int],
+def sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int],
                   ordinal_of: dict[int, int], steady: int, sites: dict[int, Site] | None = None,
                   causes: list[Cause] | None = None, steps: pd.DataFrame | None = None,
                   sums: tuple[ReadSums, np.ndarray] | None = None) -> Finding:
@@ -132,14 +138,14 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         if ready:
             # Every value was ready: nothing ran early, the host only waited for the device.
             title = (f"{r.what} at {r.where} waits for the device{r.when}: {', '.join(r.parts)}, "
-                     f"{_title_seconds(r.seconds)}")
+                     f"{title_seconds(r.seconds)}")
             if kind not in ("tensor_condition", "scalar"):
                 # A logged value can be read later, on a thread; a decision or a Python number
                 # is needed now: keeping it on the device is still the fix.
                 advice = ADVICE["ready_read"]
         advice += read_tail(r.pattern)
-    if isinstance(r.via, str) and (kind == "library_sync" or (kind == "data_dependent" and _third_party(r.via))):
-        advice = _library_advice(r.via, r.where, r.code, r.site,
+    if isinstance(r.via, str) and (kind == "library_sync" or (kind == "data_dependent" and third_party(r.via))):
+        advice = library_advice(r.via, r.where, r.code, r.site,
                                  "reads a tensor's value on the host" if kind == "library_sync"
                                  else "runs an op whose output size depends on the values, on the CPU")
     evidence = _read_evidence(r, kind, sites or {}, causes, steps)
@@ -194,13 +200,13 @@ def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], 
     executions = (int(sums[0].total("executions", sums[1])) if sums is not None and fast
                   else int(g["executions"].sum()))
     read_steps = sorted({int(s) for s in g["step"]})
-    pattern = _pattern([ordinal_of.get(s, 0) for s in read_steps], steady)
+    pattern = step_pattern([ordinal_of.get(s, 0) for s in read_steps], steady)
     lines = _group_lines(g, sites) if kind == "data_dependent" or value_shape else [(file, line, code)]
     where = _lines_where(lines)
     caller = site.caller if site is not None and not isinstance(via, str) else None
     if caller is not None:
         # (a read inside a user function: which call of it, when it is called from several lines)
-        where += f" (called from {_loc(caller[0], caller[1])})"
+        where += f" (called from {loc_text(caller[0], caller[1])})"
     n = len(g)
     parts = [f"{n} read{'s' if n != 1 else ''}"]
     if len(ks):
@@ -234,17 +240,17 @@ def _group_lines(g: pd.DataFrame, sites: dict[int, Site]) -> list[tuple[str, int
 
 def _lines_where(lines: list[tuple[str, int, str]]) -> str:
     """``a.py:56``, ``a.py:56 and :57``, ``a.py:56 and b.py:9`` (up to three, then how many more)."""
-    locs = [_loc(f, n) if k == 0 or f != lines[0][0] else f":{n}" for k, (f, n, _) in enumerate(lines[:3])]
+    locs = [loc_text(f, n) if k == 0 or f != lines[0][0] else f":{n}" for k, (f, n, _) in enumerate(lines[:3])]
     more = len(lines) - 3
     if more > 0:
         return ", ".join(locs) + f" and {more} more"
-    return _and_list(locs) if locs else "?"
+    return and_list(locs) if locs else "?"
 
 
 def _read_title(r: _Reads) -> tuple[str, str, str]:
     """(title, cause, kind) of a read finding: a mechanism's (an evaluation's, a logger's),
     a value-dependent shape's, a checkpoint's, a library call's, or a line's own read."""
-    n, when, parts, where, seconds = r.n, r.when, r.parts, r.where, _title_seconds(r.seconds)
+    n, when, parts, where, seconds = r.n, r.when, r.parts, r.where, title_seconds(r.seconds)
     if r.mech is not None:
         accesses = sorted({str(a) for a in r.g["access"]})
         own = int((r.rows["at"] == "barrier").sum()) if len(r.rows) else 0
@@ -262,7 +268,7 @@ def _read_title(r: _Reads) -> tuple[str, str, str]:
         dd_parts = [f"{recompiles} recompile{'s' if recompiles != 1 else ''}"]
         if r.executions:
             dd_parts.append(f"{r.executions} early execution{'s' if r.executions != 1 else ''}")
-        if _third_party(r.via):
+        if third_party(r.via):
             # inside a library's own code (torchmetrics' input validation): the call is what to change
             return (f"{r.via} (called from {where}) runs {op} on the CPU{when}: {', '.join(dd_parts)}, "
                     f"{seconds}"), CauseName.DATA_DEPENDENT, r.kind
@@ -305,12 +311,12 @@ def _read_evidence(r: _Reads, kind: str, sites: dict[int, Site], causes: list[Ca
     """Where the read is, who called it, what it does to the graph, and what the host waited
     (the compiles it forced come after, from :func:`_compile_evidence`)."""
     first, g = r.first, r.g
-    here = f"{_loc(r.file, r.line)} in {first['func']}()"
+    here = f"{loc_text(r.file, r.line)} in {first['func']}()"
     evidence = [f"{here}: {r.code}" if r.code else here]
     for file, line, code in r.lines[1:]:
-        evidence.append(f"{_loc(file, line)}: {code}" if code else _loc(file, line))
+        evidence.append(f"{loc_text(file, line)}: {code}" if code else loc_text(file, line))
     if r.caller is not None:
-        evidence.append(f"{first['func']}() was called from {_loc(r.caller[0], r.caller[1])}"
+        evidence.append(f"{first['func']}() was called from {loc_text(r.caller[0], r.caller[1])}"
                         + (f": {r.caller[2]}" if r.caller[2] else ""))
     evidence += _inside_library(r, sites)
     if r.value_shape:
@@ -326,9 +332,9 @@ def _read_evidence(r: _Reads, kind: str, sites: dict[int, Site], causes: list[Ca
             evidence.append(f"in those steps {mid} more graph{'s' if mid != 1 else ''} ran early outside the reads "
                             "(the ops after the op on the CPU, cut from the barrier's graph)")
     wait_ms, saved_ms = r.wait_ms, r.saved_ms
-    evidence.append(f"the host waited {_dur(wait_ms)} in total ({_dur(wait_ms / max(r.n, 1))} a read)")
+    evidence.append(f"the host waited {dur_text(wait_ms)} in total ({dur_text(wait_ms / max(r.n, 1))} a read)")
     if wait_ms - saved_ms > max(0.05 * wait_ms, 1.0):
-        evidence.append(f"{_dur(wait_ms - saved_ms)} of that was the device finishing the graph the previous "
+        evidence.append(f"{dur_text(wait_ms - saved_ms)} of that was the device finishing the graph the previous "
                         "barrier launched, which the host would have waited for at its barrier anyway (the "
                         "device is the slower side of these steps): not counted")
     if r.theirs:
@@ -337,9 +343,9 @@ def _read_evidence(r: _Reads, kind: str, sites: dict[int, Site], causes: list[Ca
         whose = (f"warm-up compile{'s' if warm != 1 else ''}, counted with warm-up" if warm == len(theirs)
                  else f"compile{'s' if len(theirs) != 1 else ''} counted under "
                       f"{'their' if len(theirs) != 1 else 'its'} own cause{' or warm-up' if warm else ''}")
-        evidence.append(f"{_dur(r.theirs_ms)} of that was {len(theirs)} {whose}, not here")
+        evidence.append(f"{dur_text(r.theirs_ms)} of that was {len(theirs)} {whose}, not here")
     if r.executions:
-        evidence.append(f"{r.executions} execution(s) ran inside these reads ({_dur(r.exec_ms)})")
+        evidence.append(f"{r.executions} execution(s) ran inside these reads ({dur_text(r.exec_ms)})")
     return evidence
 
 
@@ -372,7 +378,7 @@ def _compile_evidence(r: _Reads, kind: str, compiles: pd.DataFrame, causes: list
     read, those at a step barrier, and whether they were all early (a one-off). The title and
     advice, as those change them."""
     rows, ks, mech = r.rows, r.ks, r.mech
-    evidence.append(f"{len(rows)} compile(s) forced ({_dur(r.compile_ms)})")
+    evidence.append(f"{len(rows)} compile(s) forced ({dur_text(r.compile_ms)})")
     inside = rows[rows["at"] == "step"]
     most = inside["step"].value_counts() if len(inside) else None
     top = int(most.index[0]) if most is not None else -1
@@ -396,7 +402,7 @@ def _compile_evidence(r: _Reads, kind: str, compiles: pd.DataFrame, causes: list
             evidence.insert(1, said)
         else:
             evidence.append(said)
-    early = _compiled_early(rows, [(int(s), 1) for s in r.g["step"].tolist()], ordinal_of)
+    early = compiled_early(rows, [(int(s), 1) for s in r.g["step"].tolist()], ordinal_of)
     if early is not None:
         user, later = early
         evidence.append(f"all of them by step {user}: the {later} read"
@@ -407,7 +413,7 @@ def _compile_evidence(r: _Reads, kind: str, compiles: pd.DataFrame, causes: list
     return title, advice
 
 
-def _same_steps_value_shapes(dd: list[Finding]) -> None:
+def same_steps_value_shapes(dd: list[Finding]) -> None:
     """Two value-dependent shapes in the same steps (a detection loss's boolean-mask index
     and a nonzero): the recompiles are told to the first, but fixing it alone leaves the
     other's. Each says so."""
@@ -436,7 +442,8 @@ def _reads_by_function(g: pd.DataFrame, sites: dict[int, Site]) -> list[tuple[st
         entry[0] += int(n)
         if not entry[1] and site.inner_at is not None:
             lib_file, lib_line, lib_code = site.inner_at
-            entry[1] = f"{os.path.basename(lib_file)}:{lib_line}" + (f": {_short(lib_code, 60)}" if lib_code else "")
+            entry[1] = (f"{os.path.basename(lib_file)}:{lib_line}"
+                        + (f": {short_code(lib_code, 60)}" if lib_code else ""))
     return sorted(((k, v[0], v[1]) for k, v in out.items()), key=lambda r: -r[1])
 
 
@@ -452,7 +459,7 @@ def _others_inside(g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int]) -> li
 
 
 
-def _closure_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, syncs: pd.DataFrame) -> Finding:
+def closure_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, syncs: pd.DataFrame) -> Finding:
     """A read inside an ``xm.add_step_closure`` callback compiled a small graph: deferred."""
     ms = float(rows["ms"].sum())
     n = len(rows)
@@ -462,7 +469,7 @@ def _closure_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, syncs: pd.D
     file = str(first["file"]) if first is not None else None
     line = int(first["line"]) if first is not None else None
     code = str(first["code"]) if first is not None else None
-    where = _loc(file, line) if file and line else "a step closure"
+    where = loc_text(file, line) if file and line else "a step closure"
     reads = len(g)
     title = (f"A step-closure read at {where} compiled {n} small graph{'s' if n != 1 else ''} of its own "
              f"(deferred, after the barrier): {ms / 1e3:.2f} s once")
@@ -482,7 +489,7 @@ def _closure_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, syncs: pd.D
 
 
 
-def _barrier_mechanism_finding(mech: _mech.Mechanism, rows: pd.DataFrame, c0: Cause) -> Finding:
+def barrier_mechanism_finding(mech: _mech.Mechanism, rows: pd.DataFrame, c0: Cause) -> Finding:
     ms = float(rows["ms"].sum())
     n = len(rows)
     title = f"{mech.what} ran a graph of its own at a barrier: {n} compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"
@@ -494,12 +501,12 @@ def _barrier_mechanism_finding(mech: _mech.Mechanism, rows: pd.DataFrame, c0: Ca
 
 
 
-def _own_barrier_finding(key: str, rows: pd.DataFrame, c0: Cause, site: Site | None) -> Finding:
+def own_barrier_finding(key: str, rows: pd.DataFrame, c0: Cause, site: Site | None) -> Finding:
     """A library call that asked for barriers itself (no reads of its own recorded):
     accelerate's gather, a rendezvous. Its graphs are the call's."""
     ms = float(rows["ms"].sum())
     n = len(rows)
-    who = (f"{site.via} (called from {_loc(site.file, site.line)})" if site is not None and site.via
+    who = (f"{site.via} (called from {loc_text(site.file, site.line)})" if site is not None and site.via
            else "A library call")
     return Finding(
         id=key, cause=CauseName.IMPLICIT_SYNC, kind="library_sync",

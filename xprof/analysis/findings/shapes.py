@@ -9,21 +9,17 @@ from typing import Any
 import pandas as pd
 
 from xprof.analysis.advice import ADVICE
-from xprof.analysis.causes import (
-    FIRST_STEP_ONLY,
-    Cause,
-    Shardings,
-    Signature,
-    base_input_name,
-    no_sharding,
-)
-from xprof.analysis.findings.common import _and_list, _compiled_at, _first_few
-from xprof.analysis.findings.series import SeriesIndex, _Series, _still_varying
-from xprof.analysis.model import SETTLED_AFTER, Finding, FindingKey
+from xprof.analysis.findings.common import and_list, compiled_at, first_few
+from xprof.analysis.findings.series import Series, SeriesIndex, still_varying
+from xprof.analysis.model import Finding
 from xprof.analysis.steps import is_inference
-from xprof.diagnosis.cause import CauseName
+from xprof.diagnosis.cause import FIRST_STEP_ONLY, Cause, CauseName
 from xprof.diagnosis.evidence import bucket_step, of_other_kinds
+from xprof.diagnosis.keys import FindingKey
 from xprof.diagnosis.patterns import bucketing_what_if, describe_period
+from xprof.diagnosis.signatures import Shardings, Signature, no_sharding
+from xprof.diagnosis.terms import SETTLED_AFTER
+from xprof.runfile import base_input_name
 
 
 @dataclass
@@ -32,7 +28,7 @@ class _ShapeChange:
     change (``kind``), along which dim, and the series of its shapes it was read from."""
 
     name: str
-    series: _Series
+    series: Series
     shapes: list[tuple[int, ...]]
     """Its distinct shapes, in order of first appearance."""
     varying: list[int]
@@ -59,7 +55,7 @@ class _WhatIf:
     alone_left: int = 0
 
 
-def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
+def shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
                    steps: pd.DataFrame, index: SeriesIndex, ordinal_of: dict[int, int],
                    steady: int) -> Finding:
     """The finding of an input whose shape changed (``ks``: its compiles): padding per batch,
@@ -82,8 +78,8 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     headline, values_txt, advice, row_counts = _shape_words(ch, last, settled, what_if.rows, integer)
     together = _padded_together(ch, index) if what_if.rows else []
     if together:
-        values_txt += f", and {_and_list(together)} with it"
-        advice = (f"Pad {_and_list([name, *together])} alike: they change together (the what-if table pads "
+        values_txt += f", and {and_list(together)} with it"
+        advice = (f"Pad {and_list([name, *together])} alike: they change together (the what-if table pads "
                   f"them together). " + advice)
     if ch.kind == "partial_batch" and is_inference(steps):
         advice = ADVICE["partial_batch_inference"]
@@ -99,7 +95,7 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         preface += 1
     if together:
         many = len(together) > 1
-        evidence.insert(preface, f"{_and_list(together)} {'change' if many else 'changes'} with {name}: "
+        evidence.insert(preface, f"{and_list(together)} {'change' if many else 'changes'} with {name}: "
                            f"{'their' if many else 'its'} dim {ch.dim} is {name}{_POSS[name.endswith('s')]} "
                            f"dim {ch.dim} in every step (padded by the same call)")
     return Finding(
@@ -118,7 +114,7 @@ def _padded_together(ch: _ShapeChange, index: SeriesIndex) -> list[str]:
     if ch.dim is None:
         return []
     joint = ch.series.with_rest(ch.dim)
-    own = set(_still_varying(joint))
+    own = set(still_varying(joint))
     names = {base_input_name(n) for _, key in joint for n, _ in key if n} - own - {ch.name}
     out = []
     for nm in sorted(names):
@@ -140,11 +136,11 @@ def _kinds_finding(name: str, forms: list[tuple[tuple[int, ...], str]], c0: Caus
         count=n, compiles=n, seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
         advice=ADVICE["input_kinds"], evidence=[c0.evidence, "another rank or dtype, not another length: "
                                                 "not padding nor a batch size",
-                                                _compiled_at(comp_steps, ordinal_of)],
+                                                compiled_at(comp_steps, ordinal_of)],
         steps=comp_steps, input=name, shapes=[list(sh) for sh, _ in forms])
 
 
-def _shape_change(name: str, series: _Series, srcs: set[str]) -> _ShapeChange:
+def _shape_change(name: str, series: Series, srcs: set[str]) -> _ShapeChange:
     """Which kind of change the input's shapes show: dim 0 alone is a batch size (a short last
     one: a partial batch), one other dim a padded length, several a resize; then what is not a
     batch of rows after all (no other input shares its dim 0) is a size of its own."""
@@ -215,7 +211,7 @@ def _padding_what_if(ch: _ShapeChange, ms: float, integer: bool, compiles: int, 
     new_lengths = max(len(set(lengths) - set(warm)) if warm else len(set(lengths)) - 1, 1)
     per_length = ms / 1e3 / new_lengths
     joint = series.with_rest(dim)
-    out.co_varying = _still_varying(joint)
+    out.co_varying = still_varying(joint)
     tokens = ch.kind == "dynamic_padding" and integer
     each = compiles / new_lengths
     out.rows = bucketing_what_if(lengths, per_length, ms / 1e3, joint if out.co_varying else None, tokens=tokens,
@@ -229,7 +225,7 @@ def _padding_what_if(ch: _ShapeChange, ms: float, integer: bool, compiles: int, 
     return out
 
 
-def _settled(series: _Series, comp_steps: list[int], last: int) -> bool:
+def _settled(series: Series, comp_steps: list[int], last: int) -> bool:
     """Every shape compiled early, and a long stretch after compiled nothing (length buckets,
     a fixed set of image sizes): a one-off cost, not one that grows with the run."""
     after = int((series.ords > last).sum())
@@ -249,7 +245,7 @@ def _shape_words(ch: _ShapeChange, last: int, settled: bool, what_if: list[dict[
     if row_counts:
         # Token-budget batching (fairseq's max_tokens, a sampler filling batches up to N
         # tokens): fewer rows when they are longer, so both dims change every batch.
-        values_txt += f" and its batch size changes with it ({len(row_counts)} sizes: {_first_few(row_counts)})"
+        values_txt += f" and its batch size changes with it ({len(row_counts)} sizes: {first_few(row_counts)})"
         advice = ADVICE["padding_and_batch"]
     # (a last partial batch is no stage; nor is a size seen once at the very end)
     staged = (ch.series.stages(dim) if dim is not None and not ch.resized and not settled and kind != "partial_batch"
@@ -263,14 +259,14 @@ def _shape_words(ch: _ShapeChange, last: int, settled: bool, what_if: list[dict[
         advice = ADVICE["staged_shapes"]
     elif settled and kind in ("dynamic_padding", "dynamic_size", "shape_change") and dim is not None and not ch.resized:
         headline = f"{name} took {len(vals)} lengths of dim {dim}"
-        values_txt = f" ({_first_few(vals)}), all by step {last}"
+        values_txt = f" ({first_few(vals)}), all by step {last}"
         advice = ADVICE["settled_padding"] + table
     step = bucket_step(vals) if kind in ("dynamic_padding", "shape_change") and dim and not ch.resized else 0
     if step and not settled and not (staged is not None and headline.endswith("in stages")):
         # Every length a multiple of one step (16, 32, 48): padded to buckets already, each a
         # graph of its own, compiled once. Not padding per batch to fix, but a trade to weigh.
         headline = f"{name} is padded to multiples of {step}"
-        values_txt = f" ({len(vals)} lengths of dim {dim}: {_first_few(vals)}), a graph each"
+        values_txt = f" ({len(vals)} lengths of dim {dim}: {first_few(vals)}), a graph each"
         advice = ADVICE["bucketed"] + table
     return headline, values_txt, advice, row_counts
 
@@ -283,10 +279,10 @@ def _plain_words(ch: _ShapeChange, integer: bool) -> tuple[str, str, str]:
     if ch.resized:
         dims = [d for d in ch.others if d != 0]
         sizes = list(dict.fromkeys("x".join(str(s[d]) for d in dims) for s in shapes if len(s) > max(dims)))
-        values_txt = f" in dims {', '.join(map(str, dims))} ({len(sizes)} sizes: {_first_few(sizes)})"
+        values_txt = f" in dims {', '.join(map(str, dims))} ({len(sizes)} sizes: {first_few(sizes)})"
     elif dim is not None:
         vals = sorted({s[dim] for s in shapes if len(s) > dim})
-        values_txt = f" ({len(vals)} distinct values of dim {dim}: {_first_few(vals)})"
+        values_txt = f" ({len(vals)} distinct values of dim {dim}: {first_few(vals)})"
     headline = {
         "dynamic_padding": f"{name} is padded per batch",
         "dynamic_size": f"{name}{_POSS[name.endswith('s')]} size changes",
@@ -336,13 +332,13 @@ def _padding_alone(ch: _ShapeChange, what_if: _WhatIf, row_counts: list[int]) ->
     other_inputs = [nm for nm in what_if.co_varying if nm]
     parts = []
     if "" in what_if.co_varying:
-        parts.append((f"its batch size changes too ({len(row_counts)} sizes: {_first_few(row_counts)})"
+        parts.append((f"its batch size changes too ({len(row_counts)} sizes: {first_few(row_counts)})"
                       if row_counts else "its other dims change too")
                      + f": padding dim {ch.dim} alone leaves {graphs} (counted in the table)")
     if other_inputs:
         many = len(other_inputs) > 1
         alone_left = what_if.alone_left
-        parts.append(f"{_and_list(other_inputs)} {'change' if many else 'changes'} shape on "
+        parts.append(f"{and_list(other_inputs)} {'change' if many else 'changes'} shape on "
                      f"{'their' if many else 'its'} own: padding {ch.name} alone leaves at least "
                      f"{alone_left} graph{'s' if alone_left != 1 else ''}; pad {'them' if many else 'it'} "
                      f"the same way (the table does, each to {'its' if not many else 'their'} own "
@@ -369,7 +365,7 @@ _POSS = ("'s", "'")
 
 
 
-def _micro_batch_finding(key: FindingKey, c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
+def micro_batch_finding(key: FindingKey, c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
                          ordinal_of: dict[int, int]) -> Finding:
     """Steps that held fewer (or more) micro-batches than the steady ones: each count is a
     graph of its own (a gradient-accumulation window cut short where an epoch ends)."""
@@ -391,7 +387,7 @@ def _micro_batch_finding(key: FindingKey, c0: Cause, ks: list[int], causes: list
 
 
 
-def _sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
+def sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
                       steps: pd.DataFrame, sigs: dict[int, Signature], specs: Shardings) -> Finding:
     """The ``input_sharding`` compiles of one input: the shardings it took with the same
     shape, the steps that had the odd one, and how to keep it fixed."""
