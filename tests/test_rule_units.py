@@ -101,3 +101,77 @@ def test_rule_fires_on_the_corpus_and_its_finding_is_pinned(rule: str) -> None:
 
 def test_no_fixture_list_names_registered_rules() -> None:
     assert set(NO_FIXTURE_YET) <= _rule_names()
+
+
+def test_the_step_rules_read_the_same_on_one_barrier_and_on_a_column() -> None:
+    """diagnosis/phases.py is applied to plain bools live and to numpy columns in the
+    analysis: every combination of a barrier's evidence gets the same answer both ways."""
+    import itertools
+
+    import numpy as np
+
+    from xprof.diagnosis.phases import is_eval, leads_to_next_update
+
+    combos = list(itertools.product((False, True), repeat=7))
+    cols = [np.array(c, dtype=bool) for c in zip(*combos)]
+    for opt_seen in (False, True):
+        column = is_eval(*cols[:6], opt_seen)
+        for k, c in enumerate(combos):
+            assert bool(column[k]) == bool(is_eval(*c[:6], opt_seen)), (c, opt_seen)
+    ahead = leads_to_next_update(cols[0], cols[1])
+    assert [bool(v) for v in ahead] == [bool(leads_to_next_update(a, b)) for a, b, *_ in combos]
+    # an eval barrier: a graph, grad off, no backward, no optimizer step, not dynamo's, in a run with updates
+    assert is_eval(True, True, False, False, False, False, True)
+    assert not is_eval(True, True, False, False, False, False, False)
+    assert not is_eval(True, True, False, True, False, False, True)
+
+
+def test_growth_is_one_rule_for_the_run_and_for_the_live_side() -> None:
+    from xprof.diagnosis.rules.graphs import GrowthRuns, grown
+    from xprof.diagnosis.terms import GROWING_GRAPHS
+
+    seq = [(10 + k, 50 + 10 * k) for k in range(GROWING_GRAPHS)]
+    found = grown({7: seq}, floor=40)
+    assert sorted(found) == seq and all(v == [n for _, n in seq] for v in found.values())
+    assert grown({7: seq}, floor=50 + 10 * GROWING_GRAPHS) == {}  # none larger than the training graph
+    assert grown({7: [*seq[:-1], (99, 45)]}, floor=40) == {}  # a smaller graph ends the run short
+    live: GrowthRuns[str] = GrowthRuns()
+    sizes = None
+    for step, nodes in seq:
+        assert live.larger(7, nodes)
+        sizes = live.add(7, nodes, f"held {step}")
+    assert sizes == [n for _, n in seq]
+    short: GrowthRuns[str] = GrowthRuns()
+    short.add(3, 60, "first")
+    assert short.cached(3, 60) == "first" and not short.larger(3, 70)  # rerun from the cache: over for good
+
+
+def test_a_value_op_no_hook_saw_is_a_value_dependent_shape() -> None:
+    from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
+    from xprof.diagnosis.rules.value_ops import counted
+
+    walk = Walk()
+    walk.seen_sigs.add(4)
+    c = CompileFacts("barrier", 1.0, 5.0, 90)
+
+    def step(**kw: object) -> StepFacts:
+        base: dict[str, object] = {"i": 9, "ordinal": 5, "phase": "train", "sig_id": 4, "sites": frozenset(),
+                                   "dd_sites": [], "dynamo": False, "fallback": frozenset({"aten::nonzero"})}
+        return StepFacts(**{**base, **kw})  # type: ignore[arg-type]
+
+    cause = counted(c, step(), walk)
+    assert cause is not None and cause.cause == CauseName.DATA_DEPENDENT and cause.key.ops == ["aten::nonzero"]
+    assert counted(c, step(dd_sites=[3]), walk) is None  # a hooked op: the rules with its line decide
+    assert counted(c, step(sig_id=5), walk) is None  # new inputs: the shape rules decide
+    assert counted(c, step(fallback=frozenset({"aten::histc"})), walk) is None  # not value-dependent
+
+
+def test_uncompiled_fallbacks_leave_out_what_a_finding_has() -> None:
+    from xprof.diagnosis.rules.fallback import uncompiled
+
+    ran = [(0, {"aten::histc"}), (3, {"aten::histc", "aten::nonzero"}), (4, {"aten::median"})]
+    cause = uncompiled(ran, {"aten::median"}, value_shapes=True)
+    assert cause is not None and cause.key.ops == ["aten::histc"]
+    cause = uncompiled(ran, set(), value_shapes=False)
+    assert cause is not None and set(cause.key.ops) == {"aten::histc", "aten::nonzero", "aten::median"}
+    assert uncompiled([(1, {"aten::histc"})], set(), value_shapes=False) is None  # warm-up only
