@@ -32,10 +32,8 @@ NO_FIXTURE_YET = {
     "cpu_fallback": "an op without an XLA lowering that compiles a new graph after warm-up (tests/scenarios only)",
     "dynamo_sync": "torch.compile's own sync compiling after warm-up (the dynamo runs compile at its tracing reads)",
     "eval_graph_size": "a file recorded without backward-pass counts (older recorders): the corpus has none",
-    "graph_grows": "a list of device tensors stacked at a barrier (growing_list stacks it at a read)",
     "joined_pass": "an eval pass with no barrier of its own, run inside the next training step",
     "library_call": "a library call's own compile around a read, outside a known mechanism",
-    "no_host_input": "a new graph in a step with no input from the host (a cache grown with torch.cat)",
     "read_after_data_dependent_op": "a read after a value-dependent op, in the same step, that compiled",
     "unknown": "a compile mid-step outside any read: none in the corpus",
 }
