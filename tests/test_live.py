@@ -355,7 +355,8 @@ def test_a_steps_several_barriers_share_its_ordinal_as_in_the_analysis(tmp_path:
     said: list[str] = []
     live = LiveNotices(0.0, said.append)
     live.feed(recs)
-    assert said == ["xprof: step 2 recompiled: input_ids took shape [8, 26] (first seen); 1 recompile so far, 1.0 s"]
+    assert said == ["xprof: step 2 recompiled: input_ids took shape [8, 26] (first seen): padded per batch (3 sizes "
+                    "of dim 1 so far); 1 recompile so far, 1.0 s"]
 
     writer = RunWriter(str(tmp_path / "run.json"), {"xprof_version": "0.1.0", "meta": {}})
     writer.write_many(recs)

@@ -131,11 +131,6 @@ EXPLAINED = frozenset(n for n, u in UNITS.items() if u.explained)
 """Causes whose notice adds ``--explain``'s line when the step's new graph was compared."""
 
 
-def unit(name: str) -> CauseUnit | None:
-    """A cause's unit (None for a name no unit has: ``abstain``, or an older file's)."""
-    return UNITS.get(name)  # type: ignore[call-overload]
-
-
 def clause(cause: Cause, step: StepFacts, walk: Walk) -> str | None:
     """What a live notice says of a barrier compile's cause, or None to say nothing: a cause
     that is information in the report (warm-up, an eval pass's own graphs, a step closure's

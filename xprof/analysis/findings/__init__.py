@@ -393,7 +393,8 @@ def _shape_and_kinds(run: _Run, c0: Cause, ks: list[int], rows: pd.DataFrame) ->
     second = [n for n, k in enumerate(ks) if run.causes[k].rule == "second_of_kind"]
     if not second:
         return shape_finding(c0, ks, run.causes, rows, run.steps, run.series_index(), run.ordinal_of, run.steady)
-    own = [n for n in range(len(ks)) if n not in set(second)]
+    at_second = set(second)
+    own = [n for n in range(len(ks)) if n not in at_second]
     f = shape_finding(c0, [ks[n] for n in own], run.causes, rows.iloc[own], run.steps, run.series_index(),
                        run.ordinal_of, run.steady)
     extra = rows.iloc[second]

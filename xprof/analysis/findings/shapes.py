@@ -17,6 +17,7 @@ from xprof.diagnosis.cause import FIRST_STEP_ONLY, Cause, CauseName
 from xprof.diagnosis.evidence import bucket_step, of_other_kinds
 from xprof.diagnosis.keys import FindingKey
 from xprof.diagnosis.patterns import bucketing_what_if, describe_period
+from xprof.diagnosis.rules.shapes import shape_kind
 from xprof.diagnosis.signatures import Shardings, Signature, no_sharding
 from xprof.diagnosis.terms import SETTLED_AFTER
 from xprof.runfile import base_input_name
@@ -145,28 +146,17 @@ def _shape_change(name: str, series: Series, srcs: set[str]) -> _ShapeChange:
     one: a partial batch), one other dim a padded length, several a resize; then what is not a
     batch of rows after all (no other input shares its dim 0) is a size of its own."""
     shapes = series.shapes()
-    rank = max((len(s) for s in shapes), default=0)
-    ch = _ShapeChange(name, series, shapes, [d for d in range(rank) if len({s[d] for s in shapes if len(s) > d}) > 1])
-    if ch.varying == [0]:
-        ch.dim = 0
-        counts = series.value_counts(0)
-        mode = counts.most_common(1)[0][0]
-        minority = sorted(v for v in counts if v != mode)
+    found = shape_kind(shapes, lambda: series.value_counts(0))
+    ch = _ShapeChange(name, series, shapes, found.varying, kind=found.kind, dim=found.dim, resized=found.resized,
+                      others=found.others)
+    if found.kind == "partial_batch":
+        mode = series.value_counts(0).most_common(1)[0][0]
         ch.minority_ords = series.ordinals_where(lambda s: len(s) > 0 and s[0] != mode)
-        if len(minority) == 1 and minority[0] < mode:
-            ch.kind = "partial_batch"
-            every = describe_period(ch.minority_ords)
-            ch.pattern = "the last batch of each epoch" + (f" ({every})" if every else "")
-        else:
-            ch.kind = "batch_size_change"
-    elif ch.varying:
-        ch.others = [d for d in ch.varying if d != 0] or ch.varying
-        ch.dim = max(ch.others, key=lambda d: len({s[d] for s in shapes if len(s) > d}))
-        distinct = len({s[ch.dim] for s in shapes if len(s) > ch.dim})
-        # Several dims changing together (an image's height and width: multi-scale training,
-        # random resized crops) is a size, not padding: one varying dim is a padded length.
-        ch.resized = len([d for d in ch.others if d != 0]) >= 2
-        ch.kind = "dynamic_padding" if distinct >= 3 and not ch.resized else "shape_change"
+        every = describe_period(ch.minority_ords)
+        ch.pattern = "the last batch of each epoch" + (f" ({every})" if every else "")
+    elif found.kind == "batch_size_change":
+        mode = series.value_counts(0).most_common(1)[0][0]
+        ch.minority_ords = series.ordinals_where(lambda s: len(s) > 0 and s[0] != mode)
     _not_a_batch(ch, srcs)
     return ch
 

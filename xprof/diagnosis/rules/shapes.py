@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
 from xprof.diagnosis.cause import FIRST_STEP_ONLY, Cause, CauseName
 from xprof.diagnosis.evidence import added_inputs, listed_inputs, micro_batch_change
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import FindingKey
 from xprof.diagnosis.notices import clean
+from xprof.diagnosis.patterns import Shape
 from xprof.diagnosis.signatures import closest, fmt_shape, no_sharding, shape_map
 from xprof.diagnosis.unit import CauseUnit
 from xprof.runfile import base_input_name
@@ -134,6 +139,62 @@ def _sharding_cause(sig_id: int, walk: Walk) -> Cause | None:
     return None
 
 
+class ShapeKind(NamedTuple):
+    """Which kind of change an input's shapes show (:func:`shape_kind`)."""
+
+    kind: str
+    """``partial_batch``, ``batch_size_change``, ``dynamic_padding`` or ``shape_change``."""
+    dim: int | None
+    varying: list[int]
+    """The dims that took more than one size."""
+    others: list[int]
+    """The varying dims other than 0 (or all of them, when only 0 varies among several)."""
+    resized: bool
+    """Several dims other than 0 changed together (an image's height and width): a size, not padding."""
+
+
+def shape_kind(shapes: Sequence[Shape], dim0_counts: Callable[[], Counter[int]]) -> ShapeKind:
+    """The kind of change in an input's distinct shapes (``dim0_counts``: how many steps had
+    each size of dim 0, asked for only when dim 0 alone varies): dim 0 alone is a batch size
+    (one smaller size than the usual one: a partial batch), one other dim with three sizes or
+    more a padded length, several dims together a resize. The report corrects it with what
+    the whole run shows (no other input sharing the rows: a size of its own)."""
+    rank = max((len(s) for s in shapes), default=0)
+    varying = [d for d in range(rank) if len({s[d] for s in shapes if len(s) > d}) > 1]
+    if varying == [0]:
+        counts = dim0_counts()
+        mode = counts.most_common(1)[0][0]
+        minority = sorted(v for v in counts if v != mode)
+        kind = "partial_batch" if len(minority) == 1 and minority[0] < mode else "batch_size_change"
+        return ShapeKind(kind, 0, varying, [], False)
+    if not varying:
+        return ShapeKind("shape_change", None, varying, [], False)
+    others = [d for d in varying if d != 0] or varying
+    dim = max(others, key=lambda d: len({s[d] for s in shapes if len(s) > d}))
+    distinct = len({s[dim] for s in shapes if len(s) > dim})
+    resized = len([d for d in others if d != 0]) >= 2
+    return ShapeKind("dynamic_padding" if distinct >= 3 and not resized else "shape_change", dim, varying, others,
+                     resized)
+
+
+def _kind_so_far(name: str, walk: Walk) -> tuple[ShapeKind, list[Shape]] | None:
+    """The live side's reading of an input's shapes so far (the signatures the walk knows),
+    with those shapes."""
+    shapes = list(dict.fromkeys(shape for sig in walk.sigs.values() for n, shape, *_ in sig
+                                if base_input_name(n) == name))
+    if len(shapes) < 3:
+        return None
+
+    def counts() -> Counter[int]:
+        out: Counter[int] = Counter()
+        for sid, sig in walk.sigs.items():
+            steps = (walk.sig_runs.get(sid) or [1])[0] or 1
+            out.update({shape[0]: steps for n, shape, *_ in sig if base_input_name(n) == name and shape})
+        return out
+
+    return shape_kind(shapes, counts), shapes
+
+
 def shape_notice(cause: Cause, step: StepFacts, walk: Walk) -> str:
     name = clean(cause.input or "?", 60)
     if cause.key.group == "micro":
@@ -144,6 +205,10 @@ def shape_notice(cause: Cause, step: StepFacts, walk: Walk) -> str:
     if cause.new is None:
         return "the input shapes changed"
     seen = ", which only the one-off first step had" if cause.first_step_only else " (first seen)"
+    d = cause.dim
+    found = _kind_so_far(cause.input or "", walk) if d is not None else None
+    if d is not None and found is not None and found[0].kind == "dynamic_padding" and found[0].dim == d:
+        seen += f": padded per batch ({len({s[d] for s in found[1] if len(s) > d})} sizes of dim {d} so far)"
     return f"{name} took shape {fmt_shape(cause.new)}{seen}"
 
 
