@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xprof.analysis.findings import _train_steps_before
+from xprof.analysis.findings import train_steps_before
 from xprof.analysis.tables import _nullable_ints
 from xprof.diagnosis.patterns import bucket, bucketing_what_if
 from xprof.runcolumns import int_column
@@ -53,7 +53,7 @@ def test_what_if_counts_match_per_step(lengths: list[int], each: float, current:
 def test_train_steps_before_matches_counting(starts: list[int], evals: list[int]) -> None:
     eval_ords = set(evals)
     expected = [sum(1 for o in range(r) if o not in eval_ords) for r in starts]
-    assert _train_steps_before(starts, sorted(eval_ords)) == expected
+    assert train_steps_before(starts, sorted(eval_ords)) == expected
 
 
 @settings(max_examples=300, deadline=None)
@@ -178,14 +178,14 @@ def test_shape_series_per_signature_matches_step_by_step(rows: list[tuple[int, i
                                                          sig_inputs: dict[int, list[tuple[str, list[int]]]]) -> None:
     from collections import Counter
 
-    from xprof.analysis.findings import _Series
+    from xprof.analysis.findings import Series
 
     sigs = {k: tuple((n, tuple(shape), "f32", "batch") for n, shape in v) for k, v in sig_inputs.items()}
     steps = pd.DataFrame({"sig": pd.array([r[0] for r in rows], dtype="Int64"),
                           "ordinal": [r[1] for r in rows], "work": [r[2] for r in rows]})
     series = [(o, shape) for s, o, w in rows if w and o >= 1  # the step-by-step list it replaced
               for n, shape, _, _ in sigs.get(s, ()) if n.split("#")[0] == "x"]
-    got = _Series.of("x", steps, sigs)
+    got = Series.of("x", steps, sigs)
     want_shapes: list[tuple[int, ...]] = []
     for _, shape in series:
         if shape not in want_shapes:

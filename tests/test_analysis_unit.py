@@ -10,8 +10,8 @@ import pytest
 
 from tests.corpus.verdicts import notices_outside
 from xprof.analysis import analyze
-from xprof.analysis.findings import sync_kind
 from xprof.diagnosis.patterns import bucketing_what_if, describe_period, period
+from xprof.diagnosis.rules.reads import sync_kind
 from xprof.runfile import RunWriter, load_run
 
 T0 = 1_000_000.0
@@ -418,16 +418,16 @@ _BERT_GUARDS = [{"func": "wrapper", "file": "transformers/utils/generic.py", "li
 
 
 def test_each_dynamo_recompile_is_explained_by_its_entrys_first_failure() -> None:
-    from xprof.analysis.findings import _commonest_guard, _first_failures
+    from xprof.analysis.findings import commonest_guard, first_failures
 
-    firsts = [r for _, r in _first_failures(_BERT_GUARDS)]
+    firsts = [r for _, r in first_failures(_BERT_GUARDS)]
     assert [r.split(":")[0] for r in firsts] == ["0/0", "0/1", "0/2", "0/3"]  # one per recompile
     assert firsts[1].endswith("expected 12, actual 17") and firsts[3].endswith("expected 23, actual 30")
-    kind, example, count = _commonest_guard(firsts)
+    kind, example, count = commonest_guard(firsts)
     # the padding, not the one-off problem_type guard that is listed first and repeats
     assert count == 3 and "size mismatch at index #" in kind and example == firsts[3]
     # reasons without a compile id (older torch) are each kept
-    assert [r for _, r in _first_failures([{"reasons": ["a", "a", "b"]}])] == ["a", "a", "b"]
+    assert [r for _, r in first_failures([{"reasons": ["a", "a", "b"]}])] == ["a", "a", "b"]
 
 
 def test_a_size_no_other_input_shares_is_no_batch_size_and_no_tokenizer_padding(tmp_path: Path) -> None:
@@ -492,7 +492,7 @@ def test_a_read_compiling_again_within_a_warm_up_step_is_its_own_cost(tmp_path: 
             "fixed shapes and graphs would not pay (all of them compiled inside host reads in the first 2 "
             "steps: graphs the reads needed, not the step).") in headline(a)
     # several values read at one line (a check over each parameter) do not grow: warm-up
-    from xprof.analysis.causes import growing_reads
+    from xprof.diagnosis.walk import growing_reads
 
     assert growing_reads([(5, n) for n in (40, 39, 37, 36)]) == set()
     assert growing_reads([(5, n) for n in (25, 31, 31, 37)]) == {5}
@@ -626,7 +626,7 @@ def test_reads_made_inside_ops_are_counted_from_the_transfers(tmp_path: Path) ->
 
 
 def test_two_value_dependent_shapes_in_the_same_steps_say_so() -> None:
-    from xprof.analysis.findings import _same_steps_value_shapes
+    from xprof.analysis.findings import same_steps_value_shapes
     from xprof.analysis.model import Finding
 
     def dd(title: str, compiles: int) -> Finding:
@@ -636,14 +636,14 @@ def test_two_value_dependent_shapes_in_the_same_steps_say_so() -> None:
 
     mask = dd("Boolean-mask indexing at det.py:22 gives a value-dependent shape every step: 13 recompiles", 13)
     nz = dd("nonzero() at det.py:23 gives a value-dependent shape every step: 0 recompiles", 0)
-    _same_steps_value_shapes([mask, nz])
+    same_steps_value_shapes([mask, nz])
     assert mask.evidence == ["nonzero() at det.py:23 has a value-dependent shape in the same steps: their "
                              "recompiles are counted here, but fixing this one alone leaves that one's"]
     assert nz.evidence[0].endswith("their recompiles are counted there; fix both")
 
 
 def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
-    from xprof.analysis.findings import _first_failures
+    from xprof.analysis.findings import first_failures
     from xprof.recorder.hooks.dynamo import _first_per_entry
 
     # 8 recompiles re-check 1 + 2 + ... + 8 entries: 36 failures, 8 of them firsts
@@ -652,20 +652,20 @@ def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
     kept = _first_per_entry(raw)
     assert len(raw) == 36 and [r.split(":")[0] for r in kept] == [f"0/{k}" for k in range(8)]
     # what the analysis reads from them is what it reads from the full list
-    assert ([r for _, r in _first_failures([{"reasons": kept}])]
-            == [r for _, r in _first_failures([{"reasons": raw}])])
+    assert ([r for _, r in first_failures([{"reasons": kept}])]
+            == [r for _, r in first_failures([{"reasons": raw}])])
     assert _first_per_entry(["a", "a"]) == ["a", "a"]  # (no compile id: each kept)
 
 
 def test_a_size_guard_names_the_input_its_dim_and_the_sizes_it_took() -> None:
-    from xprof.analysis.findings import _commonest_guard, _first_failures, _size_guard
+    from xprof.analysis.findings import commonest_guard, first_failures, size_guard
 
-    firsts = [r for _, r in _first_failures(_BERT_GUARDS)]
-    _, example, _ = _commonest_guard(firsts)
-    assert _size_guard(firsts, example) == ("input_ids", 1, [12, 17, 23, 30])
+    firsts = [r for _, r in first_failures(_BERT_GUARDS)]
+    _, example, _ = commonest_guard(firsts)
+    assert size_guard(firsts, example) == ("input_ids", 1, [12, 17, 23, 30])
     # the one-off problem_type guard is no size; a positional argument keeps dynamo's name
-    assert _size_guard(firsts, firsts[0]) is None
-    assert _size_guard(["0/0: tensor 'args[0]' size mismatch at index 0. expected 8, actual 3"],
+    assert size_guard(firsts, firsts[0]) is None
+    assert size_guard(["0/0: tensor 'args[0]' size mismatch at index 0. expected 8, actual 3"],
                        "0/0: tensor 'args[0]' size mismatch at index 0. expected 8, actual 3") == ("args[0]", 0, [8, 3])
 
 
@@ -843,14 +843,14 @@ def test_a_sync_every_4_optimizer_steps_and_the_3_left_pending(tmp_path: Path) -
 
 
 def test_a_size_guard_is_quoted_over_a_grad_mode_guard_on_a_tie() -> None:
-    from xprof.analysis.findings import _commonest_guard
+    from xprof.analysis.findings import commonest_guard
 
     reasons = ["0/0: tensor 'x' size mismatch at index 0. expected 16, actual 6",
                "0/1: GLOBAL_STATE changed: grad_mode "]
-    assert "size mismatch" in _commonest_guard(reasons)[1]
-    assert "size mismatch" in _commonest_guard(list(reversed(reasons)))[1]
+    assert "size mismatch" in commonest_guard(reasons)[1]
+    assert "size mismatch" in commonest_guard(list(reversed(reasons)))[1]
     # More grad-mode failures than size ones: the count still decides.
-    assert "grad_mode" in _commonest_guard([*reasons, "0/2: GLOBAL_STATE changed: grad_mode "])[1]
+    assert "grad_mode" in commonest_guard([*reasons, "0/2: GLOBAL_STATE changed: grad_mode "])[1]
 
 
 def test_a_short_accumulation_window_is_named_as_such(tmp_path: Path) -> None:
@@ -887,7 +887,7 @@ def test_a_graph_that_lost_an_input_names_the_baked_in_scalar(tmp_path: Path) ->
 def test_a_guard_on_a_python_number_gets_the_tensor_advice() -> None:
     import pandas as pd
 
-    from xprof.analysis.findings import _dynamo_finding, _first_failures
+    from xprof.analysis.findings import dynamo_finding, first_failures
     from xprof.diagnosis.cause import Cause
     from xprof.diagnosis.keys import FindingKey
 
@@ -897,10 +897,10 @@ def test_a_guard_on_a_python_number_gets_the_tensor_advice() -> None:
         f"0/{k}: step == {k}                                    "
         "# scale = 1.0 + 0.01 * step  # u/train.py:15 in forward"
         for k_max in range(1, 7) for k in reversed(range(k_max))]}]
-    firsts = [r for _, r in _first_failures(guards)]
+    firsts = [r for _, r in first_failures(guards)]
     assert firsts[-1] == "0/5: step == 5"  # the source comment left out
     rows = pd.DataFrame({"ms": [350.0], "step": [9]})
-    f = _dynamo_finding(FindingKey("dynamo"), Cause("dynamo", FindingKey("dynamo")), rows, pd.DataFrame(), guards)
+    f = dynamo_finding(FindingKey("dynamo"), Cause("dynamo", FindingKey("dynamo")), rows, pd.DataFrame(), guards)
     assert "6 of 6 dynamo retraces: 0/5: step == 5)" in f.title
     assert "specialized on the Python number step" in f.advice and "torch.tensor(value" in f.advice
 

@@ -31,40 +31,22 @@ MAX_FUNCTION_LINES = 80
 
 KNOWN_LONG: dict[str, str] = {
     # "path:function" (or "path" for a module) -> the branch that brings it under the limit.
-    "xprof/diagnosis/patterns.py:bucketing_what_if": "unit35 (issue 35: a cause is one unit)",
-    "xprof/report/prose.py:headline": "unit35 (issue 35: a cause is one unit)",
-    "xprof/report/plots.py:timeline_figure": "unit35 (issue 35: a cause is one unit)",
     "xprof/cli/commands_compare.py:compare": "issue 38's branch (the time gate)",
     "xprof/recorder/core.py:__init__": "issue 38's branch (a stalled disk)",
 }
 
 KNOWN_PRIVATE_IMPORTS: dict[str, str] = {
     # An importing module -> the branch that makes what it shares public (or keeps it in one
-    # module). The findings package's split left its modules importing each other's _names.
-    "xprof/analysis/findings/__init__.py": "unit35 (issue 35; issue 38 item 6)",
-    "xprof/analysis/findings/barriers.py": "unit35 (issue 35; issue 38 item 6)",
-    "xprof/analysis/findings/fallback.py": "unit35 (issue 35; issue 38 item 6)",
-    "xprof/analysis/findings/graphs.py": "unit35 (issue 35; issue 38 item 6)",
-    "xprof/analysis/findings/library.py": "unit35 (issue 35; issue 38 item 6)",
-    "xprof/analysis/findings/reads.py": "unit35 (issue 35; issue 38 item 6)",
-    "xprof/analysis/findings/shapes.py": "unit35 (issue 35; issue 38 item 6)",
+    # module).
 }
 
 KNOWN_SHIMS: dict[str, str] = {
     # A module (not a package's __init__) that re-exports names it imports (``x as x``, or
     # in its __all__) -> the branch that moves their users to the owner and drops it.
-    "xprof/analysis/causes.py": "unit35 (issue 35: the re-export shims go)",
-    "xprof/analysis/model.py": "unit35 (issue 35: the re-export shims go)",
-    "xprof/report/fmt.py": "unit35 (report/prose.py and plots.py call fmt.plural: xprof.words.plural)",
-    "xprof/recorder/live.py": "unit35 (its __all__ hands on clean)",
 }
 
 KNOWN_NOT_FROM_THE_OWNER: dict[str, str] = {
     # A module that takes a name from a module that only imported it -> the branch fixing it.
-    **{f"xprof/analysis/findings/{m}.py": "unit35 (issue 35: names from analysis.causes/model's shims)"
-       for m in ("__init__", "barriers", "dynamo", "fallback", "graphs", "reads", "series", "shapes")},
-    "xprof/report/prose.py": "unit35 (fmt.plural, and model's MINOR_SHARE and WARMUP_STEPS)",
-    "xprof/report/plots.py": "unit35 (fmt.plural)",
     "xprof/recorder/core.py": "issue 38's branch (m.UNCACHED, m.CACHED, m.REPLICATED: from xprof.runfile)",
 }
 

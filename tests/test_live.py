@@ -18,7 +18,9 @@ import pytest
 
 import xprof
 from xprof.analysis import analyze
-from xprof.recorder.live import LiveNotices, clean, read_label
+from xprof.diagnosis.notices import clean
+from xprof.diagnosis.rules.reads import read_label
+from xprof.recorder.live import LiveNotices
 from xprof.runfile import load_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -353,7 +355,8 @@ def test_a_steps_several_barriers_share_its_ordinal_as_in_the_analysis(tmp_path:
     said: list[str] = []
     live = LiveNotices(0.0, said.append)
     live.feed(recs)
-    assert said == ["xprof: step 2 recompiled: input_ids took shape [8, 26] (first seen); 1 recompile so far, 1.0 s"]
+    assert said == ["xprof: step 2 recompiled: input_ids took shape [8, 26] (first seen): padded per batch (3 sizes "
+                    "of dim 1 so far); 1 recompile so far, 1.0 s"]
 
     writer = RunWriter(str(tmp_path / "run.json"), {"xprof_version": "0.1.0", "meta": {}})
     writer.write_many(recs)
@@ -559,7 +562,7 @@ def test_a_read_every_step_is_counted_not_stored() -> None:
     said: list[str] = []
     live = LiveNotices(0.0, said.append)
     live.feed(_one_read_a_step(300, "losses.append(loss.item())", lambda i: True))
-    assert live._site_steps == {0: (0, 299, 300)}
+    assert live._sites._steps == {0: (0, 299, 300)}
     assert said == ["xprof: step 2: loss.item() at train.py:88 forces a host sync (every step so far)"]
 
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from xprof.analysis import analyze
 from xprof.analysis.findings import series as series_module
-from xprof.analysis.findings.series import SeriesIndex, _Series
+from xprof.analysis.findings.series import Series, SeriesIndex
 from xprof.diagnosis.evidence import added_inputs, micro_batch_change
 from xprof.diagnosis.signatures import SigIndex, Signature, _sig_distance, closest, shape_map
 from xprof.runcolumns import load_columns
@@ -69,7 +69,7 @@ def test_signature_index_with_a_dim_that_is_no_int() -> None:
     assert index.distances(sig).tolist() == _distances_by_loop(sig, previous)
 
 
-def _series_by_loop(name: str, steps: pd.DataFrame, sigs: dict[int, Signature]) -> _Series:
+def _series_by_loop(name: str, steps: pd.DataFrame, sigs: dict[int, Signature]) -> Series:
     """The series as it was built before the index: every signature read for each input."""
     shape_of = {sig_id: [shape for n, shape, _, _ in inputs if base_input_name(n) == name]
                 for sig_id, inputs in sigs.items()}
@@ -88,10 +88,10 @@ def _series_by_loop(name: str, steps: pd.DataFrame, sigs: dict[int, Signature]) 
                 & (steps["ordinal"].to_numpy() == 0))
     first_sig = sig_col.to_numpy(dtype=np.int64, na_value=-1)[at_first]
     first = shape_of.get(int(first_sig[0]), []) if len(first_sig) else []
-    return _Series(ords[has], codes[has], groups, rests, first)
+    return Series(ords[has], codes[has], groups, rests, first)
 
 
-def _answers(s: _Series) -> list[Any]:
+def _answers(s: Series) -> list[Any]:
     """Everything a shape finding asks of a series."""
     out: list[Any] = [s.shapes(), s.rows_shared(), s.other_free_size(), s.ords.tolist()]
     for dim in range(3):

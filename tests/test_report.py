@@ -295,7 +295,7 @@ def test_a_run_with_no_steps_still_renders(tmp_path: Path) -> None:
 
 
 def test_every_finding_cause_has_a_label_and_a_colour() -> None:
-    from xprof.analysis.model import FINDING_CAUSES
+    from xprof.diagnosis.registry import FINDING_CAUSES
     from xprof.report.prose import CAUSE_COLORS, CAUSE_LABELS
 
     assert "eager_mode" in FINDING_CAUSES and "warmup" not in FINDING_CAUSES

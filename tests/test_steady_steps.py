@@ -180,7 +180,7 @@ def test_live_notices_take_the_steady_path_and_say_the_same(tmp_path: Path, monk
     taken += sum(1 for r in fed if r.get("type") == "step")
     assert taken >= 10  # steady steps that took the short path
     assert fast.said == full.said
-    keep = ("_recompiles", "_recompile_s", "_graphs", "_eager_said")
+    keep = ("_recompiles", "_recompile_s", "_eager")
     assert {k: getattr(fast, k) for k in keep} == {k: getattr(full, k) for k in keep}
     assert (fast._at.k, fast._at.work, fast.walk.seen_sigs, fast.walk.seen_keys) == (
         full._at.k, full._at.work, full.walk.seen_sigs, full.walk.seen_keys)

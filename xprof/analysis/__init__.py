@@ -17,14 +17,15 @@ from xprof.analysis import findings as _findings
 from xprof.analysis import steps as _steps
 from xprof.analysis import tables
 from xprof.analysis.findings import explained as _explained
-from xprof.analysis.model import CAUSES, Analysis, Finding, Totals, unmeasured
-from xprof.diagnosis.cause import Cause
+from xprof.analysis.model import Analysis, Finding, Totals, unmeasured
+from xprof.diagnosis.cause import Cause, CauseName
+from xprof.diagnosis.rules.reads import sync_kind
 from xprof.diagnosis.terms import MINOR_SHARE, WARMUP_STEPS
 from xprof.runcolumns import ColumnRun, RunColumns, columns_of, load_columns
 from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter
 from xprof.words import plural
 
-__all__ = ["CAUSES", "WARMUP_STEPS", "Analysis", "Finding", "Totals", "analyze", "analyze_path"]
+__all__ = ["WARMUP_STEPS", "Analysis", "Finding", "Totals", "analyze", "analyze_path"]
 
 
 def analyze_path(path: str) -> Analysis:
@@ -70,6 +71,7 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
     specs = _causes.shardings(inputs)
     found = _causes.attribute(steps, compiles, syncs, sigs, run.sites, specs)
     compiles["cause"] = [c.cause for c in found]
+    compiles["rule"] = [c.rule for c in found]
     compiles["finding"] = [str(c.key) for c in found]
     compiles["input"] = [c.input for c in found]
     compiles["sig"] = rows_of.column_at("sig", compiles["step"].to_numpy()) if len(
@@ -78,7 +80,7 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
     steps["cause"] = rows_of.spread(first_cause, "")
     sync_exec_ms, sync_exec_n = tables.sync_executions(executions, syncs, steps)
     if len(syncs):
-        syncs["kind"] = [_findings.sync_kind(a, c, v if isinstance(v, str) else None)
+        syncs["kind"] = [sync_kind(a, c, v if isinstance(v, str) else None)
                          for a, c, v in zip(syncs["access"], syncs["code"], syncs["via"])]
         syncs["exec_ms"] = sync_exec_ms
         syncs["saved_ms"] = tables.sync_savings(executions, syncs, steps)
@@ -104,9 +106,9 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
     # of every step, which a short run's warm-up compiles hide: it is measured against the
     # time past warm-up's compiles. A finding whose time lost is not measured is never minor
     # (model.unmeasured).
-    warm_s = float(compiles.loc[compiles["cause"] == "warmup", "ms"].sum()) / 1e3 if len(compiles) else 0.0
+    warm_s = float(compiles.loc[compiles["cause"] == CauseName.WARMUP, "ms"].sum()) / 1e3 if len(compiles) else 0.0
     for f in findings:
-        per_step = f.cause == "implicit_sync" and f.pattern == "every step" and f.execute_seconds > 0
+        per_step = f.cause == CauseName.IMPLICIT_SYNC and f.pattern == "every step" and f.execute_seconds > 0
         base = max(totals.wall_seconds - warm_s, 0.0) if per_step else totals.wall_seconds
         f.minor = f.seconds < MINOR_SHARE * base and not unmeasured(f)
     notes = _notes(run, steps, syncs, totals, cols.dropped)
@@ -263,7 +265,7 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     ordinal = steps["ordinal"].to_numpy()
     n_work = _steps.training_steps(steps) + (run.end.tail_opt if run.end is not None and _tail_step(run) else 0)
     graph_barriers = int(work.sum())
-    warm = sum(1 for c in found if c.cause == "warmup")
+    warm = sum(1 for c in found if c.cause == CauseName.WARMUP)
     # Compiles without a recorded event (the CompileTime ring dropped it) count as recompiles
     # only when they happened after warm-up.
     missing = max(uncached - len(compiles), 0)

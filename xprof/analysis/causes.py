@@ -18,22 +18,15 @@ import pandas as pd
 from xprof.analysis.steps import eval_pass_ids, training_barrier_sites
 from xprof.analysis.tables import fallback_rows, live_reads
 from xprof.diagnosis import walk as _walk
-from xprof.diagnosis.cause import FIRST_STEP_ONLY as FIRST_STEP_ONLY
-from xprof.diagnosis.cause import Cause
+from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.facts import CompileFacts, Read, StepFacts, Walk, WholeRun
-from xprof.diagnosis.keys import EVAL_KEY, FindingKey
-from xprof.diagnosis.mechanisms import call_key, loop_lines, mechanisms_through, own_barrier
+from xprof.diagnosis.mechanisms import call_key, loop_lines
 from xprof.diagnosis.patterns import Shape
+from xprof.diagnosis.rules.graphs import grown
+from xprof.diagnosis.rules.passes import PassBarrier, eval_pass_owners
 from xprof.diagnosis.signatures import Shardings, Signature
-from xprof.diagnosis.signatures import no_sharding as no_sharding
-from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, GROWING_GRAPHS, WARMUP_STEPS
+from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, WARMUP_STEPS
 from xprof.runfile import Site
-from xprof.runfile import base_input_name as base_input_name
-
-DATA_DEPENDENT_ACCESS = DATA_DEPENDENT_ACCESSES
-growing_reads = _walk.growing_reads
-
-__all__ = ["FIRST_STEP_ONLY", "Cause", "Shardings", "Signature", "attribute", "base_input_name", "no_sharding"]
 
 
 def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
@@ -75,7 +68,7 @@ def _debug_evidence(causes: list[Cause], compiles: pd.DataFrame) -> None:
     """What torch_xla's debug output said of a compile no rule explained."""
     for cause, reason, where in zip(causes, _column(compiles, "debug_reason", None),
                                     _column(compiles, "debug_where", None)):
-        if cause.cause == "unknown" and reason:
+        if cause.cause == CauseName.UNKNOWN and reason:
             cause.evidence = f"{cause.evidence}; torch_xla says: \"{reason}\"" + (f" at {where}" if where else "")
 
 
@@ -124,7 +117,7 @@ def _walk_of(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame, s
         walk.first_in_train_mode = int(steps["i"].to_numpy()[in_train_mode][0])
     sites_by_step = {step: frozenset(r.site for r in found) for step, found in reads.items()}
     walk.whole = WholeRun(
-        eval_owner=_eval_pass_owners(steps, sites_by_step, walk),
+        eval_owner=eval_pass_owners(_eval_passes(steps, sites_by_step), walk),
         grown=_growing_graphs(steps, compiles, walk.train_nodes),
         fallback_calls=_fallback_calls(steps, live_reads(syncs), sites, walk.loops),
         entry_sig=_compile_entry_sigs(steps),
@@ -208,57 +201,27 @@ def _rows_that_matter(steps: pd.DataFrame, compiled: set[int], read: set[int],
         first = ~pd.Series(values[among]).duplicated(keep="first").to_numpy()
         rows = np.flatnonzero(among)
         matter[rows[first]] = True
+    # a signature's second training step (sig_runs: a kind of batch's second step)
+    rows = np.flatnonzero(trained)
+    matter[rows[pd.Series(sig[trained]).groupby(sig[trained], dropna=True).cumcount().to_numpy() == 1]] = True
     return matter, prev
 
 
 
-def _eval_pass_owners(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[int]],
-                      walk: Walk) -> dict[int, Cause]:
-    """One owner per eval pass: the library mechanism that ran it, else the plain eval pass.
-
-    A pass is a run of consecutive barriers outside training steps (eval and empty ones)
-    with at least one eval barrier. Its compiles are the evaluation's whatever their input
-    shapes (an eval pass has batches of its own); which mechanism drove it is read from the
-    barriers' and the reads' sites anywhere in the pass (the HF Trainer's evaluation_loop).
-    """
-    owners: dict[int, Cause] = {}
+def _eval_passes(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[int]]) -> list[list[PassBarrier]]:
+    """The run's eval passes (:func:`~xprof.analysis.steps.eval_pass_ids`), each its barriers
+    in order, for :func:`~xprof.diagnosis.rules.passes.eval_pass_owners`."""
     ids = eval_pass_ids(steps)
     rows = np.flatnonzero(ids >= 0)
     if not len(rows):
-        return owners  # no eval barrier, no pass (and no walk over a long run's steps)
+        return []  # no eval barrier, no pass (and no walk over a long run's steps)
     site_col = _optional_ints(steps["site"].iloc[rows])
     step_ids = steps["i"].to_numpy()[rows].tolist()
-    by_pass: dict[int, list[int]] = {}
+    by_pass: dict[int, list[PassBarrier]] = {}
     for k, pass_id in enumerate(ids[rows].tolist()):
-        by_pass.setdefault(pass_id, []).append(k)
-    for ks in by_pass.values():
-        owner: Cause | None = None
-        for k in ks:
-            barrier_site = site_col[k]
-            for site in ([barrier_site] if barrier_site is not None else []) + sorted(
-                    sites_by_step.get(int(step_ids[k]), frozenset())):
-                # (anywhere on the site's way: generate()'s reads inside the Trainer's evaluation)
-                mech = next((m for m in mechanisms_through(walk.sites.get(site)) if m.evaluates), None)
-                if mech is not None:
-                    owner = Cause("library", FindingKey.parse(mech.key), site=site, evidence=(
-                        f"{mech.what} ran this eval pass (its barriers and reads go through it)"))
-                    break
-            if owner is not None:
-                break
-        for k in ks:
-            asked = site_col[k]
-            asker = walk.sites.get(asked) if asked is not None else None
-            if (owner is None and asked is not None and own_barrier(asker) and asker is not None
-                    and (asker.file, asker.line) not in walk.loops):
-                # A library call's own sync after the pass's batches (xm.mesh_reduce's
-                # rendezvous): its graphs are the call's, not the evaluation's.
-                owners[int(step_ids[k])] = Cause("implicit_sync", FindingKey.sync(asked), site=asked, evidence=(
-                    f"{asker.via if asker else '?'} asked for this barrier itself and ran a graph of its own"))
-                continue
-            owners[int(step_ids[k])] = owner or Cause("graph_change", EVAL_KEY, evidence=(
-                "compiled in an eval pass (no optimizer step or backward pass; grad off or the "
-                "model in eval mode)"))
-    return owners
+        step = int(step_ids[k])
+        by_pass.setdefault(pass_id, []).append(PassBarrier(step, site_col[k], sites_by_step.get(step, frozenset())))
+    return list(by_pass.values())
 
 
 def _optional_ints(column: pd.Series) -> list[int | None]:
@@ -295,19 +258,7 @@ def _growing_graphs(steps: pd.DataFrame, compiles: pd.DataFrame,
         sig = sig_col.iat[row]
         if phase[row] == "train" and work[row] and not pd.isna(sig) and ordinal[row] >= WARMUP_STEPS:
             by_sig.setdefault(int(sig), []).append((int(step), int(nodes)))
-    out: dict[tuple[int, int], list[int]] = {}
-    for seq in by_sig.values():
-        run: list[tuple[int, int]] = []
-        top = train_nodes
-        for step, nodes in seq:
-            if nodes <= top:
-                break
-            run.append((step, nodes))
-            top = nodes
-        if len(run) >= GROWING_GRAPHS:
-            sizes = [n for _, n in run]
-            out.update({key: sizes for key in run})
-    return out
+    return grown(by_sig, train_nodes)
 
 
 
@@ -325,7 +276,7 @@ def _train_graph_nodes(steps: pd.DataFrame) -> int | None:
 def _fallback_calls(steps: pd.DataFrame, reads: pd.DataFrame, sites: dict[int, Site],
                     loops: frozenset[tuple[str, int]]) -> dict[str, tuple[str, str, int]]:
     """The CPU-fallback ops each of whose steps had reads of one library call made at a user
-    line outside the training loop's own (see :attr:`_Context.fallback_calls`)."""
+    line outside the training loop's own (see :attr:`~xprof.diagnosis.facts.WholeRun.fallback_calls`)."""
     rows = fallback_rows(steps)
     if not len(rows) or not len(reads):
         return {}

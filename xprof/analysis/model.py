@@ -12,15 +12,9 @@ from typing import Any
 import pandas as pd
 
 from xprof.analysis.tables import live_reads
-from xprof.diagnosis.keys import EAGER_KEY as EAGER_KEY
-from xprof.diagnosis.keys import EVAL_KEY as EVAL_KEY
-from xprof.diagnosis.keys import EVAL_MODE_KEY as EVAL_MODE_KEY
-from xprof.diagnosis.keys import WARMUP_KEY as WARMUP_KEY
-from xprof.diagnosis.keys import FindingKey as FindingKey
-from xprof.diagnosis.terms import GROWING_READS as GROWING_READS
-from xprof.diagnosis.terms import MINOR_SHARE as MINOR_SHARE
-from xprof.diagnosis.terms import SETTLED_AFTER as SETTLED_AFTER
-from xprof.diagnosis.terms import WARMUP_STEPS as WARMUP_STEPS
+from xprof.diagnosis.cause import CauseName
+from xprof.diagnosis.keys import FindingKey
+from xprof.diagnosis.terms import MINOR_SHARE
 from xprof.runfile import Run
 
 
@@ -35,20 +29,12 @@ def is_missing(value: Any) -> bool:
         return False
 
 
-CAUSES = ("warmup", "input_shape", "input_sharding", "implicit_sync", "data_dependent", "step_closure", "library",
-          "dynamo", "graph_change", "cpu_fallback", "unknown")
-"""Every uncached compile gets exactly one of these causes (docs/diagnosis.md)."""
-
-FINDING_CAUSES = CAUSES[1:] + ("eager_mode", "no_barrier", "split_step")
-"""What a finding can be about: the causes of compiles (never warm-up), and ``eager_mode``
-(the training step ran op by op), which costs no compile of its own."""
-
 def unmeasured(f: Finding) -> bool:
     """A finding that wants a change though its time lost is not measured: eager mode (no
     compiled step to compare with), optimizer steps that never ran (lost work), torch.compile
     giving up on a function (its uncompiled steps after that), an op on the CPU that cuts
     most steps' graph (its copies are not timed). Never minor."""
-    return f.cause == "eager_mode" or f.kind in ("never_ran", "dynamo_limit", "graph_cut")
+    return f.cause == CauseName.EAGER_MODE or f.kind in ("never_ran", "dynamo_limit", "graph_cut")
 
 
 SUMMARY_SCHEMA = "xprof-summary"
@@ -65,7 +51,7 @@ class Finding:
 
     id: str
     cause: str
-    """One of :data:`FINDING_CAUSES`."""
+    """One of :data:`xprof.diagnosis.registry.FINDING_CAUSES`."""
     kind: str
     """Finer pattern: ``dynamic_padding``, ``partial_batch``, ``batch_size_change``,
     ``shape_change``, ``sharding_change``, ``item``, ``print``, ``format``, ``tensor_condition``, ``tolist``,
@@ -147,7 +133,7 @@ class Totals:
     compiles: int
     """Uncached compiles in the run."""
     recompiles: int
-    """Uncached compiles after warm-up (see :data:`WARMUP_STEPS`)."""
+    """Uncached compiles after warm-up (see :data:`xprof.diagnosis.terms.WARMUP_STEPS`)."""
     cached_compiles: int
     distinct_graphs: int
     executions: int

@@ -27,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from xprof.diagnosis.phases import is_eval, leads_to_next_update
+
 PHASES = ("train", "eval", "dynamo", "empty")
 
 
@@ -40,8 +42,11 @@ def assign(steps: pd.DataFrame) -> None:
     opt = steps["opt"].to_numpy(dtype=np.int64) if "opt" in steps else np.zeros(n, dtype=np.int64)
     nograd = steps["nograd"].to_numpy(dtype=bool) if "nograd" in steps else np.zeros(n, dtype=bool)
     backward = steps["backward"].to_numpy(dtype=np.int64) > 0 if "backward" in steps else None
-    if "eval_mode" in steps and backward is not None:
-        nograd = (nograd | steps["eval_mode"].to_numpy(dtype=bool)) & ~backward
+    # (files recorded before backward passes were counted: grad mode alone tells eval)
+    bw = backward if backward is not None else np.zeros(n, dtype=bool)
+    eval_mode = (steps["eval_mode"].to_numpy(dtype=bool) if "eval_mode" in steps and backward is not None
+                 else np.zeros(n, dtype=bool))
+    ev = is_eval(work, nograd, eval_mode, bw, opt > 0, dynamo, bool(opt.any()))
     phase = np.full(n, "empty", dtype=object)
     ordinal = np.full(n, -1, dtype=np.int64)
     if not opt.any():
@@ -62,22 +67,21 @@ def assign(steps: pd.DataFrame) -> None:
         phase[dynamo] = "dynamo"
         phase[is_opt] = "train"
         ordinal[is_opt] = k[is_opt]
-        phase[other & nograd] = "eval"
-        belongs = other & ~nograd & ((k >= 0) | is_opt.any())
+        phase[ev] = "eval"
+        belongs = other & ~ev & ((k >= 0) | is_opt.any())
         phase[belongs] = "train"
         own = np.maximum(k, 0)
         # torch_xla.compile's entry sync, like a micro-batch's backward, leads to the next
         # update: what ran since the last call (inputs moved, ops run eagerly on them) is the
         # next call's.
-        ahead = steps["barrier"].to_numpy(dtype=object) == "compile_entry" if n else np.zeros(0, dtype=bool)
-        if backward is not None:
-            ahead = ahead | backward
+        entry = steps["barrier"].to_numpy(dtype=object) == "compile_entry" if n else np.zeros(0, dtype=bool)
+        ahead = leads_to_next_update(bw, entry)
         own = np.where(ahead & (k + 1 < int(is_opt.sum())), k + 1, own)
         ordinal[belongs] = own[belongs]
         # A short no-grad pass before (nearly) every update, with a barrier of its own (a
         # teacher's forward for distillation, a target network): part of the training step it
         # leads to, not an evaluation run every step.
-        ev = phase == "eval"
+        ev = phase == "eval"  # (after the micro-batches: eval barriers only)
         n_opt = int(is_opt.sum())
         if ev.any() and n_opt >= 3:
             n_pass = int((ev & ~np.concatenate(([False], ev[:-1]))).sum())

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from xprof.comparison.metrics import Noise
 from xprof.comparison.model import PairComparison, Violation
+from xprof.diagnosis.cause import CauseName
 from xprof.words import plural
 
 
@@ -181,5 +182,5 @@ def _recompile_causes(pair: PairComparison) -> str:
 
 def _sync_sites(pair: PairComparison) -> str:
     sites = [f.cause_text() for f in pair.findings
-             if f.status in ("new", "changed") and f.cause == "implicit_sync" and f.count_delta > 0]
+             if f.status in ("new", "changed") and f.cause == CauseName.IMPLICIT_SYNC and f.count_delta > 0]
     return "; at: " + "; ".join(sites) if sites else ""

@@ -3,14 +3,39 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from xprof.diagnosis.keys import FindingKey
 from xprof.diagnosis.patterns import Shape
 
 
+class CauseName(StrEnum):
+    """Every cause a compile or a finding can have: the one spelling of each name. A member
+    is its string (``CauseName.INPUT_SHAPE == "input_shape"``), so run files, findings and the
+    JSON summary read as before; code names the member, never the bare string. Each has one
+    unit (:data:`xprof.diagnosis.registry.UNITS`)."""
+
+    WARMUP = "warmup"
+    INPUT_SHAPE = "input_shape"
+    INPUT_SHARDING = "input_sharding"
+    IMPLICIT_SYNC = "implicit_sync"
+    DATA_DEPENDENT = "data_dependent"
+    STEP_CLOSURE = "step_closure"
+    LIBRARY = "library"
+    DYNAMO = "dynamo"
+    GRAPH_CHANGE = "graph_change"
+    CPU_FALLBACK = "cpu_fallback"
+    UNKNOWN = "unknown"
+    EAGER_MODE = "eager_mode"
+    NO_BARRIER = "no_barrier"
+    SPLIT_STEP = "split_step"
+    ABSTAIN = "abstain"
+    """Live only: a rule that needs the whole run may apply, so nothing is said yet."""
+
+
 @dataclass
 class Cause:
-    cause: str
+    cause: CauseName
     key: FindingKey
     """Groups compiles into one finding."""
     input: str | None = None

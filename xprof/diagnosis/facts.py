@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from xprof.diagnosis.cause import Cause
+from xprof.diagnosis.keys import FindingKey
 from xprof.diagnosis.signatures import Shardings, SigIndex, Signature
 from xprof.runfile import Site
 
@@ -89,6 +90,8 @@ class StepFacts:
     """torch.compile's own barrier: the training step whose forward it traced."""
     new_fallback: frozenset[str] = frozenset()
     """CPU-fallback ops that ran in this step and in no step before (set by the walk)."""
+    compiled: bool = False
+    """A graph compiled at its barrier (set by the walk when it judges the step's compiles)."""
 
 
 @dataclass
@@ -114,7 +117,7 @@ class WholeRun:
 @dataclass
 class Walk:
     """What the steps walked so far have shown, and the run's dictionaries (sites, signatures)
-    as far as they are known. :func:`xprof.diagnosis.walk.causes_of` reads it;
+    as far as they are known. :func:`xprof.diagnosis.walk.judge` reads it;
     :func:`xprof.diagnosis.walk.advance` adds a step to it."""
 
     sigs: dict[int, Signature] = field(default_factory=dict)
@@ -151,6 +154,11 @@ class Walk:
     dd_leaders: dict[int, int] = field(default_factory=dict)
     """Value-dependent op sites -> the first site of their group (ops in the same steps:
     :func:`~xprof.diagnosis.mechanisms.join_dd`)."""
+    sig_runs: dict[int, list[int]] = field(default_factory=dict)
+    """Input signature -> [training steps that ran it so far, 1 when the first compiled at its
+    barrier] (a kind of batch's second step: ``rules.graphs.second_of_kind``)."""
+    shape_key: FindingKey | None = None
+    """The first input-shape finding's key (a kind's second step joins it)."""
     same_shapes: dict[Signature, list[int]] = field(default_factory=dict)
     """SPMD: signatures with the same names, shapes, dtypes and sources (they differ in sharding)."""
 

@@ -10,7 +10,8 @@ from typing import Any
 from xprof.diagnosis import walk as engine
 from xprof.diagnosis.evidence import is_own_barrier_call
 from xprof.diagnosis.facts import CompileFacts, Read, StepFacts, Walk
-from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, DATA_DEPENDENT_FALLBACKS
+from xprof.diagnosis.phases import is_eval, leads_to_next_update
+from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES
 from xprof.runfile import Compile, Step, Sync, is_fallback_counter, signature_record, site_record
 
 
@@ -42,8 +43,6 @@ class RecordFacts:
         """The host reads since the last barrier (deferred ones too)."""
         self.sizes: list[tuple[float, int]] = []
         """The latest TensorsGraphSize samples: the node count of a graph just compiled."""
-        self.sig_runs: dict[int, list[Any]] = {}
-        """Input signature -> [training steps that ran it so far, its first step compiled]."""
         self._unsized: list[tuple[float, float]] = []
         """(tb, t1) of steady barriers whose graph size was not written yet."""
         self._prev_dynamo = False
@@ -106,10 +105,10 @@ class RecordFacts:
             at.opt_seen = True
             at.k += 1
         i = at.k if at.opt_seen else at.work
-        if at.opt_seen and step.backward and not step.opt:
-            i = at.k + 1  # a micro-batch belongs to the update its gradients feed
-        eval_barrier = (work and at.opt_seen and (step.nograd or step.eval_mode) and not step.backward
-                        and not step.opt)
+        if at.opt_seen and not step.opt and leads_to_next_update(step.backward > 0, step.barrier == "compile_entry"):
+            i = at.k + 1  # a micro-batch (or torch_xla.compile's entry) belongs to the update after it
+        eval_barrier = is_eval(work, bool(step.nograd), bool(step.eval_mode), step.backward > 0, bool(step.opt),
+                               at_dynamo, at.opt_seen)
         phase = "dynamo" if at_dynamo else "eval" if eval_barrier else "train" if work else "empty"
         if work and not at_dynamo:
             at.work += 1
@@ -130,8 +129,7 @@ class RecordFacts:
             dynamo=at_dynamo or self._prev_dynamo or traced or (sig is not None and sig in self.walk.dynamo_sigs),
             barrier_site=step.site, eval_mode=step.eval_mode and phase == "train", work=work, nodes=nodes,
             pass_began=phase == "train" and step.nograd and step.backward > 0,
-            fallback=frozenset(k for k in step.counters if is_fallback_counter(k)
-                               and k not in DATA_DEPENDENT_FALLBACKS),
+            fallback=frozenset(k for k in step.counters if is_fallback_counter(k)),
             traced=traced, user_step=i, ahead=ahead)
         self._prev_dynamo = at_dynamo
         return facts
@@ -160,8 +158,6 @@ class RecordFacts:
         """The barrier is judged: add it to the walk, and start the next step."""
         engine.advance(facts, self.walk)
         steady = facts.phase == "train" and facts.work
-        if steady and facts.sig_id is not None:
-            self.sig_runs.setdefault(facts.sig_id, [0, bool(step.barrier_uncached)])[0] += 1
         if steady and facts.ordinal >= 1 and facts.nodes is None:
             self._unsized.append((step.tb, step.t1))
         if steady and facts.ordinal >= 1 and not step.eval_mode and self.walk.first_in_train_mode is None:

@@ -81,28 +81,13 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_sec
     # through every step, without a bucket() call per step and strategy.
     counts = Counter(lengths)
     used = float(sum(lengths))
-    top_of: dict[str, int] = {}
-    if with_rest and rest_dim is not None:
-        for _, key in with_rest:
-            for name, shape in key:  # type: ignore[attr-defined]
-                if name and len(shape) > rest_dim and shape[rest_dim] >= 0:
-                    top_of[name] = max(top_of.get(name, 0), shape[rest_dim])
-
-    def rest_padded(key: Hashable, m: int | None) -> Hashable:
-        if rest_dim is None:
-            return key
-        out = []
-        for name, shape in key:  # type: ignore[attr-defined]
-            if name and len(shape) > rest_dim and shape[rest_dim] >= 0:
-                v = bucket(shape[rest_dim], m) if m else top_of[name]
-                shape = shape[:rest_dim] + (v,) + shape[rest_dim + 1:]
-            out.append((name, shape))
-        return tuple(out)
+    top_of = _rest_tops(with_rest, rest_dim) if with_rest and rest_dim is not None else {}
 
     def graphs_of(padded: dict[int, int], m: int | None = None, pad_rest: bool = False) -> int:
         if not with_rest:
             return len(set(padded.values()))
-        return len({(padded.get(v, v), rest_padded(rest, m) if pad_rest else rest) for v, rest in with_rest})
+        return len({(padded.get(v, v), _rest_padded(rest, m, rest_dim, top_of) if pad_rest else rest)
+                    for v, rest in with_rest})
 
     def warm_graphs(pad: Callable[[int], int]) -> int:
         """Graphs warm-up compiles anyway: those of the warm-up steps' values, padded alike
@@ -133,6 +118,30 @@ def bucketing_what_if(lengths: Sequence[int], compile_s_each: float, current_sec
     out.append(_row(label, graphs_of({v: top for v in counts}, None, True), 1,
                     compile_s_each, current_seconds, top * len(lengths) / used - 1.0, compiles_each))
     return out
+
+
+def _rest_tops(with_rest: Collection[tuple[int, Hashable]], rest_dim: int) -> dict[str, int]:
+    """Each other input's largest size along ``rest_dim`` (what padding it to its largest gives)."""
+    top_of: dict[str, int] = {}
+    for _, key in with_rest:
+        for name, shape in key:  # type: ignore[attr-defined]
+            if name and len(shape) > rest_dim and shape[rest_dim] >= 0:
+                top_of[name] = max(top_of.get(name, 0), shape[rest_dim])
+    return top_of
+
+
+def _rest_padded(key: Hashable, m: int | None, rest_dim: int | None, top_of: dict[str, int]) -> Hashable:
+    """The other inputs' shapes (``key``: (name, shape) pairs) padded along ``rest_dim`` to a
+    multiple of ``m``, or (``m`` None) each to its largest size."""
+    if rest_dim is None:
+        return key
+    out = []
+    for name, shape in key:  # type: ignore[attr-defined]
+        if name and len(shape) > rest_dim and shape[rest_dim] >= 0:
+            v = bucket(shape[rest_dim], m) if m else top_of[name]
+            shape = shape[:rest_dim] + (v,) + shape[rest_dim + 1:]
+        out.append((name, shape))
+    return tuple(out)
 
 
 def _row(strategy: str, graphs: int, warm: int, each: float, current: float, waste: float,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xprof.diagnosis.cause import Cause
+from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.evidence import grew
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import ABSTAIN_KEY, WARMUP_KEY
@@ -44,6 +44,7 @@ def _live_read_site(c: CompileFacts) -> int | None:
 def judge(compiles: Sequence[CompileFacts], step: StepFacts, walk: Walk) -> list[Cause]:
     """The cause of each of ``compiles`` (the step's, in order), from what the walk has seen."""
     step.new_fallback = frozenset(step.fallback - walk.seen_fallback)
+    step.compiled = any(c.at == "barrier" for c in compiles)
     join_dd(walk.dd_leaders, step.dd_sites)
     warm = in_warmup(step)
     growing = growing_reads([(_live_read_site(c), c.nodes) for c in compiles if c.at == "step"]) if warm else set()
@@ -56,9 +57,11 @@ def judge(compiles: Sequence[CompileFacts], step: StepFacts, walk: Walk) -> list
             # time (an episode acted out step by step): only its first compile is warm-up's.
             first = site not in compiled
             compiled.add(site)
-            out.append(Cause("warmup", WARMUP_KEY, rule="warmup") if first else decide(c, step, walk))
+            out.append(Cause(CauseName.WARMUP, WARMUP_KEY, rule="warmup") if first else decide(c, step, walk))
         else:
-            out.append(Cause("warmup", WARMUP_KEY, rule="warmup") if warm else decide(c, step, walk))
+            out.append(Cause(CauseName.WARMUP, WARMUP_KEY, rule="warmup") if warm else decide(c, step, walk))
+    if walk.shape_key is None:
+        walk.shape_key = next((k.key for k in out if k.cause == CauseName.INPUT_SHAPE and k.key.group == "input"), None)
     return out
 
 
@@ -71,7 +74,7 @@ def decide(c: CompileFacts, step: StepFacts, walk: Walk, past: str = "") -> Caus
             continue
         if rule.whole_run and walk.whole is None:
             if rule.maybe is not None and rule.maybe(c, step, walk):
-                return Cause("abstain", ABSTAIN_KEY, rule=rule.name)
+                return Cause(CauseName.ABSTAIN, ABSTAIN_KEY, rule=rule.name)
             continue
         found = rule.decide(c, step, walk)
         if found is not None:
@@ -97,6 +100,8 @@ def advance(step: StepFacts, walk: Walk) -> None:
         walk.seen_keys.add((sig_id, step.sites))
         if step.nodes is not None:
             walk.seen_nodes.add(step.nodes)
+    if step.phase == "train" and step.work and sig_id is not None:
+        walk.sig_runs.setdefault(sig_id, [0, int(step.compiled)])[0] += 1
     walk.seen_fallback.update(step.fallback)
     if sig_id is not None and step.traced:
         walk.dynamo_sigs.add(sig_id)

@@ -6,8 +6,6 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from xprof.words import plural as plural
-
 
 def seconds(value: float | None) -> str:
     """``0.004`` -> ``4 ms``, ``12.34`` -> ``12.3 s``, ``125`` -> ``2 min 5 s``."""

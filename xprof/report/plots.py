@@ -19,8 +19,10 @@ import numpy as np
 import pandas as pd
 
 from xprof.analysis.model import Analysis, Finding, is_missing
+from xprof.diagnosis.cause import CauseName
 from xprof.report import fmt
 from xprof.report.prose import CAUSE_COLORS, cause_label
+from xprof.words import plural
 
 MAX_POINTS = 5000
 """Above this many steps the timeline shows buckets (mean and max) instead of steps."""
@@ -109,53 +111,10 @@ def _base_layout(height: int) -> dict[str, Any]:
     }
 
 
-def timeline_figure(analysis: Analysis, max_points: int = MAX_POINTS) -> dict[str, Any] | None:
-    """Compile ms (top) and execute ms (bottom) per step, every compile step marked.
-
-    Returns None when the run has no steps. ``layout.meta.bucketed`` says whether the
-    execute panel shows buckets (``bucket_size`` steps each) rather than single steps.
-    """
-    steps = analysis.steps
-    if steps is None or steps.empty or "i" not in steps:
-        return None
-    sigs = signature_texts(analysis)
-    # Column by column: a long run has a million steps, a few hundred of which compiled.
-    idx = steps["i"].to_numpy(dtype=np.int64)
-    exe = _numbers(steps, "execute_ms")
-    comp = _numbers(steps, "compile_ms")
-    unc = _numbers(steps, "uncached").astype(np.int64)
-    cause_col = steps["cause"].astype(object) if "cause" in steps else pd.Series([""] * len(steps), dtype=object)
-    cause_col = cause_col.where(cause_col.notna(), "")
-    warm = (steps["warmup"].to_numpy(dtype=bool) if "warmup" in steps
-            else (cause_col == "warmup").to_numpy(dtype=bool))
-    sig_col = steps["sig"] if "sig" in steps else pd.Series([None] * len(steps), dtype=object)
-    marked = np.flatnonzero((unc != 0) | (comp > 0))
-    causes = {int(n): str(c or "") for n, c in zip(marked.tolist(), cause_col.iloc[marked].tolist())}
-    recompiled = np.flatnonzero((unc != 0) & ~warm)
-    for n, c in zip(recompiled.tolist(), cause_col.iloc[recompiled].tolist()):
-        causes[int(n)] = str(c or "")
-
+def _execute_traces(idx: np.ndarray, exe: np.ndarray, max_points: int) -> tuple[list[dict[str, Any]], bool, int]:
+    """The execute panel's lines: per step, or (over ``max_points`` steps) the mean and the max
+    of each bucket of steps; with whether they are bucketed, and how many steps a bucket holds."""
     traces: list[dict[str, Any]] = []
-    # Top panel: one bar per step that compiled, coloured by cause (never bucketed).
-    by_cause: dict[str, dict[str, list[Any]]] = {}
-    for n in marked.tolist():
-        i = int(idx[n])
-        cause = "warmup" if warm[n] and causes[n] in ("", "warmup") else (causes[n] or "unknown")
-        g = by_cause.setdefault(cause, {"x": [], "y": [], "text": []})
-        sid = sig_id(sig_col.iat[n])
-        sig = sigs.get(sid, "") if sid is not None else ""
-        g["x"].append(i)
-        g["y"].append(round(float(comp[n]), 3))
-        g["text"].append(
-            f"<b>step {i}</b><br>{fmt.plural(int(unc[n]), 'uncached compile')}, {fmt.ms(float(comp[n]))}"
-            f"<br>cause: {_e(cause_label(cause))}" + (f"<br>inputs: {_e(sig)}" if sig else ""))
-    for cause in sorted(by_cause, key=lambda c: (c != "warmup", c)):
-        g = by_cause[cause]
-        traces.append({
-            "type": "bar", "name": f"compile: {cause_label(cause)}", "x": g["x"], "y": g["y"],
-            "hovertext": g["text"], "hoverinfo": "text", "xaxis": "x", "yaxis": "y2",
-            "marker": {"color": CAUSE_COLORS.get(cause, "#495057")},
-        })
     bucketed = len(idx) > max_points
     bucket_size = 1
     if bucketed:
@@ -181,6 +140,58 @@ def timeline_figure(analysis: Analysis, max_points: int = MAX_POINTS) -> dict[st
             "marker": {"size": 4},
             "hovertemplate": "step %{x}<br>execute %{y:.2f} ms<extra></extra>",
         })
+    return traces, bucketed, bucket_size
+
+
+def timeline_figure(analysis: Analysis, max_points: int = MAX_POINTS) -> dict[str, Any] | None:
+    """Compile ms (top) and execute ms (bottom) per step, every compile step marked.
+
+    Returns None when the run has no steps. ``layout.meta.bucketed`` says whether the
+    execute panel shows buckets (``bucket_size`` steps each) rather than single steps.
+    """
+    steps = analysis.steps
+    if steps is None or steps.empty or "i" not in steps:
+        return None
+    sigs = signature_texts(analysis)
+    # Column by column: a long run has a million steps, a few hundred of which compiled.
+    idx = steps["i"].to_numpy(dtype=np.int64)
+    exe = _numbers(steps, "execute_ms")
+    comp = _numbers(steps, "compile_ms")
+    unc = _numbers(steps, "uncached").astype(np.int64)
+    cause_col = steps["cause"].astype(object) if "cause" in steps else pd.Series([""] * len(steps), dtype=object)
+    cause_col = cause_col.where(cause_col.notna(), "")
+    warm = (steps["warmup"].to_numpy(dtype=bool) if "warmup" in steps
+            else (cause_col == CauseName.WARMUP).to_numpy(dtype=bool))
+    sig_col = steps["sig"] if "sig" in steps else pd.Series([None] * len(steps), dtype=object)
+    marked = np.flatnonzero((unc != 0) | (comp > 0))
+    causes = {int(n): str(c or "") for n, c in zip(marked.tolist(), cause_col.iloc[marked].tolist())}
+    recompiled = np.flatnonzero((unc != 0) & ~warm)
+    for n, c in zip(recompiled.tolist(), cause_col.iloc[recompiled].tolist()):
+        causes[int(n)] = str(c or "")
+
+    traces: list[dict[str, Any]] = []
+    # Top panel: one bar per step that compiled, coloured by cause (never bucketed).
+    by_cause: dict[str, dict[str, list[Any]]] = {}
+    for n in marked.tolist():
+        i = int(idx[n])
+        cause = CauseName.WARMUP if warm[n] and causes[n] in ("", CauseName.WARMUP) else (causes[n] or "unknown")
+        g = by_cause.setdefault(cause, {"x": [], "y": [], "text": []})
+        sid = sig_id(sig_col.iat[n])
+        sig = sigs.get(sid, "") if sid is not None else ""
+        g["x"].append(i)
+        g["y"].append(round(float(comp[n]), 3))
+        g["text"].append(
+            f"<b>step {i}</b><br>{plural(int(unc[n]), 'uncached compile')}, {fmt.ms(float(comp[n]))}"
+            f"<br>cause: {_e(cause_label(cause))}" + (f"<br>inputs: {_e(sig)}" if sig else ""))
+    for cause in sorted(by_cause, key=lambda c: (c != CauseName.WARMUP, c)):
+        g = by_cause[cause]
+        traces.append({
+            "type": "bar", "name": f"compile: {cause_label(cause)}", "x": g["x"], "y": g["y"],
+            "hovertext": g["text"], "hoverinfo": "text", "xaxis": "x", "yaxis": "y2",
+            "marker": {"color": CAUSE_COLORS.get(cause, "#495057")},
+        })
+    execute, bucketed, bucket_size = _execute_traces(idx, exe, max_points)
+    traces += execute
     # Every step with an uncached compile also gets a mark on the execute panel.
     if len(recompiled):
         rows = recompiled.tolist()
@@ -192,8 +203,7 @@ def timeline_figure(analysis: Analysis, max_points: int = MAX_POINTS) -> dict[st
                           f"{_e(cause_label(causes[n]) or 'unknown')}" for n in rows],
             "hoverinfo": "text",
         })
-    # Bars one step wide vanish on a long axis: keep them a few pixels wide.
-    bar_width = max(0.8, len(idx) / 300)
+    bar_width = max(0.8, len(idx) / 300)  # (bars one step wide vanish on a long axis)
     for t in traces:
         if t.get("type") == "bar":
             t["width"] = bar_width
@@ -284,7 +294,7 @@ def shape_figure(analysis: Analysis, finding: Finding,
         cl = [label_of[w] for w in which[at_hit].tolist()]
         traces.append({
             "type": "scatter", "mode": "markers", "name": "compiled here", "x": cx, "y": cy,
-            "marker": {"size": 9, "color": CAUSE_COLORS["input_shape"], "symbol": "diamond"},
+            "marker": {"size": 9, "color": CAUSE_COLORS[CauseName.INPUT_SHAPE], "symbol": "diamond"},
             "hovertext": [f"<b>step {x}</b> compiled<br>{_e(name)} {lab}" for x, lab in zip(cx, cl)],
             "hoverinfo": "text",
         })

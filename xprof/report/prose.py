@@ -10,46 +10,21 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from xprof.analysis.model import MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, unmeasured
+from xprof.analysis.model import Analysis, Finding, unmeasured
 from xprof.analysis.ranks import GROUP_MIN, RankFinding, RankGroup, RanksView, span
 from xprof.analysis.steps import is_inference
-from xprof.diagnosis.terms import NOTHING_TO_JUDGE
+from xprof.diagnosis.cause import CauseName
+from xprof.diagnosis.registry import UNITS
+from xprof.diagnosis.terms import MINOR_SHARE, NOTHING_TO_JUDGE, WARMUP_STEPS
 from xprof.report import fmt
 from xprof.runfile import Run
+from xprof.words import plural
 
-CAUSE_LABELS = {
-    "warmup": "warm-up",
-    "input_shape": "input shape changed",
-    "input_sharding": "input sharding changed",
-    "implicit_sync": "host read",
-    "graph_change": "graph changed",
-    "cpu_fallback": "CPU fallback",
-    "data_dependent": "data-dependent shape",
-    "step_closure": "step closure",
-    "library": "library mechanism",
-    "dynamo": "torch.compile",
-    "eager_mode": "eager mode",
-    "no_barrier": "no step barrier",
-    "split_step": "split step",
-    "unknown": "unknown",
-}
+CAUSE_LABELS: dict[str, str] = {name: u.label for name, u in UNITS.items()}
+"""Each cause's name in the report (its unit's label)."""
 
-CAUSE_COLORS = {
-    "warmup": "#9aa5b1",
-    "input_shape": "#e8590c",
-    "input_sharding": "#d9480f",
-    "implicit_sync": "#7048e8",
-    "graph_change": "#c92a2a",
-    "cpu_fallback": "#8d6e63",
-    "data_dependent": "#d6336c",
-    "step_closure": "#74b816",
-    "library": "#1c7ed6",
-    "dynamo": "#f08c00",
-    "eager_mode": "#0c8599",
-    "no_barrier": "#862e9c",
-    "split_step": "#5c940d",
-    "unknown": "#495057",
-}
+CAUSE_COLORS: dict[str, str] = {name: u.colour for name, u in UNITS.items()}
+"""Each cause's colour in the report (its unit's)."""
 
 
 def spmd_line(run: Run) -> str | None:
@@ -58,7 +33,7 @@ def spmd_line(run: Run) -> str | None:
     spmd = run.spmd
     if spmd is None:
         return None
-    parts = [fmt.plural(spmd.devices, "device")] if spmd.devices is not None else []
+    parts = [plural(spmd.devices, "device")] if spmd.devices is not None else []
     if spmd.mesh_shape:
         mesh = "x".join(str(d) for d in spmd.mesh_shape)
         if spmd.axis_names:
@@ -95,7 +70,7 @@ def minor_line(analysis: Analysis) -> str | None:
         return None
     total = sum(f.seconds for f in folded)
     kinds = fmt.short_list(sorted({f.kind.replace("_", " ") for f in folded}), 4)
-    return (f"{fmt.plural(len(folded), 'minor finding')} ({kinds}; {fmt.seconds(total)} in all, "
+    return (f"{plural(len(folded), 'minor finding')} ({kinds}; {fmt.seconds(total)} in all, "
             f"each under {MINOR_SHARE:.0%} of the run) folded away.")
 
 
@@ -104,17 +79,17 @@ def status_banner(analysis: Analysis) -> str | None:
     t = analysis.totals
     if not analysis.run.complete or t.status == "incomplete":
         text = (f"Incomplete run: the process stopped before xprof.watch() finished, so this "
-                f"report covers only the {fmt.plural(t.steps, 'step')} "
+                f"report covers only the {plural(t.steps, 'step')} "
                 f"{'that was' if t.steps == 1 else 'that were'} recorded.")
         if analysis.run.truncated_tail:
             text += " The last line of the run file was cut off mid-write."
         return text
     if t.status == "interrupted":
         return (f"Interrupted run: the loop was stopped (Ctrl-C) after "
-                f"{fmt.plural(t.steps, 'step')}; the numbers cover those steps.")
+                f"{plural(t.steps, 'step')}; the numbers cover those steps.")
     if t.status == "error":
         raised = str(t.exception).rstrip(". ") if t.exception else "an exception"
-        return (f"The training loop raised {raised} after {fmt.plural(t.steps, 'step')}; the numbers cover "
+        return (f"The training loop raised {raised} after {plural(t.steps, 'step')}; the numbers cover "
                 "those steps.")
     return None
 
@@ -129,8 +104,8 @@ def unwatched_work(analysis: Analysis) -> str | None:
         if d.kind == "capture":
             compiles, runs = d.fields.get("compiles"), d.fields.get("executions")
             if isinstance(compiles, int) and isinstance(runs, int) and (compiles or runs):
-                return (f"Yet torch_xla's debug output counted {fmt.plural(compiles, 'compile')} and "
-                        f"{fmt.plural(runs, 'execution')}: the training ran in another process (a worker "
+                return (f"Yet torch_xla's debug output counted {plural(compiles, 'compile')} and "
+                        f"{plural(runs, 'execution')}: the training ran in another process (a worker "
                         "started by torch_xla.launch or xmp.spawn). Put xprof.watch() inside the worker "
                         "function (one run file per rank).")
     return None
@@ -146,29 +121,11 @@ def headline(analysis: Analysis) -> list[str]:
         if elsewhere is not None:
             out.append(elsewhere)
         return out
-    counted = f" ({fmt.plural(t.barriers, 'barrier')})" if t.barriers != t.steps else ""
-    entries = int((analysis.steps["barrier"] == "compile_entry").sum()) if len(analysis.steps) else 0
-    if counted and entries and t.barriers - entries <= t.steps:
-        # torch_xla.compile syncs what is pending when the compiled function is entered, and
-        # runs its graph at the exit: two barriers a call
-        counted = (f" ({fmt.plural(t.barriers, 'barrier')}: torch_xla.compile syncs on entering the "
-                   "compiled function and runs its graph on leaving it)")
-    if t.eval_steps:
-        # "2 eval passes (4 eval steps; 35 barriers in all)": an eval step is an eval batch.
-        counted = (f" and ran {fmt.plural(max(t.eval_passes, 1), 'eval pass', 'eval passes')} "
-                   f"({fmt.plural(t.eval_steps, 'eval step')}; {t.barriers} barriers in all)")
-    inference = not t.optimizer_steps and is_inference(analysis.steps)
-    verb = "ran" if inference else "trained"
-    if inference:
-        counted += " with no backward pass or optimizer step (inference)"
-    ran = f"This run {verb} {fmt.plural(t.steps, 'step')}{counted} in {fmt.seconds(t.wall_seconds)}."
-    if t.steps == 0:
-        ran = f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}."
     out = [
-        ran,
+        _ran_sentence(analysis),
         f"Compiling took {fmt.seconds(t.compile_seconds)}, {fmt.percent(t.compile_share)} of "
-        f"the wall time: {fmt.plural(t.compiles, 'uncached compile')} of "
-        f"{fmt.plural(t.distinct_graphs, 'distinct graph')}.",
+        f"the wall time: {plural(t.compiles, 'uncached compile')} of "
+        f"{plural(t.distinct_graphs, 'distinct graph')}.",
     ]
     end = analysis.run.end
     closed = t.optimizer_steps - (end.tail_opt if end is not None else 0)  # the last ones may be pending
@@ -178,59 +135,93 @@ def headline(analysis: Analysis) -> list[str]:
         out.insert(1, f"Each step barrier closed about {per} optimizer steps ({closed} in all): "
                       f"one graph runs {per} training steps of one optimizer (or one step each of {per} "
                       "optimizers, as a GAN does), and the steps counted here are barriers.")
-    if t.steps == 0 and any(f.cause == "no_barrier" for f in analysis.findings):
+    if t.steps == 0 and any(f.cause == CauseName.NO_BARRIER for f in analysis.findings):
         out[0] = (f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}: its optimizer steps "
                   "ran, but none ended in one.")
-    elif t.recompiles:
+    else:
+        out.append(_recompile_sentence(analysis))
+    out += _read_sentences(analysis)
+    if t.fallback_ops:
+        ops = fmt.short_list(sorted(t.fallback_ops), 5)
+        out.append(f"{plural(len(t.fallback_ops), 'op')} fell back to the CPU: {ops}.")
+    return out
+
+
+def _ran_sentence(analysis: Analysis) -> str:
+    """``This run trained N steps (M barriers...) in S.``"""
+    t = analysis.totals
+    counted = f" ({plural(t.barriers, 'barrier')})" if t.barriers != t.steps else ""
+    entries = int((analysis.steps["barrier"] == "compile_entry").sum()) if len(analysis.steps) else 0
+    if counted and entries and t.barriers - entries <= t.steps:
+        # torch_xla.compile syncs what is pending when the compiled function is entered, and
+        # runs its graph at the exit: two barriers a call
+        counted = (f" ({plural(t.barriers, 'barrier')}: torch_xla.compile syncs on entering the "
+                   "compiled function and runs its graph on leaving it)")
+    if t.eval_steps:
+        # "2 eval passes (4 eval steps; 35 barriers in all)": an eval step is an eval batch.
+        counted = (f" and ran {plural(max(t.eval_passes, 1), 'eval pass', 'eval passes')} "
+                   f"({plural(t.eval_steps, 'eval step')}; {t.barriers} barriers in all)")
+    inference = not t.optimizer_steps and is_inference(analysis.steps)
+    verb = "ran" if inference else "trained"
+    if inference:
+        counted += " with no backward pass or optimizer step (inference)"
+    if t.steps == 0:
+        return f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}."
+    return f"This run {verb} {plural(t.steps, 'step')}{counted} in {fmt.seconds(t.wall_seconds)}."
+
+
+def _recompile_sentence(analysis: Analysis) -> str:
+    """What the compiles after warm-up were, or that there were none."""
+    t = analysis.totals
+    if t.recompiles:
         evals = sum(f.compiles for f in analysis.findings if f.kind == "eval_pass")
         if evals == t.recompiles:
-            out.append(f"{'One' if t.recompiles == 1 else t.recompiles} of them "
-                       f"{'was' if t.recompiles == 1 else 'were'} an evaluation pass's own "
-                       f"graph{'s' if t.recompiles != 1 else ''}, compiled after warm-up: expected, and "
-                       "cached after.")
-        else:
-            notes = []
-            for n, what in ((_early_read_compiles(analysis), f"compiled inside host reads in the first "
-                             f"{WARMUP_STEPS} steps: graphs the reads needed, not the step"),
-                            (evals, "an evaluation pass's own graphs: expected, cached after")):
-                if n:
-                    whom = "it was" if t.recompiles == 1 else "all of them" if n == t.recompiles else f"{n} of them"
-                    notes.append(f"{whom} {what}")
-            out.append(
-                f"{'One' if t.recompiles == 1 else t.recompiles} of them {'was' if t.recompiles == 1 else 'were'} "
+            return (f"{'One' if t.recompiles == 1 else t.recompiles} of them "
+                    f"{'was' if t.recompiles == 1 else 'were'} an evaluation pass's own "
+                    f"graph{'s' if t.recompiles != 1 else ''}, compiled after warm-up: expected, and "
+                    "cached after.")
+        notes = []
+        for n, what in ((_early_read_compiles(analysis), f"compiled inside host reads in the first "
+                         f"{WARMUP_STEPS} steps: graphs the reads needed, not the step"),
+                        (evals, "an evaluation pass's own graphs: expected, cached after")):
+            if n:
+                whom = "it was" if t.recompiles == 1 else "all of them" if n == t.recompiles else f"{n} of them"
+                notes.append(f"{whom} {what}")
+        return (f"{'One' if t.recompiles == 1 else t.recompiles} of them {'was' if t.recompiles == 1 else 'were'} "
                 f"not warm-up (every compile of the first {WARMUP_STEPS} steps): "
                 f"{'a recompile' if t.recompiles == 1 else 'recompiles'}"
                 f" that a loop with fixed shapes and graphs would not pay"
-                + (f" ({'; '.join(notes)})." if notes else ".")
-            )
-    elif t.steps == 0:
-        out.append("No step barrier (torch_xla.sync()) ran a graph: every graph compiled and ran at a host "
-                   "read, so the reads below are what this run did, not extra work on top of steps.")
-    elif t.steps <= WARMUP_STEPS:
-        out.append(f"Only {fmt.plural(t.steps, 'training step')} recorded: too few to judge "
-                   f"recompiles (warm-up is the first {WARMUP_STEPS} steps).")
-    else:
-        out.append(f"Nothing recompiled after warm-up (the first {WARMUP_STEPS} steps): "
-                   "the step graph is stable.")
+                + (f" ({'; '.join(notes)})." if notes else "."))
+    if t.steps == 0:
+        return ("No step barrier (torch_xla.sync()) ran a graph: every graph compiled and ran at a host "
+                "read, so the reads below are what this run did, not extra work on top of steps.")
+    if t.steps <= WARMUP_STEPS:
+        return (f"Only {plural(t.steps, 'training step')} recorded: too few to judge "
+                f"recompiles (warm-up is the first {WARMUP_STEPS} steps).")
+    return f"Nothing recompiled after warm-up (the first {WARMUP_STEPS} steps): the step graph is stable."
+
+
+def _read_sentences(analysis: Analysis) -> list[str]:
+    """The host reads, or the executions mid-step without one."""
+    t = analysis.totals
     if t.syncs:
-        extra = (f", {fmt.plural(t.extra_executions, 'extra execution')} beyond one a barrier"
+        extra = (f", {plural(t.extra_executions, 'extra execution')} beyond one a barrier"
                  if t.extra_executions and t.steps else "")
         if t.forced_reads >= t.syncs:
-            out.append(f"{fmt.plural(t.syncs, 'implicit host read')} (such as .item(), print(tensor) "
-                       f"or a boolean mask) made the device run early{extra}.")
+            out = [f"{plural(t.syncs, 'implicit host read')} (such as .item(), print(tensor) "
+                   f"or a boolean mask) made the device run early{extra}."]
         elif t.forced_reads:
-            out.append(f"{fmt.plural(t.syncs, 'implicit host read')} of device tensors (such as .item(), "
-                       f"print(tensor) or a boolean mask); {t.forced_reads} of them made the device run "
-                       f"early{extra}.")
+            out = [f"{plural(t.syncs, 'implicit host read')} of device tensors (such as .item(), "
+                   f"print(tensor) or a boolean mask); {t.forced_reads} of them made the device run "
+                   f"early{extra}."]
         else:
-            out.append(f"{fmt.plural(t.syncs, 'host read')} of device tensors, none of which made the "
-                       "device run early (the values were already computed).")
+            out = [f"{plural(t.syncs, 'host read')} of device tensors, none of which made the "
+                   "device run early (the values were already computed)."]
         unseen = _unseen_reads(analysis)
-        if unseen:
-            out.append(unseen)
-    elif t.extra_executions > _deferred_executions(analysis):
+        return out + ([unseen] if unseen else [])
+    if t.extra_executions > _deferred_executions(analysis):
         compiles = analysis.compiles
-        how = ("op by op (eager mode)" if any(f.cause == "eager_mode" for f in analysis.findings)
+        how = ("op by op (eager mode)" if any(f.cause == CauseName.EAGER_MODE for f in analysis.findings)
                else "at the ops that ran on the CPU (the graph before each runs early)"
                if any(f.kind == "graph_cut" for f in analysis.findings)
                else "outside host reads, ops run eagerly (eager mode) around the compiled step"
@@ -238,14 +229,9 @@ def headline(analysis: Analysis) -> list[str]:
                else "inside torch.compile's XLA bridge, which syncs the compiled graph's inputs when it runs "
                "(expected with torch.compile)" if _used_dynamo(analysis)
                else "outside any host read xprof saw")
-        out.append(f"{fmt.plural(t.extra_executions - _deferred_executions(analysis), 'execution')} "
-                   f"ran mid-step, {how}.")
-    else:
-        out.append("No implicit host read made the device run mid-step.")
-    if t.fallback_ops:
-        ops = fmt.short_list(sorted(t.fallback_ops), 5)
-        out.append(f"{fmt.plural(len(t.fallback_ops), 'op')} fell back to the CPU: {ops}.")
-    return out
+        return [f"{plural(t.extra_executions - _deferred_executions(analysis), 'execution')} "
+                f"ran mid-step, {how}."]
+    return ["No implicit host read made the device run mid-step."]
 
 
 def _used_dynamo(analysis: Analysis) -> bool:
@@ -269,7 +255,7 @@ def _unseen_reads(analysis: Analysis) -> str | None:
     read explains: values turned into numbers inside ops (a tensor learning rate in Adam's
     ``addcdiv_(value=...)``, ``fill_(tensor)``), which no Python method xprof hooks sees."""
     t, syncs = analysis.totals, analysis.syncs
-    if t.fallback_ops or any(f.cause in ("data_dependent", "cpu_fallback") for f in analysis.findings):
+    if t.fallback_ops or any(f.cause in (CauseName.DATA_DEPENDENT, CauseName.CPU_FALLBACK) for f in analysis.findings):
         return None  # (an op on the CPU copies its inputs to the host: transfers no read made)
     inside = int(syncs["executions"].sum()) if len(syncs) and "executions" in syncs else 0
     unexplained = t.extra_executions - inside - _deferred_executions(analysis)
@@ -277,7 +263,7 @@ def _unseen_reads(analysis: Analysis) -> str | None:
     if unexplained <= 0 or unseen <= 0:
         return None
     n = min(unexplained, unseen)
-    return (f"About {fmt.plural(n, 'more read')} came from inside ops, not from a Python call xprof hooks "
+    return (f"About {plural(n, 'more read')} came from inside ops, not from a Python call xprof hooks "
             "(torch_xla counted the transfers): a tensor passed where a number is expected, such as a "
             "tensor learning rate (Adam's addcdiv_(value=...), a scheduler's fill_()); each runs the graph "
             "before it early. Pass plain numbers there, or use a torch_xla optimizer that keeps them on "
@@ -331,16 +317,16 @@ def cost_line(f: Finding) -> str:
         return "time lost not measured (the steps after it ran uncompiled, with nothing to compare with)"
     if f.kind == "graph_cut":
         return "time lost not measured (the host copies and the op on the CPU are inside the step's time)"
-    if f.cause == "eager_mode":
+    if f.cause == CauseName.EAGER_MODE:
         return (f"time lost not measured (the run has no compiled step to compare with), "
-                f"{fmt.plural(f.count, 'step')}")
+                f"{plural(f.count, 'step')}")
     parts = []
     if f.compiles:
-        parts.append(f"{fmt.plural(f.compiles, 'compile')} ({fmt.seconds(f.compile_seconds)})")
+        parts.append(f"{plural(f.compiles, 'compile')} ({fmt.seconds(f.compile_seconds)})")
     if f.execute_seconds:
         parts.append(f"{fmt.seconds(f.execute_seconds)} of extra execution")
     detail = " and ".join(parts)
-    times = f", {fmt.plural(f.count, 'time')}" if f.count and f.count != f.compiles else ""
+    times = f", {plural(f.count, 'time')}" if f.count and f.count != f.compiles else ""
     return f"{fmt.seconds(f.seconds)} lost" + (f": {detail}" if detail else "") + times
 
 
@@ -349,11 +335,11 @@ def short(analysis: Analysis) -> list[str]:
     t = analysis.totals
     after = f", {t.recompiles} after warm-up" if t.recompiles else ", none after warm-up"
     lines = [
-        f"{fmt.plural(t.steps, 'step')} in {fmt.seconds(t.wall_seconds)}; compiling took "
+        f"{plural(t.steps, 'step')} in {fmt.seconds(t.wall_seconds)}; compiling took "
         f"{fmt.seconds(t.compile_seconds)} ({fmt.percent(t.compile_share)}): "
-        f"{fmt.plural(t.compiles, 'uncached compile')}{after}.",
-        (f"{fmt.plural(t.syncs, 'implicit host read')} forced "
-         f"{fmt.plural(t.extra_executions, 'extra execution')}." if t.syncs
+        f"{plural(t.compiles, 'uncached compile')}{after}.",
+        (f"{plural(t.syncs, 'implicit host read')} forced "
+         f"{plural(t.extra_executions, 'extra execution')}." if t.syncs
          else "No implicit host reads."),
         next_step(analysis)[0],
     ]
@@ -409,9 +395,9 @@ def rank_rows(view: RanksView) -> tuple[list[list[str]], list[list[str]]]:
 
 def group_sentence(g: RankGroup) -> str:
     """``250 ranks: 41 compiles, 39 recompiles, 120 host reads over 2000 steps``."""
-    return (f"{fmt.plural(len(g.ranks), 'rank')}: {fmt.plural(g.compiles, 'compile')}, "
-            f"{fmt.plural(g.recompiles, 'recompile')}, {fmt.plural(g.syncs, 'host read')} over "
-            f"{fmt.plural(g.steps, 'step')}")
+    return (f"{plural(len(g.ranks), 'rank')}: {plural(g.compiles, 'compile')}, "
+            f"{plural(g.recompiles, 'recompile')}, {plural(g.syncs, 'host read')} over "
+            f"{plural(g.steps, 'step')}")
 
 
 def rank_finding_where(f: RankFinding) -> str:
@@ -432,8 +418,8 @@ def exit_lines(analysis: Analysis, run_path: str) -> list[str]:
     ended = (f", then the loop raised {t.exception.split(':', 1)[0]}" if t.status == "error" and t.exception
              else "")
     lines = [
-        f"xprof: {fmt.plural(t.steps, 'step')} ({warm} warm-up) in {fmt.seconds(t.wall_seconds)}{ended}; "
-        f"{fmt.plural(t.compiles, 'compile')}, {t.recompiles} after warm-up",
+        f"xprof: {plural(t.steps, 'step')} ({warm} warm-up) in {fmt.seconds(t.wall_seconds)}{ended}; "
+        f"{plural(t.compiles, 'compile')}, {t.recompiles} after warm-up",
         f"xprof: compiling took {fmt.seconds(t.compile_seconds)}, {fmt.percent(t.compile_share)} of the run",
     ]
     first = costly(analysis)
@@ -460,5 +446,5 @@ def _early_read_compiles(analysis: Analysis) -> int:
     if not len(c) or "cause" not in c or not len(steps) or "user_step" not in steps:
         return 0
     warm_steps = set(steps.loc[(steps["user_step"] >= 0) & (steps["user_step"] < WARMUP_STEPS), "i"].tolist())
-    mine = (c["cause"] != "warmup") & (c["at"] == "step") & (c["sync_row"] >= 0) & c["step"].isin(warm_steps)
+    mine = (c["cause"] != CauseName.WARMUP) & (c["at"] == "step") & (c["sync_row"] >= 0) & c["step"].isin(warm_steps)
     return int(mine.sum())

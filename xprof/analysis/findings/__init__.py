@@ -4,11 +4,12 @@
 words its kind: host reads (:mod:`.reads`), input shapes and shardings (:mod:`.shapes`),
 graph changes (:mod:`.graphs`), torch.compile (:mod:`.dynamo`), ops on the CPU
 (:mod:`.fallback`), and where the barriers are or are not (:mod:`.barriers`). The names other
-modules import from here (``sync_kind``, ``no_barrier``, ...) are re-exported below.
+modules import from here (``no_barrier``, ...) are re-exported below.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,41 +17,52 @@ import numpy as np
 import pandas as pd
 
 from xprof.analysis.advice import ADVICE
-from xprof.analysis.causes import Cause, Shardings, Signature
-from xprof.analysis.findings.barriers import _eager_finding, _split_finding, eager_steps, no_barrier
-from xprof.analysis.findings.common import _pattern
+from xprof.analysis.findings.barriers import eager_finding, eager_steps, no_barrier, split_finding
+from xprof.analysis.findings.common import step_pattern
 from xprof.analysis.findings.dynamo import (
-    _commonest_guard,
-    _dynamo_finding,
-    _first_failures,
-    _gave_up,
-    _gave_up_finding,
-    _size_guard,
+    commonest_guard,
+    dynamo_finding,
+    first_failures,
+    functions_given_up,
+    gave_up_finding,
+    size_guard,
 )
-from xprof.analysis.findings.fallback import _fallback_finding, _uncompiled_fallbacks
-from xprof.analysis.findings.graphs import _graph_finding, _train_steps_before
+from xprof.analysis.findings.fallback import fallback_finding, uncompiled_fallbacks
+from xprof.analysis.findings.graphs import graph_finding, train_steps_before
 from xprof.analysis.findings.reads import (
     ReadSums,
-    _barrier_mechanism_finding,
-    _closure_finding,
-    _own_barrier_finding,
-    _same_steps_value_shapes,
-    _sync_finding,
-    sync_kind,
+    barrier_mechanism_finding,
+    closure_finding,
+    own_barrier_finding,
+    same_steps_value_shapes,
+    sync_finding,
 )
-from xprof.analysis.findings.series import SeriesIndex, _Series
-from xprof.analysis.findings.shapes import _micro_batch_finding, _shape_finding, _sharding_finding
-from xprof.analysis.model import Finding, FindingKey
+from xprof.analysis.findings.series import Series, SeriesIndex
+from xprof.analysis.findings.shapes import micro_batch_finding, shape_finding, sharding_finding
+from xprof.analysis.model import Finding
 from xprof.analysis.steps import training_barrier_sites
 from xprof.analysis.tables import live_reads
 from xprof.diagnosis import mechanisms as _mech
+from xprof.diagnosis.cause import Cause, CauseName
+from xprof.diagnosis.keys import FindingKey
+from xprof.diagnosis.registry import BY_NAME
+from xprof.diagnosis.signatures import Shardings, Signature
 from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, DATA_DEPENDENT_FALLBACKS
+from xprof.diagnosis.unit import FindingOf
 from xprof.runfile import Site
 
 __all__ = [  # (the underscored ones: for the tests of the parts)
-    "DATA_DEPENDENT_FALLBACKS", "_Series", "_commonest_guard", "_dynamo_finding", "_first_failures",
-    "_same_steps_value_shapes", "_size_guard", "_train_steps_before", "build", "eager_steps", "no_barrier",
-    "sync_kind",
+    "DATA_DEPENDENT_FALLBACKS",
+    "Series",
+    "build",
+    "commonest_guard",
+    "dynamo_finding",
+    "eager_steps",
+    "first_failures",
+    "no_barrier",
+    "same_steps_value_shapes",
+    "size_guard",
+    "train_steps_before",
 ]
 
 
@@ -69,6 +81,8 @@ class _Run:
     """Barrier index -> the training step it is reported under (:func:`_user_steps`)."""
     steady: int
     """How many training steps after warm-up ran a graph."""
+    specs: Shardings
+    """The recorded sharding of each input of each signature (SPMD)."""
     _series: SeriesIndex | None = None
 
     def series_index(self) -> SeriesIndex:
@@ -88,17 +102,19 @@ def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], sync
     driven by its reads, ``model.generate()``), whose reads are all it did."""
     ords = steps["ordinal"].to_numpy()
     steady = len(pd.unique(ords[steps["work"].to_numpy(dtype=bool) & (ords >= 2)]))
-    run = _Run(steps, compiles, causes, syncs, sigs, sites or {}, _user_steps(steps), steady)
+    run = _Run(steps, compiles, causes, syncs, sigs, sites or {}, _user_steps(steps), steady, specs or {})
     # Reads after the last barrier are a final print's, in no finding (but see ``reads_only``).
     last_barrier = (1 << 62) if reads_only else int(steps["i"].max()) if len(steps) else -1
 
     groups: dict[FindingKey, list[int]] = {}
     for k, c in enumerate(causes):
-        if c.cause != "warmup":
+        if c.cause != CauseName.WARMUP:
             groups.setdefault(c.key, []).append(k)
     findings, dynamo_reads = _read_findings(run, groups, last_barrier)
-    findings += _compile_findings(run, groups, dynamo_reads, dynamo_guards or [], specs or {}, dynamo_limits or [])
-    return _finish(run, findings)
+    findings += _compile_findings(run, groups, dynamo_reads, dynamo_guards or [], dynamo_limits or [])
+    for after in PASSES:
+        findings = after(run, findings)
+    return findings
 
 
 def _read_findings(run: _Run, groups: dict[FindingKey, list[int]],
@@ -130,20 +146,20 @@ def _read_findings(run: _Run, groups: dict[FindingKey, list[int]],
         sums, at = ReadSums(live, compiles), by_key.indices
         for key, g in by_key:
             ks = groups.pop(FindingKey.parse(str(key)), [])
-            findings.append(_sync_finding(str(key), g, compiles, ks, run.ordinal_of, run.steady, site_info,
+            findings.append(sync_finding(str(key), g, compiles, ks, run.ordinal_of, run.steady, site_info,
                                           causes, run.steps, (sums, at[key])))
     for key in [k for k in groups if k.group in ("sync", "lib", "dd")]:
         ks = groups.pop(key)
         g = syncs[keys_of == str(key)] if len(syncs) else syncs
         if len(g):
-            findings.append(_sync_finding(str(key), g, compiles, ks, run.ordinal_of, run.steady, site_info,
+            findings.append(sync_finding(str(key), g, compiles, ks, run.ordinal_of, run.steady, site_info,
                                           causes, run.steps))
             continue
         mech = _mech.known(str(key))
         if mech is not None:
-            findings.append(_barrier_mechanism_finding(mech, compiles.iloc[ks], causes[ks[0]]))
+            findings.append(barrier_mechanism_finding(mech, compiles.iloc[ks], causes[ks[0]]))
         elif causes[ks[0]].site is not None:
-            findings.append(_own_barrier_finding(str(key), compiles.iloc[ks], causes[ks[0]],
+            findings.append(own_barrier_finding(str(key), compiles.iloc[ks], causes[ks[0]],
                                                  site_info.get(int(causes[ks[0]].site or 0))))
     return findings, dynamo_reads
 
@@ -166,13 +182,13 @@ def _dd_leaders(syncs: pd.DataFrame) -> dict[int, int]:
 
 
 def _compile_findings(run: _Run, groups: dict[FindingKey, list[int]], dynamo_reads: pd.DataFrame,
-                      dynamo_guards: list[dict[str, Any]], specs: Shardings,
+                      dynamo_guards: list[dict[str, Any]],
                       dynamo_limits: list[dict[str, Any]]) -> list[Finding]:
     """One finding per key of the compiles without a host read, in the keys' order; the
     functions torch.compile gave up on go into the first dynamo finding (or one of their own
     when its retraces were all warm-up's, and no dynamo finding took them)."""
     findings: list[Finding] = []
-    gave_up = _gave_up(dynamo_limits, run.compiles, run.causes, run.ordinal_of)
+    gave_up = functions_given_up(dynamo_limits, run.compiles, run.causes, run.ordinal_of)
     # Each key's compiles as one slice of the compiles taken once in the keys' order: the same
     # rows as ``compiles.iloc[ks]``, without a take of every column for each of thousands of keys.
     taken = run.compiles.iloc[[k for ks in groups.values() for k in ks]]
@@ -181,35 +197,79 @@ def _compile_findings(run: _Run, groups: dict[FindingKey, list[int]], dynamo_rea
         c0 = run.causes[ks[0]]
         rows = taken.iloc[start:start + len(ks)]
         start += len(ks)
-        if c0.cause == "dynamo":
-            findings.append(_dynamo_finding(key, c0, rows, dynamo_reads, dynamo_guards, gave_up))
+        if c0.cause == CauseName.DYNAMO:
+            findings.append(dynamo_finding(key, c0, rows, dynamo_reads, dynamo_guards, gave_up))
             gave_up = []
             continue
-        findings.append(_compile_finding(run, key, ks, rows, specs))
+        findings.append(_compile_finding(run, key, ks, rows))
     if gave_up:
-        findings.append(_gave_up_finding(gave_up))
+        findings.append(gave_up_finding(gave_up))
     return findings
 
 
-def _compile_finding(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame, specs: Shardings) -> Finding:
-    """The finding of the compiles ``ks`` (positions in ``run.compiles``; ``rows``: theirs)
-    that share ``key``, by their first cause: a shape, a sharding, a graph, an op on the CPU,
-    a step closure."""
+Builder = Callable[[_Run, FindingKey, list[int], pd.DataFrame], Finding]
+"""Makes the finding of the compiles ``ks`` (positions in ``run.compiles``; ``rows``: theirs)
+that share a key."""
+
+
+def _shape(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
     c0 = run.causes[ks[0]]
-    steps, ordinal_of = run.steps, run.ordinal_of
-    if c0.cause == "input_shape" and key.group == "micro":
-        return _micro_batch_finding(key, c0, ks, run.causes, rows, ordinal_of)
-    if c0.cause == "input_shape":
-        return _shape_finding(c0, ks, run.causes, rows, steps, run.series_index(), ordinal_of, run.steady)
-    if c0.cause == "input_sharding":
-        return _sharding_finding(key, ks, run.causes, rows, steps, run.sigs, specs)
-    if c0.cause == "graph_change":
-        return _graph_finding(key, c0, rows, steps, ordinal_of, run.sites, run.compiles, run.syncs)
-    if c0.cause == "cpu_fallback":
-        return _fallback_finding(key, c0, rows, steps, ordinal_of, run.steady)
-    if c0.cause == "step_closure":
-        return _closure_finding(key, c0, rows, run.syncs)
-    return _unknown_finding(run, key, ks, c0, rows)
+    if key.group == "micro":
+        return micro_batch_finding(key, c0, ks, run.causes, rows, run.ordinal_of)
+    return _shape_and_kinds(run, c0, ks, rows)
+
+
+def _sharding(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
+    return sharding_finding(key, ks, run.causes, rows, run.steps, run.sigs, run.specs)
+
+
+def _graph(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
+    return graph_finding(key, run.causes[ks[0]], rows, run.steps, run.ordinal_of, run.sites, run.compiles, run.syncs)
+
+
+def _fallback(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
+    return fallback_finding(key, run.causes[ks[0]], rows, run.steps, run.ordinal_of, run.steady)
+
+
+def _closure(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
+    return closure_finding(key, run.causes[ks[0]], rows, run.syncs)
+
+
+BUILDERS: dict[CauseName, Builder] = {
+    CauseName.INPUT_SHAPE: _shape,
+    CauseName.INPUT_SHARDING: _sharding,
+    CauseName.GRAPH_CHANGE: _graph,
+    CauseName.CPU_FALLBACK: _fallback,
+    CauseName.STEP_CLOSURE: _closure,
+}
+"""The finding builder of each cause whose compiles ran outside a host read (host reads'
+findings: :func:`_read_findings`; torch.compile's: :func:`_compile_findings`), by the cause
+of a key's first compile; any other is said as unexplained (:func:`_unknown_finding`)."""
+
+
+def _compile_finding(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
+    """The finding of the compiles ``ks`` that share ``key``: the first one's rule's own words
+    when it has them (:attr:`~xprof.diagnosis.registry.Rule.finding`), else its cause's builder."""
+    rule = BY_NAME.get(run.causes[ks[0]].rule)
+    if rule is not None and rule.finding is not None:
+        return _rule_finding(run, key, ks, rows, rule.finding)
+    build_one = BUILDERS.get(run.causes[ks[0]].cause)
+    if build_one is None:
+        return _unknown_finding(run, key, ks, run.causes[ks[0]], rows)
+    return build_one(run, key, ks, rows)
+
+
+def _rule_finding(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame, words: FindingOf) -> Finding:
+    """A finding worded by its rule (the numbers are the compiles')."""
+    c0 = run.causes[ks[0]]
+    ms = float(rows["ms"].sum())
+    said = words(c0, len(ks), ms / 1e3)
+    comp_steps = sorted({int(s) for s in rows["step"]})
+    return Finding(
+        id=str(key), cause=c0.cause, kind=said.kind, title=said.title, count=len(ks), compiles=len(ks),
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=said.advice,
+        evidence=said.evidence, steps=comp_steps, pattern=step_pattern([run.ordinal_of.get(s, 0) for s in comp_steps],
+                                                                   run.steady))
 
 
 def _unknown_finding(run: _Run, key: FindingKey, ks: list[int], c0: Cause, rows: pd.DataFrame) -> Finding:
@@ -217,36 +277,75 @@ def _unknown_finding(run: _Run, key: FindingKey, ks: list[int], c0: Cause, rows:
     ms = float(rows["ms"].sum())
     comp_steps = sorted({int(s) for s in rows["step"]})
     return Finding(
-        id=str(key), cause="unknown", kind="unknown",
+        id=str(key), cause=CauseName.UNKNOWN, kind="unknown",
         title=f"{len(ks)} compile{'s' if len(ks) != 1 else ''} xprof could not explain ({ms / 1e3:.2f} s)",
         count=len(ks), compiles=len(ks), seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
         advice=ADVICE["unknown_debugged" if "torch_xla says" in c0.evidence else "unknown"],
         evidence=[c0.evidence] if c0.evidence else [], steps=comp_steps,
-        pattern=_pattern([run.ordinal_of.get(s, 0) for s in comp_steps], run.steady),
+        pattern=step_pattern([run.ordinal_of.get(s, 0) for s in comp_steps], run.steady),
     )
 
 
-def _finish(run: _Run, findings: list[Finding]) -> list[Finding]:
-    """The findings of the whole run added (ops on the CPU that compiled nothing, eager mode,
-    a split step), the ones that tell of each other joined, steps made training steps, and
-    the list ranked by the seconds lost."""
-    findings.extend(_uncompiled_fallbacks(findings, run.steps, run.compiles, run.ordinal_of, run.steady))
-    for extra in (_eager_finding(run.steps, run.compiles, run.steady), _split_finding(run.steps, run.sites)):
-        if extra is not None:
-            findings.append(extra)
-    _same_steps_value_shapes([f for f in findings if f.cause == "data_dependent"])
-    findings = _kinds_first_steps(findings, run.steps)
-    if any(str(site.via or "").startswith("transformers.trainer") for site in run.sites.values()):
-        for f in findings:  # the loader is the Trainer's: its setting, not DataLoader's
-            if f.kind in ("partial_batch", "batch_size_change"):
-                f.advice += " With transformers.Trainer: TrainingArguments(dataloader_drop_last=True)."
-    _to_training_steps(findings, run.ordinal_of)
-    _predictions(findings, *training_recompiles(run.causes, run.compiles, run.steps))
-    findings.sort(key=lambda f: (-f.seconds, f.id))
+Pass = Callable[[_Run, list[Finding]], list[Finding]]
+"""A named step after the walk: it adds the findings of the whole run, groups, words or
+ranks; none moves a compile to another cause (the walk decided each one's)."""
+
+
+def add_uncompiled_fallbacks(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """Ops on the CPU in steady steps that compiled nothing: each still cuts the graph."""
+    return findings + uncompiled_fallbacks(findings, run.steps, run.compiles, run.ordinal_of, run.steady)
+
+
+def add_eager_mode(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """Training steps run op by op (eager mode)."""
+    found = eager_finding(run.steps, run.compiles, run.steady)
+    return findings + ([found] if found is not None else [])
+
+
+def add_split_step(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """Training steps cut by more than one barrier that ran a graph."""
+    found = split_finding(run.steps, run.sites)
+    return findings + ([found] if found is not None else [])
+
+
+def group_value_shapes(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """Value-dependent shapes in the same steps tell of each other."""
+    same_steps_value_shapes([f for f in findings if f.cause == CauseName.DATA_DEPENDENT])
     return findings
 
 
-PREDICTED = ("input_shape", "data_dependent")
+def trainer_loader_advice(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """With transformers.Trainer the loader is the Trainer's: its setting, not DataLoader's."""
+    if any(str(site.via or "").startswith("transformers.trainer") for site in run.sites.values()):
+        for f in findings:
+            if f.kind in ("partial_batch", "batch_size_change"):
+                f.advice += " With transformers.Trainer: TrainingArguments(dataloader_drop_last=True)."
+    return findings
+
+
+def in_training_steps(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """``Finding.steps`` in the user's training steps, not barrier indices."""
+    _to_training_steps(findings, run.ordinal_of)
+    return findings
+
+
+def predict(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """What each finding's advice leaves (the corpus' fixed twins check it)."""
+    _predictions(findings, *training_recompiles(run.causes, run.compiles, run.steps))
+    return findings
+
+
+def rank(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """Most seconds lost first."""
+    return sorted(findings, key=lambda f: (-f.seconds, f.id))
+
+
+PASSES: tuple[Pass, ...] = (add_uncompiled_fallbacks, add_eager_mode, add_split_step, group_value_shapes,
+                            trainer_loader_advice, in_training_steps, predict, rank)
+"""What runs after the findings are built, in this order (pyinstrument's processors)."""
+
+
+PREDICTED = (CauseName.INPUT_SHAPE, CauseName.DATA_DEPENDENT)
 """Causes whose advice, applied, removes every compile their finding owns and no other: a new
 shape's compiles, and those of value-dependent shapes (grouped, so that one finding's advice
 is every line that must change). Where causes meet on one compile (a graph that is new both
@@ -260,8 +359,8 @@ def training_recompiles(causes: list[Cause], compiles: pd.DataFrame, steps: pd.D
     shared with it pads its batches too, which no training finding's count should guess)."""
     phase = dict(zip(steps["i"].tolist(), steps["phase"].tolist()))
     evals = sum(1 for c, s in zip(causes, compiles["step"].tolist())
-                if c.cause != "warmup" and phase.get(int(s)) == "eval")
-    return sum(1 for c in causes if c.cause != "warmup") - evals, evals
+                if c.cause != CauseName.WARMUP and phase.get(int(s)) == "eval")
+    return sum(1 for c in causes if c.cause != CauseName.WARMUP) - evals, evals
 
 
 def _predictions(findings: list[Finding], recompiles: int, in_eval: int = 0) -> None:
@@ -288,52 +387,28 @@ def _predictions(findings: list[Finding], recompiles: int, in_eval: int = 0) -> 
                           f"after warm-up ({recompiles} recorded{apart})")
 
 
-def _kinds_first_steps(findings: list[Finding], steps: pd.DataFrame) -> list[Finding]:
-    """Batches of different kinds taking turns (two tasks, each with its own head): each kind's
-    first two steps do what warm-up does for a single kind (its head's optimizer state is made
-    at its first update, its steady graph runs at the second). A graph change whose every
-    compile is at the second step of its signature, when that signature's first step compiled
-    for the shape, is that kind's: folded into the kinds finding (``input_kinds``: another rank
-    or dtype) or else into the shape finding that compiled the first step."""
-    kinds = next((f for f in findings if f.kind == "input_kinds"), None)
-    shape = next((f for f in findings if f.cause == "input_shape" and f.kind != "micro_batches"), None)
-    target = kinds or shape
-    if target is None:
-        return findings
-    train = steps[(steps["phase"] == "train") & steps["work"].astype(bool) & steps["sig"].notna()]
-    nth = train.groupby("sig").cumcount().to_numpy()
-    ids, sigs = train["i"].to_numpy(), train["sig"].to_numpy(dtype=np.int64)
-    first_of = dict(zip(sigs[nth == 0].tolist(), ids[nth == 0].tolist()))
-    second = dict(zip(ids[nth == 1].tolist(), sigs[nth == 1].tolist()))  # step -> its signature
-    compiled = set(train["i"].to_numpy()[train["uncached"].to_numpy() > 0].tolist())
-
-    def kind_second(f: Finding) -> bool:
-        return (f.kind in ("graph_change", "periodic_graph") and bool(f.steps)
-                and all(s in second and (kinds is not None or first_of[second[s]] in compiled) for s in f.steps))
-
-    out = []
-    for f in findings:
-        if f is not target and kind_second(f):
-            target.compiles += f.compiles
-            target.count += f.compiles
-            target.seconds += f.seconds
-            target.compile_seconds += f.compile_seconds
-            target.steps = sorted(set(target.steps) | set(f.steps))
-            target.evidence.append(f"{f.compiles} more at the second step of a kind "
-                                   f"(same inputs as its first, another graph: {f.evidence[0]})")
-            continue
-        out.append(f)
-    if kinds is not None:
-        n = kinds.compiles  # (the title ends with its count and seconds: "...: 1 recompile, 0.68 s")
-        kinds.title = (f"{kinds.title.rsplit(': ', 1)[0]}: {n} recompile{'s' if n != 1 else ''}, "
-                       f"{kinds.seconds:.2f} s")
-        kinds.severity = "info"
-    elif len(out) < len(findings):
-        n = target.compiles
-        target.title = (f"{target.title.rsplit(': ', 1)[0]}: {n} recompile{'s' if n != 1 else ''}, "
-                        f"{target.seconds:.2f} s")
-    return out
-
+def _shape_and_kinds(run: _Run, c0: Cause, ks: list[int], rows: pd.DataFrame) -> Finding:
+    """An input's shape finding, with the second steps of each kind of batch the walk joined to
+    it (``second_of_kind``: each kind's steady graph after its one-off first) counted in."""
+    second = [n for n, k in enumerate(ks) if run.causes[k].rule == "second_of_kind"]
+    if not second:
+        return shape_finding(c0, ks, run.causes, rows, run.steps, run.series_index(), run.ordinal_of, run.steady)
+    at_second = set(second)
+    own = [n for n in range(len(ks)) if n not in at_second]
+    f = shape_finding(c0, [ks[n] for n in own], run.causes, rows.iloc[own], run.steps, run.series_index(),
+                       run.ordinal_of, run.steady)
+    extra = rows.iloc[second]
+    n, s = len(second), float(extra["ms"].sum()) / 1e3
+    f.compiles += n
+    f.count += n
+    f.seconds += s
+    f.compile_seconds += s
+    f.steps = sorted(set(f.steps) | {int(v) for v in extra["step"]})
+    f.evidence.append(f"{n} more {run.causes[ks[second[0]]].evidence}")
+    if f.kind == "input_kinds":
+        f.severity = "info"
+    f.title = f"{f.title.rsplit(': ', 1)[0]}: {f.compiles} recompile{'s' if f.compiles != 1 else ''}, {f.seconds:.2f} s"
+    return f
 
 
 def _user_steps(steps: pd.DataFrame) -> dict[int, int]:

@@ -9,10 +9,13 @@ import numpy as np
 import pandas as pd
 
 from xprof.analysis.advice import ADVICE
-from xprof.analysis.findings.common import _dur, _loc, _pattern
-from xprof.analysis.model import EAGER_KEY, WARMUP_STEPS, Finding
+from xprof.analysis.findings.common import dur_text, loc_text, step_pattern
+from xprof.analysis.model import Finding
 from xprof.analysis.tables import barrier_graphs
+from xprof.diagnosis.cause import CauseName
+from xprof.diagnosis.keys import EAGER_KEY
 from xprof.diagnosis.rules import split as _split
+from xprof.diagnosis.terms import WARMUP_STEPS
 from xprof.runfile import Site
 
 
@@ -42,7 +45,7 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
         # Nothing read or compiled after the last barrier: those steps' ops were still
         # pending when the run ended, and never ran (a sync every N steps, the last few left).
         return Finding(
-            id="no_barrier", cause="no_barrier", kind="never_ran",
+            id="no_barrier", cause=CauseName.NO_BARRIER, kind="never_ran",
             title=(f"The last {opt} optimizer step{'s' if opt != 1 else ''} never ran: no step barrier "
                    f"after {'them' if opt != 1 else 'it'}, so {'their' if opt != 1 else 'its'} ops were "
                    "still pending when the run ended"),
@@ -62,14 +65,15 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
                 if work.any() else f"{opt} optimizer steps, and no step barrier in the run"]
     if len(tail_reads):
         first = tail_reads.iloc[0]
-        where = _loc(str(first["file"]), int(first["line"]))
+        where = loc_text(str(first["file"]), int(first["line"]))
         evidence.append(f"every graph ran at a host read instead: {len(tail_reads)} read"
                         f"{'s' if len(tail_reads) != 1 else ''} (the first at {where}: {first['code']})")
     if n_compiles >= 2:
         ms = tail_ms.tolist()
-        evidence.append(f"the graphs grew with the steps they held: compiles of {_dur(ms[0])} to {_dur(ms[-1])}")
+        evidence.append(f"the graphs grew with the steps they held: compiles of {dur_text(ms[0])} to "
+                        f"{dur_text(ms[-1])}")
     return Finding(
-        id="no_barrier", cause="no_barrier", kind="no_barrier", title=title, count=opt, compiles=n_compiles,
+        id="no_barrier", cause=CauseName.NO_BARRIER, kind="no_barrier", title=title, count=opt, compiles=n_compiles,
         # The reads waited for the compiles and the executions: their waits are the cost (or the
         # compiles alone, if the reads were not recorded).
         seconds=max(wait_ms, compile_ms) / 1e3, compile_seconds=compile_ms / 1e3,
@@ -95,17 +99,18 @@ def _reads_only(syncs: pd.DataFrame, tail_ms: np.ndarray, cut: int) -> Finding |
         file, line, via = (list(key) + [None, None, None])[:3]
         via_txt = f" (inside {via})" if isinstance(via, str) and via else ""
         code = g["code"].iloc[0] if "code" in g else ""
-        evidence.append(f"{len(g)} read{'s' if len(g) != 1 else ''} at {_loc(str(file), int(line))}{via_txt}: {code}")
+        evidence.append(f"{len(g)} read{'s' if len(g) != 1 else ''} at {loc_text(str(file), int(line))}{via_txt}: "
+                        f"{code}")
     evidence = evidence[:4]
     ms = tail_ms.tolist()
-    evidence.append(f"{n_compiles} graphs compiled, {_dur(min(ms))} to {_dur(max(ms))} each: a new graph at almost "
-                    "every read")
+    evidence.append(f"{n_compiles} graphs compiled, {dur_text(min(ms))} to {dur_text(max(ms))} each: a new graph at "
+                    "almost every read")
     if cut:
         evidence.append(f"{cut} more graph{'s' if cut != 1 else ''} ran at ops without an XLA lowering, which run "
                         "the graph before them early")
     first = syncs.iloc[0]
     return Finding(
-        id="no_barrier", cause="no_barrier", kind="reads_only",
+        id="no_barrier", cause=CauseName.NO_BARRIER, kind="reads_only",
         title=(f"No step barrier: the graphs ran at host reads: {n_compiles} compiles at {len(syncs)} read"
                f"{'s' if len(syncs) != 1 else ''}, {max(wait_ms, compile_ms) / 1e3:.2f} s"),
         count=len(syncs), compiles=n_compiles, seconds=max(wait_ms, compile_ms) / 1e3,
@@ -140,7 +145,7 @@ def eager_steps(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 
-def _eager_finding(steps: pd.DataFrame, compiles: pd.DataFrame, steady: int) -> Finding | None:
+def eager_finding(steps: pd.DataFrame, compiles: pd.DataFrame, steady: int) -> Finding | None:
     """The training step ran op by op (eager mode): each op a graph of its own, compiled on
     first use and dispatched alone. The evidence is torch_xla's own: op compiles timed in
     EagerOpCompileTime (``at`` = ``op``), and steady steps that ran graphs between barriers,
@@ -156,7 +161,7 @@ def _eager_finding(steps: pd.DataFrame, compiles: pd.DataFrame, steady: int) -> 
     step_ms = float(np.median(eager["ms"].to_numpy()))
     share = f"all {steady} steady steps" if n >= steady else f"{n} of {steady} steady steps"
     title = (f"The training step runs op by op (eager mode): {graphs} graph{'s' if graphs != 1 else ''} "
-             f"a step, each dispatched on its own ({share}, {_dur(step_ms)} a step)")
+             f"a step, each dispatched on its own ({share}, {dur_text(step_ms)} a step)")
     evidence = [
         f"{op_compiles} op graph{'s' if op_compiles != 1 else ''} compiled one at a time "
         "(torch_xla's EagerOpCompileTime), and the steady steps ran their graphs between barriers, "
@@ -166,15 +171,15 @@ def _eager_finding(steps: pd.DataFrame, compiles: pd.DataFrame, steady: int) -> 
         "in this run",
     ]
     return Finding(
-        id=str(EAGER_KEY), cause="eager_mode", kind="eager_mode", title=title, count=n, compiles=0,
+        id=str(EAGER_KEY), cause=CauseName.EAGER_MODE, kind="eager_mode", title=title, count=n, compiles=0,
         seconds=0.0, compile_seconds=0.0, execute_seconds=0.0, advice=ADVICE["eager_mode"],
         evidence=evidence, steps=[int(i) for i in eager["i"].tolist()],
-        pattern=None if n >= steady else _pattern([int(o) for o in eager["ordinal"].tolist()], steady),
+        pattern=None if n >= steady else step_pattern([int(o) for o in eager["ordinal"].tolist()], steady),
     )
 
 
 
-def _split_finding(steps: pd.DataFrame, sites: dict[int, Site]) -> Finding | None:
+def split_finding(steps: pd.DataFrame, sites: dict[int, Site]) -> Finding | None:
     """``split_step`` (:mod:`xprof.diagnosis.rules.split`) from the training barriers that ran
     a graph at the barrier (eager steps, whose graphs run between barriers, are not split)."""
     graphs = (steps["barrier_uncached"] + steps["barrier_cached"]).to_numpy()
@@ -188,11 +193,11 @@ def _split_finding(steps: pd.DataFrame, sites: dict[int, Site]) -> Finding | Non
     found = _split.split_steps(barriers, WARMUP_STEPS)
     if found is None:
         return None
-    where = [_loc(sites[s].file, sites[s].line) if s is not None and s in sites else "a barrier of the loop's"
+    where = [loc_text(sites[s].file, sites[s].line) if s is not None and s in sites else "a barrier of the loop's"
              for s in found.cut_sites]
     title, evidence = _split.describe(found, where)
     first = sites.get(found.cut_sites[0]) if found.cut_sites and found.cut_sites[0] is not None else None
-    return Finding(id=f"split:{where[0]}", cause="split_step", kind="split_step", title=title,
+    return Finding(id=f"split:{where[0]}", cause=CauseName.SPLIT_STEP, kind="split_step", title=title,
                    count=len(found.steps), compiles=0, seconds=0.0, compile_seconds=0.0, execute_seconds=0.0,
                    advice=_split.ADVICE, evidence=evidence, steps=list(found.steps), severity="info",
                    file=first.file if first else None, line=first.line if first else None,

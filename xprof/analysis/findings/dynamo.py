@@ -12,11 +12,10 @@ import numpy as np
 import pandas as pd
 
 from xprof.analysis.advice import ADVICE
-from xprof.analysis.causes import (
-    Cause,
-)
-from xprof.analysis.model import Finding, FindingKey
+from xprof.analysis.model import Finding
+from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.evidence import dynamo_func
+from xprof.diagnosis.keys import FindingKey
 
 
 @dataclass
@@ -43,7 +42,7 @@ class _GaveUp:
 
 
 
-def _gave_up_finding(gave_up: list[_GaveUp]) -> Finding:
+def gave_up_finding(gave_up: list[_GaveUp]) -> Finding:
     """torch.compile gave up on a function when its retraces all came in warm-up (so no
     dynamo finding took them): the fact stays a finding of its own, never minor."""
     u = gave_up[0]
@@ -52,7 +51,7 @@ def _gave_up_finding(gave_up: list[_GaveUp]) -> Finding:
     if u.reason:
         evidence.append(f"the last failed guard: {u.reason[:200]}")
     return Finding(
-        id="dynamo_limit", cause="dynamo", kind="dynamo_limit",
+        id="dynamo_limit", cause=CauseName.DYNAMO, kind="dynamo_limit",
         title=(f"torch.compile gave up on {u.func} at step {u.step} (torch._dynamo.config.{u.limit}{value}) "
                "and runs it uncompiled from then on"),
         count=len(gave_up), compiles=0, seconds=0.0, compile_seconds=0.0, execute_seconds=0.0,
@@ -63,7 +62,7 @@ def _gave_up_finding(gave_up: list[_GaveUp]) -> Finding:
 
 
 
-def _gave_up(marks: list[dict[str, Any]], compiles: pd.DataFrame, causes: list[Cause],
+def functions_given_up(marks: list[dict[str, Any]], compiles: pd.DataFrame, causes: list[Cause],
              ordinal_of: dict[int, int]) -> list[_GaveUp]:
     out = []
     steps_of = compiles["step"].to_numpy(dtype=np.int64) if len(compiles) else np.zeros(0, dtype=np.int64)
@@ -72,7 +71,7 @@ def _gave_up(marks: list[dict[str, Any]], compiles: pd.DataFrame, causes: list[C
         if not isinstance(i, int):
             continue
         later = sum(1 for k, c in enumerate(causes)
-                    if steps_of[k] >= i and c.cause not in ("dynamo", "warmup"))
+                    if steps_of[k] >= i and c.cause not in (CauseName.DYNAMO, CauseName.WARMUP))
         value = m.get("value")
         out.append(_GaveUp(dynamo_func(str(m.get("func") or "?"), m.get("file"), m.get("line")),
                            str(m.get("limit") or "recompile_limit"), value if isinstance(value, int) else None,
@@ -81,20 +80,20 @@ def _gave_up(marks: list[dict[str, Any]], compiles: pd.DataFrame, causes: list[C
 
 
 
-def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.DataFrame,
+def dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.DataFrame,
                     guards: list[dict[str, Any]], gave_up: list[_GaveUp] | None = None) -> Finding:
     ms = float(rows["ms"].sum())
     n = len(rows)
     comp_steps = sorted({int(s) for s in rows["step"]})
-    firsts = _first_failures(guards)
+    firsts = first_failures(guards)
     reasons = [r for _, r in firsts]
     why = ""
     sized: tuple[str, int, list[int]] | None = None
     if reasons:
-        _, example, count = _commonest_guard(reasons)
+        _, example, count = commonest_guard(reasons)
         # dynamo's retraces (guard failures), not the XLA graphs the title counts
         share = f"{count} of {len(reasons)} dynamo retraces: " if len(reasons) > 1 else ""
-        sized = _size_guard(reasons, example)
+        sized = size_guard(reasons, example)
         if sized is not None:
             name, dim, sizes = sized
             why = f" ({share}{name} dim {dim} took {len(sizes)} sizes: {', '.join(str(v) for v in sizes)})"
@@ -122,7 +121,7 @@ def _dynamo_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, reads: pd.Da
         advice += " " + ADVICE["dynamo_limit"]
         severity = "warning"
     return Finding(
-        id=str(key), cause="dynamo", kind="dynamo_recompile", title=title, count=n, compiles=n,
+        id=str(key), cause=CauseName.DYNAMO, kind="dynamo_recompile", title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=comp_steps, severity=severity,
         input=sized[0] if sized else None, dim=sized[1] if sized else None,
@@ -135,7 +134,7 @@ _SIZE_GUARD = re.compile(r"tensor '(?P<src>.+?)' size mismatch at index (?P<dim>
 
 
 
-def _size_guard(reasons: list[str], example: str) -> tuple[str, int, list[int]] | None:
+def size_guard(reasons: list[str], example: str) -> tuple[str, int, list[int]] | None:
     """(input, dim, the sizes it took in order) when the commonest failed guard is a tensor
     size, as torch._dynamo words it (``tensor 'kwargs['input_ids']' size mismatch at index 1.
     expected 12, actual 17``); the input is the last key or name in dynamo's source."""
@@ -160,7 +159,7 @@ _COMPILE_ID = re.compile(r"^\s*(\[?\d+/\d+\]?)\s*:\s*")
 
 
 
-def _first_failures(guards: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
+def first_failures(guards: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
     """Why each recompile happened, from torch._dynamo's guard failures: each recompile
     re-checks every cached entry of the function and records why each failed, so the same
     stale failure (entry 0/0's) repeats at every later recompile. An entry's *first* failure
@@ -193,7 +192,7 @@ _VALUE_GUARD = re.compile(r"^(?P<what>[\w.\[\]'\"()]+) == -?[\d.]+$")
 
 
 
-def _commonest_guard(reasons: list[str]) -> tuple[str, str, int]:
+def commonest_guard(reasons: list[str]) -> tuple[str, str, int]:
     """(kind, its latest example, how many recompiles) of the guard that failed most often:
     reasons compared without their compile id and numbers (``size mismatch at index 1.
     expected 12, actual 17`` and ``... expected 17, actual 23`` are one kind)."""

@@ -12,13 +12,14 @@ from typing import Any
 import pandas as pd
 
 from xprof.analysis.model import Finding
+from xprof.diagnosis.cause import CauseName
 from xprof.runfile import GraphChange, GraphLine, Run
 
 KNOWN_KINDS = frozenset({"eval_pass", "eval_mode_training"})
 """Graph findings whose cause the run already tells (an eval pass, eval mode left on): their
 graphs' diffs are kept (``graph_changes``) but not said."""
 
-GRAPH_KINDS = frozenset({"graph_change", "periodic_graph", "graph_every_step", "graph_grows"})
+GRAPH_KINDS = frozenset({CauseName.GRAPH_CHANGE, "periodic_graph", "graph_every_step", "graph_grows"})
 """The graph findings whose title names the line and the value that changed."""
 
 MAX_SHOWN = 5
@@ -62,7 +63,7 @@ def per_compile(run: Run, compiles: pd.DataFrame) -> list[GraphChange | None]:
     return out
 
 
-def _loc(file: str, line: int) -> str:
+def loc_text(file: str, line: int) -> str:
     return f"{os.path.basename(file)}:{line}"
 
 
@@ -132,13 +133,13 @@ def _name_line(f: Finding, changes: list[GraphChange]) -> None:
     values = list(dict.fromkeys(g.lines[0].what for g in changes if g.lines and g.lines[0].line == c.line
                                 and g.lines[0].file == c.file))
     said = ", ".join(values[:3]) + (" ..." if len(values) > 3 else "")
-    f.evidence.insert(0, f"--explain: the graph changes at {_loc(c.file, c.line)}: {c.code or '?'}: {said} "
+    f.evidence.insert(0, f"--explain: the graph changes at {loc_text(c.file, c.line)}: {c.code or '?'}: {said} "
                          f"({c.op}) {of}" + (f"; {_backward(changes)}" if _backward(changes) else ""))
     if f.kind not in GRAPH_KINDS:
         return
     f.file, f.line, f.func, f.code = c.file, c.line, c.func or None, c.code or None
     head, sep, rest = f.title.partition(": ")
-    f.title = f"{head} at {_loc(c.file, c.line)} ({said}){sep}{rest}"
+    f.title = f"{head} at {loc_text(c.file, c.line)} ({said}){sep}{rest}"
     advice = ADVICE.get(c.kind)
     if advice is not None:
         f.advice = advice

@@ -6,37 +6,31 @@ from __future__ import annotations
 import pandas as pd
 
 from xprof.analysis.advice import ADVICE
-from xprof.analysis.causes import (
-    Cause,
-)
-from xprof.analysis.findings.common import _compiled_early, _pattern
-from xprof.analysis.model import WARMUP_STEPS, Finding, FindingKey
+from xprof.analysis.findings.common import compiled_early, step_pattern
+from xprof.analysis.model import Finding
 from xprof.analysis.tables import fallback_rows
-from xprof.diagnosis.terms import DATA_DEPENDENT_FALLBACKS
+from xprof.diagnosis.cause import Cause, CauseName
+from xprof.diagnosis.keys import FindingKey
+from xprof.diagnosis.rules.fallback import uncompiled
+from xprof.diagnosis.terms import WARMUP_STEPS
 
 
-def _uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles: pd.DataFrame,
+def uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles: pd.DataFrame,
                           ordinal_of: dict[int, int], steady: int) -> list[Finding]:
     """CPU-fallback ops that run after warm-up without compiling anything new: each call
     still copies to the host and cuts the graph, so it is a finding of its own."""
-    covered = {op for f in findings if f.cause == "cpu_fallback" for op in f.key.ops}
-    if any(f.cause == "data_dependent" for f in findings):
-        covered |= DATA_DEPENDENT_FALLBACKS
-    ops: set[str] = set()
     ran = fallback_rows(steps)
-    for o, d in zip(steps["ordinal"].to_numpy()[ran].tolist(), steps["fallback"].to_numpy()[ran].tolist()):
-        if o >= 2:
-            ops.update(op for op in d if op not in covered)
-    if not ops:
+    cause = uncompiled(zip(steps["ordinal"].to_numpy()[ran].tolist(), steps["fallback"].to_numpy()[ran].tolist()),
+                       {op for f in findings if f.cause == CauseName.CPU_FALLBACK for op in f.key.ops},
+                       any(f.cause == CauseName.DATA_DEPENDENT for f in findings))
+    if cause is None:
         return []
-    key = FindingKey.fallback(ops)
-    cause = Cause("cpu_fallback", key, evidence=f"ops without an XLA lowering ran on the CPU after warm-up: "
-                  f"{', '.join(sorted(ops))}")
-    return [_fallback_finding(key, cause, compiles.iloc[0:0], steps, ordinal_of, steady)]
+    key = cause.key
+    return [fallback_finding(key, cause, compiles.iloc[0:0], steps, ordinal_of, steady)]
 
 
 
-def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
+def fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
                       ordinal_of: dict[int, int], steady: int) -> Finding:
     ops = key.ops
     ms = float(rows["ms"].sum())
@@ -48,7 +42,7 @@ def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.
             ran.append((i, calls_here))
     calls = sum(n for _, n in ran)
     ran_steps = [i for i, _ in ran]
-    pattern = _pattern([ordinal_of.get(i, 0) for i in ran_steps], steady)
+    pattern = step_pattern([ordinal_of.get(i, 0) for i in ran_steps], steady)
     names = ", ".join(ops)
     has = "have" if len(ops) > 1 else "has"
     when = f" {pattern}" if pattern else ""
@@ -74,7 +68,7 @@ def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.
                             f"{len(steady_ran)} steps after warm-up that called {it}: "
                             "the graph up to each call runs early so its inputs can be copied to the host; the "
                             "copies and the op on the CPU are not timed apart from the step")
-    early = _compiled_early(rows, ran, ordinal_of)
+    early = compiled_early(rows, ran, ordinal_of)
     if early is not None:
         # The graphs it cut were compiled once: the same calls later hit the cache.
         user, later = early
@@ -84,7 +78,7 @@ def _fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.
                         "around it are cached once seen, so this cost is paid when a new code path first "
                         "runs it (a new shape, the first evaluation or generation)")
     return Finding(
-        id=str(key), cause="cpu_fallback", kind=kind, title=title, count=calls, compiles=n,
+        id=str(key), cause=CauseName.CPU_FALLBACK, kind=kind, title=title, count=calls, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["cpu_fallback"],
         evidence=evidence, steps=ran_steps, pattern=pattern,
     )

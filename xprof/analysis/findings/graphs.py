@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 
 from xprof.analysis.advice import ADVICE
-from xprof.analysis.causes import Cause
-from xprof.analysis.findings.common import _compiled_at, _loc
-from xprof.analysis.model import EVAL_KEY, EVAL_MODE_KEY, Finding, FindingKey
+from xprof.analysis.findings.common import compiled_at, loc_text
+from xprof.analysis.model import Finding
 from xprof.analysis.steps import eval_pass_ids
 from xprof.analysis.tables import live_reads
-from xprof.diagnosis.keys import CUT_BY_PASS_KEY
+from xprof.diagnosis.cause import Cause, CauseName
+from xprof.diagnosis.keys import CUT_BY_PASS_KEY, EVAL_KEY, EVAL_MODE_KEY, FindingKey
 from xprof.diagnosis.patterns import describe_period
 from xprof.runfile import Site
 
@@ -26,9 +26,9 @@ def _plain_graph_finding(key: FindingKey, kind: str, title: str, c0: Cause, rows
     """A graph finding that is its cause's evidence, where it compiled, and its advice."""
     ms, n = float(rows["ms"].sum()), len(rows)
     return Finding(
-        id=str(key), cause="graph_change", kind=kind, title=title, count=n, compiles=n, seconds=ms / 1e3,
+        id=str(key), cause=CauseName.GRAPH_CHANGE, kind=kind, title=title, count=n, compiles=n, seconds=ms / 1e3,
         compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE[kind], severity=severity,
-        evidence=[c0.evidence, _compiled_at(comp_steps, ordinal_of)], steps=comp_steps)
+        evidence=[c0.evidence, compiled_at(comp_steps, ordinal_of)], steps=comp_steps)
 
 
 
@@ -40,7 +40,7 @@ def _grows_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     sizes = {int(v) for v in rows["graph_nodes"].dropna()}
     again = steps[steps["graph_nodes"].isin(list(sizes)) & ~steps["i"].isin(comp_steps)]
     reused = int(((again["cached"] > 0) & (again["uncached"] == 0)).sum()) if len(again) else 0
-    evidence = [c0.evidence, _compiled_at(comp_steps, ordinal_of)]
+    evidence = [c0.evidence, compiled_at(comp_steps, ordinal_of)]
     if syncs is not None and len(syncs):
         # A read in every one of these steps: what it reads is likely what grows (stacked).
         live = live_reads(syncs)
@@ -54,7 +54,7 @@ def _grows_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
              f"({', '.join(str(v) for v in sorted(sizes)[:6])}{' ...' if len(sizes) > 6 else ''} nodes), "
              f"{'none reused' if not reused else 'each reused later'}, {ms / 1e3:.2f} s")
     return Finding(
-        id=str(key), cause="graph_change", kind="graph_grows", title=title, count=n, compiles=n,
+        id=str(key), cause=CauseName.GRAPH_CHANGE, kind="graph_grows", title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["graph_grows"],
         evidence=evidence, steps=comp_steps)
 
@@ -77,7 +77,7 @@ class _GraphStory:
     (:func:`_inputs_against_previous`)."""
 
 
-def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
+def graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
                    ordinal_of: dict[int, int], sites: dict[int, Site], compiles: pd.DataFrame,
                    syncs: pd.DataFrame | None = None) -> Finding:
     """The finding of graphs that changed with the same inputs: another pass joined, eager
@@ -128,7 +128,7 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
     file = line = None
     # (not for the same ops on tensors kept on the device: a condition whose outcome changed
     # would have changed the ops)
-    decided = (_condition_in(syncs, comp_steps) if story.kind in ("graph_change", "periodic_graph")
+    decided = (_condition_in(syncs, comp_steps) if story.kind in (CauseName.GRAPH_CHANGE, "periodic_graph")
                and not hostless else None)
     if decided is not None:
         file, line, advice = _condition_evidence(decided, n, bool(story.fewer), evidence)
@@ -137,7 +137,7 @@ def _graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Dat
         file, line = asked[0], asked[1]
         evidence.append(asked[2])
     return Finding(
-        id=str(key), cause="graph_change", kind=story.kind, title=story.title, count=n, compiles=n,
+        id=str(key), cause=CauseName.GRAPH_CHANGE, kind=story.kind, title=story.title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=comp_steps, pattern=story.pattern,
         severity="info" if story.kind == "eval_pass" else "warning", file=file, line=line,
@@ -156,7 +156,7 @@ def _eval_story(rows: pd.DataFrame, steps: pd.DataFrame, ordinal_of: dict[int, i
         ordinals = sorted({int(o) for o in ran["seq"] if o >= 0}) or [ordinal_of.get(s, 0) for s in comp_steps]
         runs = _runs(ordinals)
         # Count training steps (not eval barriers) between the starts of eval passes.
-        starts = _train_steps_before([r[0] for r in runs], sorted(set(ordinals)))
+        starts = train_steps_before([r[0] for r in runs], sorted(set(ordinals)))
     every = describe_period(starts) if len(starts) >= 3 else None
     if every is None and len(starts) == 2 and starts[1] - starts[0] > 1:
         every = f"every {starts[1] - starts[0]} steps"
@@ -197,7 +197,7 @@ def _changed_story(c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame, compiles:
     node = int(nodes_val.iloc[0]) if len(nodes_val) else None
     ran = steps[steps["graph_nodes"] == node] if node is not None else steps.iloc[0:0]
     pattern = describe_period(sorted({int(o) for o in ran["ordinal"] if o >= 1}))
-    kind = "periodic_graph" if pattern else "graph_change"
+    kind = "periodic_graph" if pattern else CauseName.GRAPH_CHANGE
     advice = ADVICE[kind]
     # Whether any step from the first of these compiles on ran a graph it had compiled
     # before (a cached compile and no new one): the variants repeat, or never do.
@@ -263,7 +263,7 @@ def _condition_evidence(decided: tuple[str, int, str], n: int, fewer: bool,
     ``evidence``; (file, line, advice)."""
     file, line, code = decided
     where = "each of these steps" if n > 1 else "that step"
-    evidence.insert(0, f"a Python condition on a tensor was read in {where}: {_loc(file, line)}: {code}; "
+    evidence.insert(0, f"a Python condition on a tensor was read in {where}: {loc_text(file, line)}: {code}; "
                        "which ops the step runs depends on its outcome, so a new outcome is a new graph")
     advice = ADVICE["condition_graph"] + (
         " If its outcome never changed, a Python number that became 0 or 1 (or equal to another in the "
@@ -279,7 +279,7 @@ def _asked_at(steps: pd.DataFrame, sites: dict[int, Site], comp_steps: list[int]
     for sid in dict.fromkeys(int(v) for v in asked):
         site = sites.get(sid)
         if site is not None and site.via:  # (the user's own mark_step line says nothing new)
-            return site.file, site.line, (f"its barrier was asked for at {_loc(site.file, site.line)} "
+            return site.file, site.line, (f"its barrier was asked for at {loc_text(site.file, site.line)} "
                                           f"(inside {site.via})" + (f": {site.code}" if site.code else ""))
     return None
 
@@ -372,7 +372,7 @@ def _eval_pass_starts(steps: pd.DataFrame) -> list[int]:
 
 
 
-def _train_steps_before(starts: list[int], eval_ordinals: list[int]) -> list[int]:
+def train_steps_before(starts: list[int], eval_ordinals: list[int]) -> list[int]:
     """For each start, how many ordinals in ``range(start)`` are not eval ordinals.
 
     ``eval_ordinals`` is sorted and distinct; counting with bisect keeps this linear in the

@@ -5,17 +5,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from xprof.analysis.findings.common import _short
+from xprof.analysis.findings.common import short_code
 from xprof.runfile import Site
 
 
-def _third_party(via: Any) -> bool:
+def third_party(via: Any) -> bool:
     """``via`` is a function of an installed library, not torch's or torch_xla's own."""
     return isinstance(via, str) and via.split(".", 1)[0] not in ("torch", "torch_xla")
 
 
 
-def _library_advice(via: str, where: str, code: str, site: Site | None, does: str) -> str:
+def library_advice(via: str, where: str, code: str, site: Site | None, does: str) -> str:
     """What to change about a library call that reads values on the host, from its own line:
     a keyword argument of the call that the line uses, a conversion to a number, or a check
     of the inputs (``..._validation``: libraries let you turn those off)."""
@@ -28,7 +28,7 @@ def _library_advice(via: str, where: str, code: str, site: Site | None, does: st
     return (f"{via} (called from {where}) {does}. "
             + (f"The library's line that reads uses `{arg.split('=')[0]}`, which you pass as `{arg}`: "
                "without it that read may not happen. " if arg else "")
-            + (f"That line turns a tensor into a Python number (`{_short(lib_code)}`): pass it a "
+            + (f"That line turns a tensor into a Python number (`{short_code(lib_code)}`): pass it a "
                "value you read on the host anyway (at a logging step), or call it less often. "
                if not arg and _TO_NUMBER.search(lib_code) else "")
             + (f"It happens in {where_in}a check of your inputs: libraries usually let you turn such checks "

@@ -11,59 +11,23 @@ import numpy as np
 import pandas as pd
 
 from xprof.analysis.advice import ADVICE, READ_KINDS, read_tail
-from xprof.analysis.causes import (
-    DATA_DEPENDENT_ACCESS,
-    Cause,
+from xprof.analysis.findings.common import (
+    and_list,
+    compiled_early,
+    dur_text,
+    loc_text,
+    short_code,
+    step_pattern,
+    title_seconds,
 )
-from xprof.analysis.findings.common import _and_list, _compiled_early, _dur, _loc, _pattern, _short, _title_seconds
-from xprof.analysis.findings.library import _library_advice, _third_party
-from xprof.analysis.model import Finding, FindingKey
+from xprof.analysis.findings.library import library_advice, third_party
+from xprof.analysis.model import Finding
 from xprof.diagnosis import mechanisms as _mech
-from xprof.diagnosis.evidence import grew, is_checkpoint_call, is_condition, is_logging_call
+from xprof.diagnosis.cause import Cause, CauseName
+from xprof.diagnosis.evidence import grew
+from xprof.diagnosis.keys import FindingKey
+from xprof.diagnosis.rules.reads import DD_WORDS, KIND_WORDS, sync_kind
 from xprof.runfile import Site
-
-
-def sync_kind(access: str, code: str, via: str | None) -> str:
-    """What the user wrote, from the hooked method, the line's code and the library path."""
-    if access in DATA_DEPENDENT_ACCESS:
-        return "data_dependent"
-    if via:
-        low = via.lower()
-        if is_logging_call(via):
-            return "log"  # the standard logging module formatting a tensor (logger.info("%s", loss))
-        if "grad_scaler" in low or "gradscaler" in low:
-            return "grad_scaler"
-        if is_checkpoint_call(via):
-            return "checkpoint"
-        return "library_sync"
-    if access in ("repr", "format") and "print(" in code:
-        return "print"
-    if access in ("bool", "int", "float", "index"):
-        return "tensor_condition" if is_condition(access, code) else "scalar"
-    return {"item": "item", "tolist": "tolist", "numpy": "numpy", "cpu": "to_cpu",
-            "to_cpu": "to_cpu", "repr": "repr", "format": "format",
-            "materialize": "materialize"}.get(access, "item")
-
-
-
-_KIND_WORDS = {
-    "item": ".item()", "print": "print of a tensor", "format": "f-string of a tensor",
-    "repr": "repr() of a tensor", "tensor_condition": "a tensor in a Python condition",
-    "scalar": "int()/float() of a tensor", "tolist": ".tolist()", "numpy": ".numpy()",
-    "to_cpu": ".cpu() / .to('cpu')", "grad_scaler": "GradScaler.step",
-    "materialize": "materializing tensors (_xla_sync_multi)",
-    "checkpoint": "checkpoint save", "library_sync": "a library call", "log": "logging a tensor",
-}
-
-
-
-_DD_WORDS = {
-    "mask_index": "Boolean-mask indexing", "mask_assign": "Boolean-mask assignment (t[mask] = v)",
-    "nonzero": "nonzero()", "masked_select": "masked_select()",
-    "unique": "unique()", "argwhere": "argwhere()", "repeat_interleave": "repeat_interleave()",
-    "index": "A tensor used as a slice bound",
-}
-
 
 
 @dataclass
@@ -116,7 +80,7 @@ class _Reads:
 
     @property
     def what(self) -> str:
-        return _KIND_WORDS.get(self.kind, self.kind)
+        return KIND_WORDS.get(self.kind, self.kind)
 
 
 class ReadSums:
@@ -157,7 +121,7 @@ class ReadSums:
         return sorted(found - mine)
 
 
-def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int],
+def sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int],
                   ordinal_of: dict[int, int], steady: int, sites: dict[int, Site] | None = None,
                   causes: list[Cause] | None = None, steps: pd.DataFrame | None = None,
                   sums: tuple[ReadSums, np.ndarray] | None = None) -> Finding:
@@ -174,14 +138,14 @@ def _sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[in
         if ready:
             # Every value was ready: nothing ran early, the host only waited for the device.
             title = (f"{r.what} at {r.where} waits for the device{r.when}: {', '.join(r.parts)}, "
-                     f"{_title_seconds(r.seconds)}")
+                     f"{title_seconds(r.seconds)}")
             if kind not in ("tensor_condition", "scalar"):
                 # A logged value can be read later, on a thread; a decision or a Python number
                 # is needed now: keeping it on the device is still the fix.
                 advice = ADVICE["ready_read"]
         advice += read_tail(r.pattern)
-    if isinstance(r.via, str) and (kind == "library_sync" or (kind == "data_dependent" and _third_party(r.via))):
-        advice = _library_advice(r.via, r.where, r.code, r.site,
+    if isinstance(r.via, str) and (kind == "library_sync" or (kind == "data_dependent" and third_party(r.via))):
+        advice = library_advice(r.via, r.where, r.code, r.site,
                                  "reads a tensor's value on the host" if kind == "library_sync"
                                  else "runs an op whose output size depends on the values, on the CPU")
     evidence = _read_evidence(r, kind, sites or {}, causes, steps)
@@ -211,7 +175,7 @@ def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], 
     # A tensor read as a slice bound whose value then set a shape (t[:, :mask.sum(1).max()]):
     # the recompiles are the value's, as for the ops with a value-dependent output.
     value_shape = (str(first["access"]) == "index" and causes is not None
-                   and any(causes[k].cause == "data_dependent" for k in ks))
+                   and any(causes[k].cause == CauseName.DATA_DEPENDENT for k in ks))
     if value_shape:
         kind = "data_dependent"
     rows = compiles.iloc[ks] if ks else compiles.iloc[0:0] if sums is None else sums[0].no_compiles
@@ -236,13 +200,13 @@ def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], 
     executions = (int(sums[0].total("executions", sums[1])) if sums is not None and fast
                   else int(g["executions"].sum()))
     read_steps = sorted({int(s) for s in g["step"]})
-    pattern = _pattern([ordinal_of.get(s, 0) for s in read_steps], steady)
+    pattern = step_pattern([ordinal_of.get(s, 0) for s in read_steps], steady)
     lines = _group_lines(g, sites) if kind == "data_dependent" or value_shape else [(file, line, code)]
     where = _lines_where(lines)
     caller = site.caller if site is not None and not isinstance(via, str) else None
     if caller is not None:
         # (a read inside a user function: which call of it, when it is called from several lines)
-        where += f" (called from {_loc(caller[0], caller[1])})"
+        where += f" (called from {loc_text(caller[0], caller[1])})"
     n = len(g)
     parts = [f"{n} read{'s' if n != 1 else ''}"]
     if len(ks):
@@ -276,17 +240,17 @@ def _group_lines(g: pd.DataFrame, sites: dict[int, Site]) -> list[tuple[str, int
 
 def _lines_where(lines: list[tuple[str, int, str]]) -> str:
     """``a.py:56``, ``a.py:56 and :57``, ``a.py:56 and b.py:9`` (up to three, then how many more)."""
-    locs = [_loc(f, n) if k == 0 or f != lines[0][0] else f":{n}" for k, (f, n, _) in enumerate(lines[:3])]
+    locs = [loc_text(f, n) if k == 0 or f != lines[0][0] else f":{n}" for k, (f, n, _) in enumerate(lines[:3])]
     more = len(lines) - 3
     if more > 0:
         return ", ".join(locs) + f" and {more} more"
-    return _and_list(locs) if locs else "?"
+    return and_list(locs) if locs else "?"
 
 
 def _read_title(r: _Reads) -> tuple[str, str, str]:
     """(title, cause, kind) of a read finding: a mechanism's (an evaluation's, a logger's),
     a value-dependent shape's, a checkpoint's, a library call's, or a line's own read."""
-    n, when, parts, where, seconds = r.n, r.when, r.parts, r.where, _title_seconds(r.seconds)
+    n, when, parts, where, seconds = r.n, r.when, r.parts, r.where, title_seconds(r.seconds)
     if r.mech is not None:
         accesses = sorted({str(a) for a in r.g["access"]})
         own = int((r.rows["at"] == "barrier").sum()) if len(r.rows) else 0
@@ -296,23 +260,23 @@ def _read_title(r: _Reads) -> tuple[str, str, str]:
                 f"value{'s' if n != 1 else ''} on the host" if own
                 else f"reads {n} value{'s' if n != 1 else ''} on the host")
         return (f"{r.mech.what} {does}{when} ({', '.join(accesses)}; via {where}): "
-                f"{', '.join(parts[1:]) + ', ' if len(parts) > 1 else ''}{seconds}"), "library", r.mech.kind
+                f"{', '.join(parts[1:]) + ', ' if len(parts) > 1 else ''}{seconds}"), CauseName.LIBRARY, r.mech.kind
     if r.kind == "data_dependent":
-        ops = list(dict.fromkeys(_DD_WORDS.get(str(a), str(a)) for a in r.g["access"]))
+        ops = list(dict.fromkeys(DD_WORDS.get(str(a), str(a)) for a in r.g["access"]))
         op = " and ".join(ops[:2])
         recompiles = len(r.rows)
         dd_parts = [f"{recompiles} recompile{'s' if recompiles != 1 else ''}"]
         if r.executions:
             dd_parts.append(f"{r.executions} early execution{'s' if r.executions != 1 else ''}")
-        if _third_party(r.via):
+        if third_party(r.via):
             # inside a library's own code (torchmetrics' input validation): the call is what to change
             return (f"{r.via} (called from {where}) runs {op} on the CPU{when}: {', '.join(dd_parts)}, "
-                    f"{seconds}"), "data_dependent", r.kind
+                    f"{seconds}"), CauseName.DATA_DEPENDENT, r.kind
         if len(r.lines) > 1:
             return (f"{op} at {where} give value-dependent shapes{when or ' in the same steps'}: "
-                    f"{', '.join(dd_parts)}, {seconds}", "data_dependent", r.kind)
+                    f"{', '.join(dd_parts)}, {seconds}", CauseName.DATA_DEPENDENT, r.kind)
         return (f"{op} at {where} gives a value-dependent shape{when}: {', '.join(dd_parts)}, {seconds}",
-                "data_dependent", r.kind)
+                CauseName.DATA_DEPENDENT, r.kind)
     if r.kind == "checkpoint":
         title = (f"{r.what} at {where} copies tensors to the host{when}"
                  f"{' (expected)' if r.severity == 'info' else ''}: {', '.join(parts)}, {seconds}")
@@ -320,7 +284,7 @@ def _read_title(r: _Reads) -> tuple[str, str, str]:
         title = f"{r.called} (called from {where}) forces a host sync{when}: {', '.join(parts)}, {seconds}"
     else:
         title = f"{r.what} at {where} forces a host sync{when}: {', '.join(parts)}, {seconds}"
-    return title, "implicit_sync", r.kind
+    return title, CauseName.IMPLICIT_SYNC, r.kind
 
 
 def _read_advice(r: _Reads, kind: str) -> str:
@@ -347,12 +311,12 @@ def _read_evidence(r: _Reads, kind: str, sites: dict[int, Site], causes: list[Ca
     """Where the read is, who called it, what it does to the graph, and what the host waited
     (the compiles it forced come after, from :func:`_compile_evidence`)."""
     first, g = r.first, r.g
-    here = f"{_loc(r.file, r.line)} in {first['func']}()"
+    here = f"{loc_text(r.file, r.line)} in {first['func']}()"
     evidence = [f"{here}: {r.code}" if r.code else here]
     for file, line, code in r.lines[1:]:
-        evidence.append(f"{_loc(file, line)}: {code}" if code else _loc(file, line))
+        evidence.append(f"{loc_text(file, line)}: {code}" if code else loc_text(file, line))
     if r.caller is not None:
-        evidence.append(f"{first['func']}() was called from {_loc(r.caller[0], r.caller[1])}"
+        evidence.append(f"{first['func']}() was called from {loc_text(r.caller[0], r.caller[1])}"
                         + (f": {r.caller[2]}" if r.caller[2] else ""))
     evidence += _inside_library(r, sites)
     if r.value_shape:
@@ -368,20 +332,20 @@ def _read_evidence(r: _Reads, kind: str, sites: dict[int, Site], causes: list[Ca
             evidence.append(f"in those steps {mid} more graph{'s' if mid != 1 else ''} ran early outside the reads "
                             "(the ops after the op on the CPU, cut from the barrier's graph)")
     wait_ms, saved_ms = r.wait_ms, r.saved_ms
-    evidence.append(f"the host waited {_dur(wait_ms)} in total ({_dur(wait_ms / max(r.n, 1))} a read)")
+    evidence.append(f"the host waited {dur_text(wait_ms)} in total ({dur_text(wait_ms / max(r.n, 1))} a read)")
     if wait_ms - saved_ms > max(0.05 * wait_ms, 1.0):
-        evidence.append(f"{_dur(wait_ms - saved_ms)} of that was the device finishing the graph the previous "
+        evidence.append(f"{dur_text(wait_ms - saved_ms)} of that was the device finishing the graph the previous "
                         "barrier launched, which the host would have waited for at its barrier anyway (the "
                         "device is the slower side of these steps): not counted")
     if r.theirs:
         theirs = r.theirs
-        warm = sum(1 for k in theirs if causes is not None and k < len(causes) and causes[k].cause == "warmup")
+        warm = sum(1 for k in theirs if causes is not None and k < len(causes) and causes[k].cause == CauseName.WARMUP)
         whose = (f"warm-up compile{'s' if warm != 1 else ''}, counted with warm-up" if warm == len(theirs)
                  else f"compile{'s' if len(theirs) != 1 else ''} counted under "
                       f"{'their' if len(theirs) != 1 else 'its'} own cause{' or warm-up' if warm else ''}")
-        evidence.append(f"{_dur(r.theirs_ms)} of that was {len(theirs)} {whose}, not here")
+        evidence.append(f"{dur_text(r.theirs_ms)} of that was {len(theirs)} {whose}, not here")
     if r.executions:
-        evidence.append(f"{r.executions} execution(s) ran inside these reads ({_dur(r.exec_ms)})")
+        evidence.append(f"{r.executions} execution(s) ran inside these reads ({dur_text(r.exec_ms)})")
     return evidence
 
 
@@ -414,7 +378,7 @@ def _compile_evidence(r: _Reads, kind: str, compiles: pd.DataFrame, causes: list
     read, those at a step barrier, and whether they were all early (a one-off). The title and
     advice, as those change them."""
     rows, ks, mech = r.rows, r.ks, r.mech
-    evidence.append(f"{len(rows)} compile(s) forced ({_dur(r.compile_ms)})")
+    evidence.append(f"{len(rows)} compile(s) forced ({dur_text(r.compile_ms)})")
     inside = rows[rows["at"] == "step"]
     most = inside["step"].value_counts() if len(inside) else None
     top = int(most.index[0]) if most is not None else -1
@@ -438,7 +402,7 @@ def _compile_evidence(r: _Reads, kind: str, compiles: pd.DataFrame, causes: list
             evidence.insert(1, said)
         else:
             evidence.append(said)
-    early = _compiled_early(rows, [(int(s), 1) for s in r.g["step"].tolist()], ordinal_of)
+    early = compiled_early(rows, [(int(s), 1) for s in r.g["step"].tolist()], ordinal_of)
     if early is not None:
         user, later = early
         evidence.append(f"all of them by step {user}: the {later} read"
@@ -449,7 +413,7 @@ def _compile_evidence(r: _Reads, kind: str, compiles: pd.DataFrame, causes: list
     return title, advice
 
 
-def _same_steps_value_shapes(dd: list[Finding]) -> None:
+def same_steps_value_shapes(dd: list[Finding]) -> None:
     """Two value-dependent shapes in the same steps (a detection loss's boolean-mask index
     and a nonzero): the recompiles are told to the first, but fixing it alone leaves the
     other's. Each says so."""
@@ -478,7 +442,8 @@ def _reads_by_function(g: pd.DataFrame, sites: dict[int, Site]) -> list[tuple[st
         entry[0] += int(n)
         if not entry[1] and site.inner_at is not None:
             lib_file, lib_line, lib_code = site.inner_at
-            entry[1] = f"{os.path.basename(lib_file)}:{lib_line}" + (f": {_short(lib_code, 60)}" if lib_code else "")
+            entry[1] = (f"{os.path.basename(lib_file)}:{lib_line}"
+                        + (f": {short_code(lib_code, 60)}" if lib_code else ""))
     return sorted(((k, v[0], v[1]) for k, v in out.items()), key=lambda r: -r[1])
 
 
@@ -494,7 +459,7 @@ def _others_inside(g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int]) -> li
 
 
 
-def _closure_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, syncs: pd.DataFrame) -> Finding:
+def closure_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, syncs: pd.DataFrame) -> Finding:
     """A read inside an ``xm.add_step_closure`` callback compiled a small graph: deferred."""
     ms = float(rows["ms"].sum())
     n = len(rows)
@@ -504,7 +469,7 @@ def _closure_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, syncs: pd.D
     file = str(first["file"]) if first is not None else None
     line = int(first["line"]) if first is not None else None
     code = str(first["code"]) if first is not None else None
-    where = _loc(file, line) if file and line else "a step closure"
+    where = loc_text(file, line) if file and line else "a step closure"
     reads = len(g)
     title = (f"A step-closure read at {where} compiled {n} small graph{'s' if n != 1 else ''} of its own "
              f"(deferred, after the barrier): {ms / 1e3:.2f} s once")
@@ -516,7 +481,7 @@ def _closure_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, syncs: pd.D
     compiled_in = g[g["uncached"] > 0]["step"] if len(g) else []
     comp_steps = sorted({int(s) for s in compiled_in}) or sorted({int(s) for s in rows["step"]})
     return Finding(
-        id=str(key), cause="step_closure", kind="deferred_read", title=title, count=reads, compiles=n,
+        id=str(key), cause=CauseName.STEP_CLOSURE, kind="deferred_read", title=title, count=reads, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["deferred_read"],
         evidence=evidence, steps=comp_steps, file=file, line=line,
         func=str(first["func"]) if first is not None else None, code=code, severity="info",
@@ -524,27 +489,27 @@ def _closure_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, syncs: pd.D
 
 
 
-def _barrier_mechanism_finding(mech: _mech.Mechanism, rows: pd.DataFrame, c0: Cause) -> Finding:
+def barrier_mechanism_finding(mech: _mech.Mechanism, rows: pd.DataFrame, c0: Cause) -> Finding:
     ms = float(rows["ms"].sum())
     n = len(rows)
     title = f"{mech.what} ran a graph of its own at a barrier: {n} compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"
     return Finding(
-        id=mech.key, cause="library", kind=mech.kind, title=title, count=n, compiles=n,
+        id=mech.key, cause=CauseName.LIBRARY, kind=mech.kind, title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=mech.advice,
         evidence=[c0.evidence] if c0.evidence else [], steps=sorted({int(s) for s in rows["step"]}),
     )
 
 
 
-def _own_barrier_finding(key: str, rows: pd.DataFrame, c0: Cause, site: Site | None) -> Finding:
+def own_barrier_finding(key: str, rows: pd.DataFrame, c0: Cause, site: Site | None) -> Finding:
     """A library call that asked for barriers itself (no reads of its own recorded):
     accelerate's gather, a rendezvous. Its graphs are the call's."""
     ms = float(rows["ms"].sum())
     n = len(rows)
-    who = (f"{site.via} (called from {_loc(site.file, site.line)})" if site is not None and site.via
+    who = (f"{site.via} (called from {loc_text(site.file, site.line)})" if site is not None and site.via
            else "A library call")
     return Finding(
-        id=key, cause="implicit_sync", kind="library_sync",
+        id=key, cause=CauseName.IMPLICIT_SYNC, kind="library_sync",
         title=f"{who} asked for a barrier of its own: {n} compile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s",
         count=n, compiles=n, seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
         advice=ADVICE["own_barrier"], evidence=[c0.evidence] if c0.evidence else [],

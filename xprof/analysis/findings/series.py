@@ -11,11 +11,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xprof.analysis.causes import Signature, base_input_name
+from xprof.diagnosis.signatures import Signature
+from xprof.runfile import base_input_name
 
 
 @dataclass
-class _Series:
+class Series:
     """(ordinal, shape) of input ``name`` for every steady step that ran a graph (each
     micro-batch's ``name#k`` too), kept per signature: a long run has a million steps and
     a few dozen signatures. The series is, step by step, each shape of the step's group."""
@@ -37,7 +38,7 @@ class _Series:
     input too (:meth:`other_free_size`); None: from ``rests``, which then hold every group."""
 
     @classmethod
-    def of(cls, name: str, steps: pd.DataFrame, sigs: dict[int, Signature]) -> _Series:
+    def of(cls, name: str, steps: pd.DataFrame, sigs: dict[int, Signature]) -> Series:
         """The series of input ``name`` (one question: :class:`SeriesIndex` answers many)."""
         return SeriesIndex(steps, sigs).series(name)
 
@@ -152,7 +153,7 @@ def _padded_with(shape: tuple[int, ...], dim: int, n: int) -> tuple[int, ...]:
 
 
 
-def _still_varying(with_rest: set[tuple[int, tuple[tuple[str, tuple[int, ...]], ...]]]) -> list[str]:
+def still_varying(with_rest: set[tuple[int, tuple[tuple[str, tuple[int, ...]], ...]]]) -> list[str]:
     """What in ``with_rest``'s keys still changes once the padded dim is padded: ``""`` for
     the input's own other dims, else the other inputs' names (in name order)."""
     seen: dict[str, set[tuple[int, ...]]] = {}
@@ -210,7 +211,7 @@ class SeriesIndex:
 
     @functools.cached_property
     def first_step_one_off(self) -> bool:
-        """Step 0's barrier graph is not step 1's (see :meth:`_Series.warm_values`): read once
+        """Step 0's barrier graph is not step 1's (see :meth:`Series.warm_values`): read once
         for the run, not once per input."""
         return _first_step_one_off(self._steps)
 
@@ -219,8 +220,8 @@ class SeriesIndex:
         ``name`` (``x`` and its micro-batches ``x#2``...), in signature and input order."""
         return self._entries.get(name, [])
 
-    def series(self, name: str) -> _Series:
-        """The series of input ``name`` over the steady steps (see :class:`_Series`)."""
+    def series(self, name: str) -> Series:
+        """The series of input ``name`` over the steady steps (see :class:`Series`)."""
         shapes: dict[int, list[Any]] = {}
         for sig_id, _, shape, _, _ in self.entries(name):
             shapes.setdefault(sig_id, []).append(shape)
@@ -233,4 +234,4 @@ class SeriesIndex:
               else np.zeros(0, dtype=np.int64))
         which = np.searchsorted(np.asarray(mine, dtype=np.int64), self._codes[at])  # (mine is sorted)
         first = shapes.get(self._first_sig, []) if self._first_sig is not None else []
-        return _Series(self._ords[at], which, groups, rests, first, self.sizes0)
+        return Series(self._ords[at], which, groups, rests, first, self.sizes0)

@@ -9,20 +9,18 @@ from typing import Any
 import pandas as pd
 
 from xprof.analysis.advice import ADVICE
-from xprof.analysis.causes import (
-    FIRST_STEP_ONLY,
-    Cause,
-    Shardings,
-    Signature,
-    base_input_name,
-    no_sharding,
-)
-from xprof.analysis.findings.common import _and_list, _compiled_at, _first_few
-from xprof.analysis.findings.series import SeriesIndex, _Series, _still_varying
-from xprof.analysis.model import SETTLED_AFTER, Finding, FindingKey
+from xprof.analysis.findings.common import and_list, compiled_at, first_few
+from xprof.analysis.findings.series import Series, SeriesIndex, still_varying
+from xprof.analysis.model import Finding
 from xprof.analysis.steps import is_inference
+from xprof.diagnosis.cause import FIRST_STEP_ONLY, Cause, CauseName
 from xprof.diagnosis.evidence import bucket_step, of_other_kinds
+from xprof.diagnosis.keys import FindingKey
 from xprof.diagnosis.patterns import bucketing_what_if, describe_period
+from xprof.diagnosis.rules.shapes import shape_kind
+from xprof.diagnosis.signatures import Shardings, Signature, no_sharding
+from xprof.diagnosis.terms import SETTLED_AFTER
+from xprof.runfile import base_input_name
 
 
 @dataclass
@@ -31,7 +29,7 @@ class _ShapeChange:
     change (``kind``), along which dim, and the series of its shapes it was read from."""
 
     name: str
-    series: _Series
+    series: Series
     shapes: list[tuple[int, ...]]
     """Its distinct shapes, in order of first appearance."""
     varying: list[int]
@@ -58,7 +56,7 @@ class _WhatIf:
     alone_left: int = 0
 
 
-def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
+def shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
                    steps: pd.DataFrame, index: SeriesIndex, ordinal_of: dict[int, int],
                    steady: int) -> Finding:
     """The finding of an input whose shape changed (``ks``: its compiles): padding per batch,
@@ -81,8 +79,8 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
     headline, values_txt, advice, row_counts = _shape_words(ch, last, settled, what_if.rows, integer)
     together = _padded_together(ch, index) if what_if.rows else []
     if together:
-        values_txt += f", and {_and_list(together)} with it"
-        advice = (f"Pad {_and_list([name, *together])} alike: they change together (the what-if table pads "
+        values_txt += f", and {and_list(together)} with it"
+        advice = (f"Pad {and_list([name, *together])} alike: they change together (the what-if table pads "
                   f"them together). " + advice)
     if ch.kind == "partial_batch" and is_inference(steps):
         advice = ADVICE["partial_batch_inference"]
@@ -98,11 +96,11 @@ def _shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataF
         preface += 1
     if together:
         many = len(together) > 1
-        evidence.insert(preface, f"{_and_list(together)} {'change' if many else 'changes'} with {name}: "
+        evidence.insert(preface, f"{and_list(together)} {'change' if many else 'changes'} with {name}: "
                            f"{'their' if many else 'its'} dim {ch.dim} is {name}{_POSS[name.endswith('s')]} "
                            f"dim {ch.dim} in every step (padded by the same call)")
     return Finding(
-        id=str(FindingKey.input(name)), cause="input_shape", kind=ch.kind, title=title, count=n, compiles=n,
+        id=str(FindingKey.input(name)), cause=CauseName.INPUT_SHAPE, kind=ch.kind, title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=comp_steps, input=name, dim=ch.dim,
         shapes=[list(s) for s in ch.shapes], pattern=ch.pattern, what_if=what_if.rows,
@@ -117,7 +115,7 @@ def _padded_together(ch: _ShapeChange, index: SeriesIndex) -> list[str]:
     if ch.dim is None:
         return []
     joint = ch.series.with_rest(ch.dim)
-    own = set(_still_varying(joint))
+    own = set(still_varying(joint))
     names = {base_input_name(n) for _, key in joint for n, _ in key if n} - own - {ch.name}
     out = []
     for nm in sorted(names):
@@ -133,43 +131,32 @@ def _kinds_finding(name: str, forms: list[tuple[tuple[int, ...], str]], c0: Caus
     targets: class ids [16] int64 against regression targets [16, 3] float32)."""
     listed = ", ".join(f"{list(sh)} {dt}" for sh, dt in forms[:4]) + (" ..." if len(forms) > 4 else "")
     return Finding(
-        id=str(FindingKey.input(name)), cause="input_shape", kind="input_kinds",
+        id=str(FindingKey.input(name)), cause=CauseName.INPUT_SHAPE, kind="input_kinds",
         title=(f"{name} comes in {len(forms)} kinds ({listed}): batches of different kinds take turns, "
                f"each its own graph: {n} recompile{'s' if n != 1 else ''}, {ms / 1e3:.2f} s"),
         count=n, compiles=n, seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0,
         advice=ADVICE["input_kinds"], evidence=[c0.evidence, "another rank or dtype, not another length: "
                                                 "not padding nor a batch size",
-                                                _compiled_at(comp_steps, ordinal_of)],
+                                                compiled_at(comp_steps, ordinal_of)],
         steps=comp_steps, input=name, shapes=[list(sh) for sh, _ in forms])
 
 
-def _shape_change(name: str, series: _Series, srcs: set[str]) -> _ShapeChange:
+def _shape_change(name: str, series: Series, srcs: set[str]) -> _ShapeChange:
     """Which kind of change the input's shapes show: dim 0 alone is a batch size (a short last
     one: a partial batch), one other dim a padded length, several a resize; then what is not a
     batch of rows after all (no other input shares its dim 0) is a size of its own."""
     shapes = series.shapes()
-    rank = max((len(s) for s in shapes), default=0)
-    ch = _ShapeChange(name, series, shapes, [d for d in range(rank) if len({s[d] for s in shapes if len(s) > d}) > 1])
-    if ch.varying == [0]:
-        ch.dim = 0
-        counts = series.value_counts(0)
-        mode = counts.most_common(1)[0][0]
-        minority = sorted(v for v in counts if v != mode)
+    found = shape_kind(shapes, lambda: series.value_counts(0))
+    ch = _ShapeChange(name, series, shapes, found.varying, kind=found.kind, dim=found.dim, resized=found.resized,
+                      others=found.others)
+    if found.kind == "partial_batch":
+        mode = series.value_counts(0).most_common(1)[0][0]
         ch.minority_ords = series.ordinals_where(lambda s: len(s) > 0 and s[0] != mode)
-        if len(minority) == 1 and minority[0] < mode:
-            ch.kind = "partial_batch"
-            every = describe_period(ch.minority_ords)
-            ch.pattern = "the last batch of each epoch" + (f" ({every})" if every else "")
-        else:
-            ch.kind = "batch_size_change"
-    elif ch.varying:
-        ch.others = [d for d in ch.varying if d != 0] or ch.varying
-        ch.dim = max(ch.others, key=lambda d: len({s[d] for s in shapes if len(s) > d}))
-        distinct = len({s[ch.dim] for s in shapes if len(s) > ch.dim})
-        # Several dims changing together (an image's height and width: multi-scale training,
-        # random resized crops) is a size, not padding: one varying dim is a padded length.
-        ch.resized = len([d for d in ch.others if d != 0]) >= 2
-        ch.kind = "dynamic_padding" if distinct >= 3 and not ch.resized else "shape_change"
+        every = describe_period(ch.minority_ords)
+        ch.pattern = "the last batch of each epoch" + (f" ({every})" if every else "")
+    elif found.kind == "batch_size_change":
+        mode = series.value_counts(0).most_common(1)[0][0]
+        ch.minority_ords = series.ordinals_where(lambda s: len(s) > 0 and s[0] != mode)
     _not_a_batch(ch, srcs)
     return ch
 
@@ -214,7 +201,7 @@ def _padding_what_if(ch: _ShapeChange, ms: float, integer: bool, compiles: int, 
     new_lengths = max(len(set(lengths) - set(warm)) if warm else len(set(lengths)) - 1, 1)
     per_length = ms / 1e3 / new_lengths
     joint = series.with_rest(dim)
-    out.co_varying = _still_varying(joint)
+    out.co_varying = still_varying(joint)
     tokens = ch.kind == "dynamic_padding" and integer
     each = compiles / new_lengths
     out.rows = bucketing_what_if(lengths, per_length, ms / 1e3, joint if out.co_varying else None, tokens=tokens,
@@ -228,7 +215,7 @@ def _padding_what_if(ch: _ShapeChange, ms: float, integer: bool, compiles: int, 
     return out
 
 
-def _settled(series: _Series, comp_steps: list[int], last: int) -> bool:
+def _settled(series: Series, comp_steps: list[int], last: int) -> bool:
     """Every shape compiled early, and a long stretch after compiled nothing (length buckets,
     a fixed set of image sizes): a one-off cost, not one that grows with the run."""
     after = int((series.ords > last).sum())
@@ -248,7 +235,7 @@ def _shape_words(ch: _ShapeChange, last: int, settled: bool, what_if: list[dict[
     if row_counts:
         # Token-budget batching (fairseq's max_tokens, a sampler filling batches up to N
         # tokens): fewer rows when they are longer, so both dims change every batch.
-        values_txt += f" and its batch size changes with it ({len(row_counts)} sizes: {_first_few(row_counts)})"
+        values_txt += f" and its batch size changes with it ({len(row_counts)} sizes: {first_few(row_counts)})"
         advice = ADVICE["padding_and_batch"]
     # (a last partial batch is no stage; nor is a size seen once at the very end)
     staged = (ch.series.stages(dim) if dim is not None and not ch.resized and not settled and kind != "partial_batch"
@@ -262,14 +249,14 @@ def _shape_words(ch: _ShapeChange, last: int, settled: bool, what_if: list[dict[
         advice = ADVICE["staged_shapes"]
     elif settled and kind in ("dynamic_padding", "dynamic_size", "shape_change") and dim is not None and not ch.resized:
         headline = f"{name} took {len(vals)} lengths of dim {dim}"
-        values_txt = f" ({_first_few(vals)}), all by step {last}"
+        values_txt = f" ({first_few(vals)}), all by step {last}"
         advice = ADVICE["settled_padding"] + table
     step = bucket_step(vals) if kind in ("dynamic_padding", "shape_change") and dim and not ch.resized else 0
     if step and not settled and not (staged is not None and headline.endswith("in stages")):
         # Every length a multiple of one step (16, 32, 48): padded to buckets already, each a
         # graph of its own, compiled once. Not padding per batch to fix, but a trade to weigh.
         headline = f"{name} is padded to multiples of {step}"
-        values_txt = f" ({len(vals)} lengths of dim {dim}: {_first_few(vals)}), a graph each"
+        values_txt = f" ({len(vals)} lengths of dim {dim}: {first_few(vals)}), a graph each"
         advice = ADVICE["bucketed"] + table
     return headline, values_txt, advice, row_counts
 
@@ -282,10 +269,10 @@ def _plain_words(ch: _ShapeChange, integer: bool) -> tuple[str, str, str]:
     if ch.resized:
         dims = [d for d in ch.others if d != 0]
         sizes = list(dict.fromkeys("x".join(str(s[d]) for d in dims) for s in shapes if len(s) > max(dims)))
-        values_txt = f" in dims {', '.join(map(str, dims))} ({len(sizes)} sizes: {_first_few(sizes)})"
+        values_txt = f" in dims {', '.join(map(str, dims))} ({len(sizes)} sizes: {first_few(sizes)})"
     elif dim is not None:
         vals = sorted({s[dim] for s in shapes if len(s) > dim})
-        values_txt = f" ({len(vals)} distinct values of dim {dim}: {_first_few(vals)})"
+        values_txt = f" ({len(vals)} distinct values of dim {dim}: {first_few(vals)})"
     headline = {
         "dynamic_padding": f"{name} is padded per batch",
         "dynamic_size": f"{name}{_POSS[name.endswith('s')]} size changes",
@@ -335,13 +322,13 @@ def _padding_alone(ch: _ShapeChange, what_if: _WhatIf, row_counts: list[int]) ->
     other_inputs = [nm for nm in what_if.co_varying if nm]
     parts = []
     if "" in what_if.co_varying:
-        parts.append((f"its batch size changes too ({len(row_counts)} sizes: {_first_few(row_counts)})"
+        parts.append((f"its batch size changes too ({len(row_counts)} sizes: {first_few(row_counts)})"
                       if row_counts else "its other dims change too")
                      + f": padding dim {ch.dim} alone leaves {graphs} (counted in the table)")
     if other_inputs:
         many = len(other_inputs) > 1
         alone_left = what_if.alone_left
-        parts.append(f"{_and_list(other_inputs)} {'change' if many else 'changes'} shape on "
+        parts.append(f"{and_list(other_inputs)} {'change' if many else 'changes'} shape on "
                      f"{'their' if many else 'its'} own: padding {ch.name} alone leaves at least "
                      f"{alone_left} graph{'s' if alone_left != 1 else ''}; pad {'them' if many else 'it'} "
                      f"the same way (the table does, each to {'its' if not many else 'their'} own "
@@ -368,7 +355,7 @@ _POSS = ("'s", "'")
 
 
 
-def _micro_batch_finding(key: FindingKey, c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
+def micro_batch_finding(key: FindingKey, c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
                          ordinal_of: dict[int, int]) -> Finding:
     """Steps that held fewer (or more) micro-batches than the steady ones: each count is a
     graph of its own (a gradient-accumulation window cut short where an epoch ends)."""
@@ -383,14 +370,14 @@ def _micro_batch_finding(key: FindingKey, c0: Cause, ks: list[int], causes: list
     evidence.append("compiled at step" + ("s " if len(comp_steps) != 1 else " ")
                     + ", ".join(str(ordinal_of.get(s, s)) for s in comp_steps[:10]))
     return Finding(
-        id=str(key), cause="input_shape", kind="micro_batches", title=title, count=n, compiles=n,
+        id=str(key), cause=CauseName.INPUT_SHAPE, kind="micro_batches", title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["micro_batches"],
         evidence=evidence, steps=comp_steps, input=c0.input,
     )
 
 
 
-def _sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
+def sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
                       steps: pd.DataFrame, sigs: dict[int, Signature], specs: Shardings) -> Finding:
     """The ``input_sharding`` compiles of one input: the shardings it took with the same
     shape, the steps that had the odd one, and how to keep it fixed."""
@@ -428,7 +415,7 @@ def _sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows:
         evidence.append(f"{name} was not sharded the usual way ({no_sharding(usual)}) at "
                         f"step{'s' if len(odd) != 1 else ''} {listed}")
     return Finding(
-        id=str(key), cause="input_sharding", kind="sharding_change", title=title, count=n, compiles=n,
+        id=str(key), cause=CauseName.INPUT_SHARDING, kind="sharding_change", title=title, count=n, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["sharding_change"],
         evidence=evidence, steps=odd or sorted({int(s) for s in rows["step"]}), input=name,
         shapes=[list(shape)] if shape is not None else None, shardings=seen,

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from xprof.diagnosis.cause import Cause
+from collections.abc import Iterable
+
+from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import ABSTAIN_KEY, FindingKey
+from xprof.diagnosis.notices import clean
+from xprof.diagnosis.terms import DATA_DEPENDENT_FALLBACKS, WARMUP_STEPS
+from xprof.diagnosis.unit import CauseUnit
 
 
 def fallback_call(step: StepFacts, walk: Walk) -> tuple[str, str, int] | None:
@@ -31,9 +36,9 @@ def at_barrier(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     if not step.new_fallback or fallback_call(step, walk) is not None:
         return None
     if walk.whole is None and new_library_call(step, walk):
-        return Cause("abstain", ABSTAIN_KEY, rule="cpu_fallback")
+        return Cause(CauseName.ABSTAIN, ABSTAIN_KEY, rule="cpu_fallback")
     ops = ",".join(sorted(step.new_fallback))
-    return Cause("cpu_fallback", FindingKey.fallback(step.new_fallback),
+    return Cause(CauseName.CPU_FALLBACK, FindingKey.fallback(step.new_fallback),
                  evidence=f"ops without an XLA lowering ran on the CPU for the first time: {ops}")
 
 
@@ -42,5 +47,66 @@ def mid_step(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     if not step.new_fallback:
         return None
     ops = ",".join(sorted(step.new_fallback))
-    return Cause("cpu_fallback", FindingKey.fallback(step.new_fallback),
+    return Cause(CauseName.CPU_FALLBACK, FindingKey.fallback(step.new_fallback),
                  evidence=f"compiled mid-step around ops that ran on the CPU: {ops}")
+
+
+def fallback_notice(cause: Cause, step: StepFacts, walk: Walk) -> str:
+    ops = ", ".join(clean(op, 60) for op in cause.key.ops)
+    return f"{ops} ran on the CPU for the first time (no XLA lowering), cutting the step's graph there"
+
+
+
+def uncompiled_notice(op: str, calls: int) -> str:
+    """The live notice of an op without an XLA lowering in a steady step that compiled nothing for it."""
+    return (f"{clean(op, 60)} has no XLA lowering and runs on the CPU "
+            f"({calls} call{'s' if calls != 1 else ''} this step)")
+
+
+
+def uncompiled_ops(step: StepFacts, walk: Walk, barrier_compiled: bool, call_ops: set[str]) -> list[str]:
+    """The live side of an uncompiled CPU fallback: ops without an XLA lowering that ran in a
+    steady training step which compiled nothing at its barrier. An op first seen with a library
+    call's reads may be the call's (the analysis decides that from the whole run): it is added
+    to ``call_ops`` and left out; a value-dependent op's is its own finding's."""
+    if new_library_call(step, walk):
+        call_ops.update(step.fallback)
+    if step.phase != "train" or step.ordinal < WARMUP_STEPS or barrier_compiled:
+        return []
+    return sorted(step.fallback - call_ops - DATA_DEPENDENT_FALLBACKS)
+
+
+
+def uncompiled(ran: Iterable[tuple[int, Iterable[str]]], covered: set[str], value_shapes: bool) -> Cause | None:
+    """``cpu_fallback`` of the whole run: ops without an XLA lowering that ran in steady steps
+    (``ran``: each step's training step and ops) though no compile's finding has them
+    (``covered``; ``value_shapes``: a value-dependent shape's finding has the ops it runs on the
+    CPU): each call still copies to the host and cuts the graph, so it is a finding of its own."""
+    skip = covered | (DATA_DEPENDENT_FALLBACKS if value_shapes else frozenset())
+    ops = {op for ordinal, found in ran if ordinal >= WARMUP_STEPS for op in found if op not in skip}
+    if not ops:
+        return None
+    return Cause(CauseName.CPU_FALLBACK, FindingKey.fallback(ops), evidence=(
+        f"ops without an XLA lowering ran on the CPU after warm-up: {', '.join(sorted(ops))}"))
+
+
+CPU_FALLBACK_ADVICE: dict[str, str] = {
+    "cpu_fallback": (
+        "These ops have no XLA lowering and run on the CPU, which cuts the graph and copies "
+        "data to the host. Replace them with ops XLA supports, or move them out of the step."
+    ),
+}
+"""What to change, per kind of its findings."""
+
+
+CPU_FALLBACK = CauseUnit(
+    CauseName.CPU_FALLBACK, label='CPU fallback', colour='#8d6e63',
+    means=('ops without an XLA lowering (`aten::histc`, `aten::median`, `aten::_ctc_loss`...) ran on the CPU; '
+        'one in most steps says how many graphs it makes each step run early (its copies are not timed: never '
+        'folded away as minor)'),
+    fix=('replace the op, or move it out of the step'),
+    fix_safety=('An op replaced by one with an XLA lowering must compute the same values; moved out of the step, '
+        'nothing changes.'),
+    advice=CPU_FALLBACK_ADVICE,
+    notice=fallback_notice,
+)

@@ -4,26 +4,33 @@ torch.compile's tracing."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
-from xprof.diagnosis.cause import Cause
+from xprof.diagnosis.cause import Cause, CauseName
+from xprof.diagnosis.evidence import dynamo_func
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import CUT_BY_PASS_KEY, EVAL_KEY, FindingKey
-from xprof.diagnosis.mechanisms import mechanism, mechanisms_through
+from xprof.diagnosis.mechanisms import mechanism, mechanisms_through, own_barrier
+from xprof.diagnosis.notices import clean
 from xprof.diagnosis.terms import EVAL_GRAPH_RATIO
+from xprof.diagnosis.unit import CauseUnit
 
 
 def dynamo_sync(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     """``dynamo``: compiled at a sync of torch.compile's XLA bridge."""
     if step.phase != "dynamo":
         return None
-    return Cause("dynamo", FindingKey("dynamo"), evidence="compiled at a sync of torch.compile's XLA bridge")
+    return Cause(CauseName.DYNAMO, FindingKey("dynamo"),
+                 evidence="compiled at a sync of torch.compile's XLA bridge")
 
 
 def dynamo_tracing(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     """``dynamo``: compiled mid-step while torch.compile's XLA bridge traced a graph."""
     if not step.dynamo:
         return None
-    return Cause("dynamo", FindingKey("dynamo"), evidence="compiled while torch.compile's XLA bridge traced a graph")
+    return Cause(CauseName.DYNAMO, FindingKey("dynamo"),
+                 evidence="compiled while torch.compile's XLA bridge traced a graph")
 
 
 def dynamo_retrace(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
@@ -31,7 +38,7 @@ def dynamo_retrace(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None
     before), so the step graph changed with it."""
     if not step.dynamo:
         return None
-    return Cause("dynamo", FindingKey("dynamo"), evidence=(
+    return Cause(CauseName.DYNAMO, FindingKey("dynamo"), evidence=(
         "torch.compile traced a graph again in this step (same input shapes as before), "
         "so the step graph changed with it"))
 
@@ -73,7 +80,7 @@ def eval_graph_size(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | Non
         return None
     if nodes >= EVAL_GRAPH_RATIO * train_nodes:
         return None
-    return Cause("graph_change", EVAL_KEY, evidence=(
+    return Cause(CauseName.GRAPH_CHANGE, EVAL_KEY, evidence=(
         f"a {nodes}-node graph against the {train_nodes}-node training graph "
         "(no backward pass or optimizer: an evaluation or inference pass)"))
 
@@ -88,7 +95,7 @@ def step_mechanism(step: StepFacts, walk: Walk, new_reads_only: bool = False) ->
         mech = mechanism(walk.sites.get(site))
         if mech is not None:
             where = "asked for the barrier" if site == step.barrier_site else "read values in this step"
-            return Cause("library", FindingKey.parse(mech.key), site=site, evidence=(
+            return Cause(CauseName.LIBRARY, FindingKey.parse(mech.key), site=site, evidence=(
                 f"{mech.what} {where} and ran a small graph of its own"))
     return None
 
@@ -122,7 +129,7 @@ def mechanism_around(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | No
     mech = next((m for m in mechanisms_through(walk.sites.get(first)) if m in theirs and not m.evaluates), None)
     if mech is None:
         return None
-    return Cause("library", FindingKey.parse(mech.key), site=first, evidence=(
+    return Cause(CauseName.LIBRARY, FindingKey.parse(mech.key), site=first, evidence=(
         f"compiled between two of {mech.what}'s reads, outside them (an op on the CPU cutting its graph)"))
 
 
@@ -140,6 +147,140 @@ def step_cut_by_pass(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | No
     size = f" ({nodes} nodes against the training step's {train})" if nodes is not None and train else ""
     site = walk.sites.get(step.barrier_site) if step.barrier_site is not None else None
     at = f", asked for at {os.path.basename(site.file)}:{site.line}" if site is not None else ""
-    return Cause("graph_change", CUT_BY_PASS_KEY, evidence=(
+    return Cause(CauseName.GRAPH_CHANGE, CUT_BY_PASS_KEY, evidence=(
         "same input shapes as an earlier step, but grad was off at this training step's barrier: a pass "
         f"began before the step ended, and its first barrier{at}, ran the step's ops with the pass's{size}"))
+
+
+
+def dynamo_limit_notice(rec: Mapping[str, Any]) -> str:
+    """The live notice of torch.compile giving up on a function (a ``dynamo_limit`` mark)."""
+    func = dynamo_func(str(rec.get("func") or "?"), rec.get("file"), rec.get("line"))
+    value = rec.get("value")
+    limit = f"torch._dynamo.config.{rec.get('limit') or 'recompile_limit'}"
+    if isinstance(value, int):
+        limit += f" = {value}"
+    return (f"torch.compile gave up on {clean(func, 80)} at its recompile limit ({clean(limit, 80)}): it runs "
+            "uncompiled from now on, and XLA compiles a graph for each new shape")
+
+
+
+class PassBarrier(NamedTuple):
+    """A barrier of an eval pass, as :func:`eval_pass_owners` reads it."""
+
+    step: int
+    site: int | None
+    """Where the barrier was asked for (when recorded)."""
+    reads: frozenset[int]
+    """Sites of the host reads in its step."""
+
+
+def eval_pass_owners(passes: Iterable[Sequence[PassBarrier]], walk: Walk) -> dict[int, Cause]:
+    """One owner per eval pass (``passes``: each pass's barriers in order; a pass is a run of
+    consecutive barriers outside training steps with at least one eval barrier): the library
+    mechanism that ran it, read from the barriers' and the reads' sites anywhere in the pass
+    (the HF Trainer's evaluation_loop; generate()'s reads inside it), else the plain eval pass.
+    Its compiles are the evaluation's whatever their input shapes (an eval pass has batches of
+    its own), except at a library call's own sync after the pass's batches (xm.mesh_reduce's
+    rendezvous): those graphs are the call's. Step -> the cause its compiles get (what
+    :func:`eval_pass` looks up)."""
+    owners: dict[int, Cause] = {}
+    for barriers in passes:
+        owner = _pass_mechanism(barriers, walk)
+        for b in barriers:
+            asker = walk.sites.get(b.site) if b.site is not None else None
+            if (owner is None and b.site is not None and asker is not None and own_barrier(asker)
+                    and (asker.file, asker.line) not in walk.loops):
+                owners[b.step] = Cause(CauseName.IMPLICIT_SYNC, FindingKey.sync(b.site), site=b.site, evidence=(
+                    f"{asker.via} asked for this barrier itself and ran a graph of its own"))
+                continue
+            owners[b.step] = owner or Cause(CauseName.GRAPH_CHANGE, EVAL_KEY, evidence=(
+                "compiled in an eval pass (no optimizer step or backward pass; grad off or the "
+                "model in eval mode)"))
+    return owners
+
+
+def _pass_mechanism(barriers: Sequence[PassBarrier], walk: Walk) -> Cause | None:
+    for b in barriers:
+        for site in ([b.site] if b.site is not None else []) + sorted(b.reads):
+            mech = next((m for m in mechanisms_through(walk.sites.get(site)) if m.evaluates), None)
+            if mech is not None:
+                return Cause(CauseName.LIBRARY, FindingKey.parse(mech.key), site=site, evidence=(
+                    f"{mech.what} ran this eval pass (its barriers and reads go through it)"))
+    return None
+
+
+DYNAMO_ADVICE: dict[str, str] = {
+    "dynamo_recompile": (
+        "torch.compile traces a new graph whenever one of its guards fails (often a new input "
+        "size: torch.compile(..., dynamic=False) still guards on sizes). Keep input shapes fixed "
+        "(drop_last=True, pad to a fixed length). Marking the dim dynamic "
+        "(torch._dynamo.mark_dynamic) does not help on XLA: dynamo stops retracing, but "
+        "torch_xla's bridge still compiles one XLA graph per concrete size."
+    ),
+    "dynamo_padding": (
+        "torch.compile guards on tensor sizes: each new size of {name} along dim {dim} traces "
+        "and compiles new graphs. Pad {name} to a fixed length (tokenize with "
+        "padding=\"max_length\", or pad_to_multiple_of=N / a few length buckets in the collate "
+        "function). torch._dynamo.mark_dynamic does not help on XLA: torch_xla's bridge "
+        "still compiles one XLA graph per concrete size."
+    ),
+    "dynamo_batch": (
+        "torch.compile guards on tensor sizes: each new batch size of {name} traces and "
+        "compiles new graphs. Keep the batch size fixed (drop_last=True, or pad the last "
+        "batch and mask it). torch._dynamo.mark_dynamic does not help on XLA: torch_xla's "
+        "bridge still compiles one XLA graph per concrete size."
+    ),
+    "dynamo_limit": (
+        "It already hit dynamo's recompile limit, so that code now runs without torch.compile: "
+        "raising torch._dynamo.config.recompile_limit only postpones this, as every new shape "
+        "still compiles; fixing what makes it retrace ends both."
+    ),
+    "dynamo_global_state": (
+        "torch.compile guards on global state such as grad mode: calling the compiled model "
+        "under torch.no_grad() (an eval pass) traces it once more for that mode, then both "
+        "graphs are cached. A one-off cost; to avoid it, compile a separate function for "
+        "evaluation (its own torch.compile) or evaluate less often."
+    ),
+    "dynamo_guard": (
+        "torch.compile traces a new graph whenever one of its guards fails: the failed guard "
+        "is quoted in the evidence. Keep what it guards on (dtypes, attributes and Python "
+        "values read in the compiled code) the same from call to call, or accept the fixed "
+        "number of extra graphs."
+    ),
+    "dynamo_value": (
+        "torch.compile specialized on the Python number {name}: each new value fails its guard "
+        "and traces the function again (up to torch._dynamo.config.recompile_limit, 8 by "
+        "default; after that the function runs without torch.compile). Pass it as a tensor "
+        "(torch.tensor(value, device=...)), or keep it out of the compiled function."
+    ),
+}
+"""What to change, per kind of its findings."""
+
+
+DYNAMO = CauseUnit(
+    CauseName.DYNAMO, label='torch.compile', colour='#f08c00',
+    means=('`torch.compile` traced a new graph; the guard behind most recompiles is quoted from `torch._dynamo` '
+        "(each cached entry's first failure, so a stale one-off guard that dynamo repeats at every recompile "
+        'does not hide the padding), a size guard names the input, dim and sizes, and the advice follows it'),
+    fix=("sizes: fixed input shapes, `drop_last=True` (not `torch._dynamo.mark_dynamic`: torch_xla's bridge "
+        'still compiles one graph per size, 73 compiles against 41 on a loop with a new batch size every '
+        "step); grad mode (an eval under `no_grad`): a one-off per mode (info); dynamo's recompile limit hit: "
+        'where it gave up and that the function runs uncompiled from then on, with a live notice'),
+    fix_safety=('Fixed shapes as for input shapes (padding masked out: the same results; drop_last leaves samples '
+        "out); torch.compile's graphs compute what the eager code does."),
+    advice=DYNAMO_ADVICE,
+)
+
+
+LIBRARY = CauseUnit(
+    CauseName.LIBRARY, label='library mechanism', colour='#1c7ed6',
+    means=("a library mechanism read values or ran its own graph: the HF Trainer's logging (`logging_steps`), "
+        'its evaluation (every compile of its eval passes), its checkpoints (`save_steps`), '
+        "`model.generate()` (also inside the evaluation with `predict_with_generate`), a model's "
+        "attention-mask check; a library call's own sync after an evaluation (`xm.mesh_reduce`, accelerate's "
+        '`gather_for_metrics`)'),
+    fix=("the library's own settings (e.g. a larger `logging_steps`, a static cache for `generate()`)"),
+    fix_safety=("A library's setting (logging_steps, save_steps, a static cache for generate()) changes how often it "
+        'logs, evaluates or saves, not the training; a static cache gives the same tokens.'),
+)

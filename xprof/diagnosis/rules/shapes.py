@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from xprof.diagnosis.cause import FIRST_STEP_ONLY, Cause
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from xprof.diagnosis.cause import FIRST_STEP_ONLY, Cause, CauseName
 from xprof.diagnosis.evidence import added_inputs, listed_inputs, micro_batch_change
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import FindingKey
+from xprof.diagnosis.notices import clean
+from xprof.diagnosis.patterns import Shape
 from xprof.diagnosis.signatures import closest, fmt_shape, no_sharding, shape_map
+from xprof.diagnosis.unit import CauseUnit
 from xprof.runfile import base_input_name
 
 
@@ -30,7 +37,7 @@ def joined_pass(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
             and micro_batch_change(sig, walk.seen_sig_list, walk.known_sigs) is None):
         return None
     copies = f" ({len(extra)} tensors)" if len(extra) > len(set(map(base_input_name, extra))) else ""
-    return Cause("graph_change", FindingKey("joined"), evidence=(
+    return Cause(CauseName.GRAPH_CHANGE, FindingKey("joined"), evidence=(
         f"this step's graph also took {listed_inputs(extra)}{copies}, inputs no training step had, and had "
         f"{nodes} nodes against the training step's {train_nodes}: another pass's ops, with no barrier "
         "of their own, ran in it"))
@@ -66,7 +73,7 @@ def shape_cause(sig_id: int, walk: Walk) -> Cause:
     if micro is not None:
         # Every shape seen before, another number of micro-batches (x#3 is x again).
         before, now, base = micro
-        return Cause("input_shape", FindingKey("micro", base), input=base, old=(before,), new=(now,),
+        return Cause(CauseName.INPUT_SHAPE, FindingKey("micro", base), input=base, old=(before,), new=(now,),
                      evidence=f"the step ran {now} micro-batch{'es' if now != 1 else ''} ({base} x{now}) where an "
                               f"earlier one ran {before}, every shape seen before")
     prev, name, dim, old, new = closest(sig, walk.seen_sig_list, walk.known_sigs)
@@ -79,15 +86,15 @@ def shape_cause(sig_id: int, walk: Walk) -> Cause:
         # No input new or of another shape: one the nearest signature had is gone.
         base = base_input_name(gone[0])
         said = f"{gone[0]} ({fmt_shape(nearest[gone[0]])} before) is missing from this step's inputs"
-        return Cause("input_shape", FindingKey.input(base), input=base, old=nearest[gone[0]],
+        return Cause(CauseName.INPUT_SHAPE, FindingKey.input(base), input=base, old=nearest[gone[0]],
                      evidence=said + (FIRST_STEP_ONLY if first_only else ""), first_step_only=first_only)
     if prev is None:
         # Only step 0 had inputs before: the shape is new to the steady-state graph.
         first = sig[0] if sig else None
-        return Cause("input_shape", FindingKey.input(first[0] if first else None),
+        return Cause(CauseName.INPUT_SHAPE, FindingKey.input(first[0] if first else None),
                      input=first[0] if first else None, new=first[1] if first else None,
                      evidence="input shapes first seen at the one-off first step")
-    return Cause("input_shape", FindingKey.input(None), evidence="a new input signature")
+    return Cause(CauseName.INPUT_SHAPE, FindingKey.input(None), evidence="a new input signature")
 
 
 def _changed(name: str, dim: int | None, old: tuple[int, ...] | None, new: tuple[int, ...] | None,
@@ -100,7 +107,7 @@ def _changed(name: str, dim: int | None, old: tuple[int, ...] | None, new: tuple
             else f"{name} appears or goes in this step's inputs")
     if first_only:
         said += FIRST_STEP_ONLY
-    return Cause("input_shape", FindingKey.input(base), input=base, dim=dim, old=old, new=new, evidence=said,
+    return Cause(CauseName.INPUT_SHAPE, FindingKey.input(base), input=base, dim=dim, old=old, new=new, evidence=said,
                  first_step_only=first_only)
 
 
@@ -126,7 +133,223 @@ def _sharding_cause(sig_id: int, walk: Walk) -> Cause | None:
         base = base_input_name(name)
         others = [n for n, _, _ in changed[1:]]
         also = f" (and {', '.join(others[:4])}{' ...' if len(others) > 4 else ''})" if others else ""
-        return Cause("input_sharding", FindingKey.sharding(base), input=base, sharding=(old, new), earlier=step,
+        return Cause(CauseName.INPUT_SHARDING, FindingKey.sharding(base), input=base, sharding=(old, new), earlier=step,
                      evidence=f"{name}{also} sharded {no_sharding(new)}, at step {step} {no_sharding(old)}; "
                               "same shapes")
     return None
+
+
+class ShapeKind(NamedTuple):
+    """Which kind of change an input's shapes show (:func:`shape_kind`)."""
+
+    kind: str
+    """``partial_batch``, ``batch_size_change``, ``dynamic_padding`` or ``shape_change``."""
+    dim: int | None
+    varying: list[int]
+    """The dims that took more than one size."""
+    others: list[int]
+    """The varying dims other than 0 (or all of them, when only 0 varies among several)."""
+    resized: bool
+    """Several dims other than 0 changed together (an image's height and width): a size, not padding."""
+
+
+def shape_kind(shapes: Sequence[Shape], dim0_counts: Callable[[], Counter[int]]) -> ShapeKind:
+    """The kind of change in an input's distinct shapes (``dim0_counts``: how many steps had
+    each size of dim 0, asked for only when dim 0 alone varies): dim 0 alone is a batch size
+    (one smaller size than the usual one: a partial batch), one other dim with three sizes or
+    more a padded length, several dims together a resize. The report corrects it with what
+    the whole run shows (no other input sharing the rows: a size of its own)."""
+    rank = max((len(s) for s in shapes), default=0)
+    varying = [d for d in range(rank) if len({s[d] for s in shapes if len(s) > d}) > 1]
+    if varying == [0]:
+        counts = dim0_counts()
+        mode = counts.most_common(1)[0][0]
+        minority = sorted(v for v in counts if v != mode)
+        kind = "partial_batch" if len(minority) == 1 and minority[0] < mode else "batch_size_change"
+        return ShapeKind(kind, 0, varying, [], False)
+    if not varying:
+        return ShapeKind("shape_change", None, varying, [], False)
+    others = [d for d in varying if d != 0] or varying
+    dim = max(others, key=lambda d: len({s[d] for s in shapes if len(s) > d}))
+    distinct = len({s[dim] for s in shapes if len(s) > dim})
+    resized = len([d for d in others if d != 0]) >= 2
+    return ShapeKind("dynamic_padding" if distinct >= 3 and not resized else "shape_change", dim, varying, others,
+                     resized)
+
+
+def _kind_so_far(name: str, walk: Walk) -> tuple[ShapeKind, list[Shape]] | None:
+    """The live side's reading of an input's shapes so far (the signatures the walk knows),
+    with those shapes."""
+    shapes = list(dict.fromkeys(shape for sig in walk.sigs.values() for n, shape, *_ in sig
+                                if base_input_name(n) == name))
+    if len(shapes) < 3:
+        return None
+
+    def counts() -> Counter[int]:
+        out: Counter[int] = Counter()
+        for sid, sig in walk.sigs.items():
+            steps = (walk.sig_runs.get(sid) or [1])[0] or 1
+            out.update({shape[0]: steps for n, shape, *_ in sig if base_input_name(n) == name and shape})
+        return out
+
+    return shape_kind(shapes, counts), shapes
+
+
+def shape_notice(cause: Cause, step: StepFacts, walk: Walk) -> str:
+    name = clean(cause.input or "?", 60)
+    if cause.key.group == "micro":
+        return (f"the step ran {cause.new[0] if cause.new else '?'} micro-batches of {name} where an earlier one "
+                f"ran {cause.old[0] if cause.old else '?'}")
+    if cause.new is None and cause.old is not None:
+        return f"{name} ({fmt_shape(cause.old)} before) is missing from its inputs"
+    if cause.new is None:
+        return "the input shapes changed"
+    seen = ", which only the one-off first step had" if cause.first_step_only else " (first seen)"
+    d = cause.dim
+    found = _kind_so_far(cause.input or "", walk) if d is not None else None
+    if d is not None and found is not None and found[0].kind == "dynamic_padding" and found[0].dim == d:
+        seen += f": padded per batch ({len({s[d] for s in found[1] if len(s) > d})} sizes of dim {d} so far)"
+    return f"{name} took shape {fmt_shape(cause.new)}{seen}"
+
+
+def sharding_notice(cause: Cause, step: StepFacts, walk: Walk) -> str:
+    old, new = cause.sharding or ("", "")
+    return (f"{clean(cause.input or '?', 60)} sharded {clean(no_sharding(new), 60)} "
+            f"(before: {clean(no_sharding(old), 60)}), same shapes")
+
+
+
+
+INPUT_SHAPE_ADVICE: dict[str, str] = {
+    "dynamic_padding": (
+        "Pad to fixed shapes: tokenize with padding=\"max_length\" (and truncation=True), or "
+        "pad_to_multiple_of=N / a few length buckets in your collate function, so only a few "
+        "graphs are ever compiled. The what-if table shows what each choice would leave."
+    ),
+    "dynamic_size": (
+        "Pad it to a few fixed sizes along that dim (the largest it takes, or a multiple of N) "
+        "and mask what was padded (for a graph: pad the node and edge counts, with padding "
+        "edges pointing at a padding node): each fixed size compiles once. The what-if table "
+        "shows what each choice would leave."
+    ),
+    "padded_values": (
+        "Pad it to a few fixed sizes along that dim (the largest it takes, or a multiple of N) "
+        "and mask what was padded out of the loss: each fixed size compiles once. The what-if "
+        "table shows what each choice would leave."
+    ),
+    "padding_and_batch": (
+        "Both the length and the number of rows change from batch to batch (batches filled up "
+        "to a token budget): each (rows, length) pair is a graph, so padding the length alone "
+        "is not enough. Pick a few length buckets and a fixed number of rows for each (pad a "
+        "short batch with dummy rows masked out of the loss), so only a few shapes are ever "
+        "compiled. The what-if table counts what padding the length alone would leave."
+    ),
+    "micro_batches": (
+        "A step that accumulates gradients over another number of micro-batches is another "
+        "graph: the last accumulation window of an epoch is short when the batches per epoch "
+        "are not a multiple of the accumulation steps (gradient_accumulation_steps), and a count "
+        "that follows the data (a token budget) varies at will. Make the count fixed (batches per "
+        "epoch a multiple of it), or end each micro-batch with torch_xla.sync() after its "
+        "backward, so the graphs are a micro-batch's and the update's, the same whatever the "
+        "count; else each window length is one graph, cached after its first time."
+    ),
+    "settled_padding": (
+        "A fixed set of lengths (buckets, or data with few lengths): each compiled once, early, "
+        "and the steps after compiled nothing, so this is a one-off cost that a longer run "
+        "spreads thin. Fewer lengths compile less but pad more each step; keep the set small "
+        "and fixed."
+    ),
+    "staged_shapes": (
+        "One size per stage (a curriculum that grows the length, a schedule of image sizes): "
+        "each stage compiles its graphs once, then runs cached, a cost that longer stages spread "
+        "thin. To pay it once, pad every stage to the largest size and mask the padding."
+    ),
+    "partial_batch": (
+        "Drop the last partial batch (DataLoader(..., drop_last=True)) or pad it to the full "
+        "batch size and mask the padding out of the loss (where rows are compared with each "
+        "other, in-batch negatives or batch statistics, mask the padded columns too)."
+    ),
+    "batch_size_change": (
+        "Keep the batch size fixed: every batch size is a separate graph. Pad short batches "
+        "to the usual size (and mask them), or use drop_last=True."
+    ),
+    "shape_change": (
+        "Keep this input's shape fixed between steps (pad, bucket or resize to a few fixed "
+        "shapes): every new shape compiles a new graph."
+    ),
+    "resize": (
+        "Resize or crop to one fixed size before the tensor reaches the device (in the "
+        "dataset's transform or the collate function): every new size moved to the device is "
+        "a new graph, even one resized there right after. For multi-scale training keep the "
+        "set of sizes small and fixed: each is compiled once, the first time it comes."
+    ),
+    "input_kinds": (
+        "Steps of different kinds (tasks with their own heads and targets, taking turns) are "
+        "different graphs, each compiled once and cached: expected in multi-task training, a "
+        "few compiles in all, each kind's first steps doing what warm-up does for one. Padding "
+        "does not merge them: the ops differ. For one graph, run every head every step and "
+        "weight each task's loss by a 1-element tensor (0.0 or 1.0), with targets of one shape "
+        "and dtype (note that with Adam a head whose loss is weighted 0 still moves with its "
+        "momentum)."
+    ),
+    "input_set": (
+        "A step that moves another set of tensors to the device runs another graph. Move the "
+        "same inputs every step (one of the same shape where it is not needed), or make the "
+        "choice on the device (torch.where, a mask) so every step is one graph."
+    ),
+    "bucketed": (
+        "Every length is already a multiple of one step: the batches are padded to buckets, and "
+        "each bucket compiles its own graph once, cached after. That is the price of bucketing, "
+        "paid once per bucket; fewer, wider buckets (a larger multiple, or one length for all: "
+        "padding='max_length') compile fewer graphs and pad more."
+    ),
+    "partial_batch_inference": (
+        "Pad the last batch to the full batch size and drop the padded rows' outputs: one graph "
+        "for every batch, and no sample left out."
+    ),
+}
+"""What to change, per kind of its findings."""
+
+
+INPUT_SHARDING_ADVICE: dict[str, str] = {
+    "sharding_change": (
+        "Shard every batch the same way: call xs.mark_sharding on each input with the same mesh "
+        "and partition spec every step, or let the loader shard every batch: "
+        "MpDeviceLoader(loader, device, input_sharding=xs.ShardingSpec(mesh, (\"data\", None))). "
+        "Under SPMD each sharding of an input compiles a graph of its own."
+    ),
+}
+"""What to change, per kind of its findings."""
+
+
+INPUT_SHAPE = CauseUnit(
+    CauseName.INPUT_SHAPE, label='input shape changed', colour='#e8590c',
+    means=('an input took a shape no earlier steady step had: `dynamic_padding`, `partial_batch`, '
+        "`batch_size_change`, a size change (an image's height and width together); `dynamic_size` when no "
+        "other input shares the input's dim 0 (a graph's node features and edge list: no batch size, no "
+        'tokenizer; padding advice and a what-if table in plain words); a fixed set of shapes all compiled '
+        'early, with a long stretch after that compiled nothing (length buckets, `pad_to_multiple_of`), is '
+        'called settled: a one-off cost; lengths that are all multiples of one step (16, 32, 48) are said to '
+        'be buckets already, a graph each, not padding per batch; in an inference run a last partial batch is '
+        'to be padded, not dropped; an input moved to the device in some steps only is named as such; an '
+        'input of another rank or dtype (tasks taking turns) is `input_kinds`, info; another number of '
+        'micro-batches a step is `micro_batches`'),
+    fix=('`padding="max_length"`, `pad_to_multiple_of`, buckets, `drop_last=True`, resize to a fixed size'),
+    fix_safety=('Padding to fixed shapes with the padding masked out (attention_mask, labels=-100) computes the same '
+        'loss and gradients; drop_last=True leaves the last partial batch of each epoch out, and a resize '
+        'changes the images: those change what the model sees.'),
+    advice=INPUT_SHAPE_ADVICE,
+    notice=shape_notice,
+)
+
+
+INPUT_SHARDING = CauseUnit(
+    CauseName.INPUT_SHARDING, label='input sharding changed', colour='#d9480f',
+    means=('SPMD: same shapes as an earlier step, another sharding of an input (`mark_sharding` left out or '
+        'changed)'),
+    fix=('shard every batch the same way, e.g. `MpDeviceLoader(..., input_sharding=xs.ShardingSpec(mesh, '
+        '("data", None)))`'),
+    fix_safety=('Sharding every batch the same way moves the data, not its values: the same results.'),
+    advice=INPUT_SHARDING_ADVICE,
+    notice=sharding_notice,
+)

@@ -18,6 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from xprof.diagnosis.cause import CauseName
+from xprof.diagnosis.unit import CauseUnit
+
 SPLIT_SHARE = 0.8
 """Share of the steady training steps that must be split alike for the finding."""
 
@@ -102,3 +105,15 @@ def describe(found: SplitStep, where: Sequence[str]) -> tuple[str, list[str]]:
                 "barriers; the last barrier of each took no input from the host (the rest of the step)",
                 f"{found.warmup_compiles} of the warm-up compiles were the cut-off parts' own graphs"]
     return title, evidence
+
+
+SPLIT_STEP = CauseUnit(
+    CauseName.SPLIT_STEP, label='split step', colour='#5c940d',
+    means=('a steady training step cut by more than one barrier that ran a graph, the last taking no input from '
+        'the host: one more execution a step, and one more graph in warm-up (information)'),
+    fix=("one barrier at the end of the step, unless the cut bounds a graph's size on purpose"),
+    fix_safety=('Removing a barrier inside a step runs the same ops in fewer graphs: the same results (a barrier that '
+        "bounds a graph's size may be there for memory)."),
+    advice={"split_step": ADVICE},
+    finding_only=True,
+)
