@@ -45,10 +45,10 @@ def read_duckdb(paths: list[str]) -> int:
         batch.append(p)
         size += os.path.getsize(p)
         if size >= 8 << 20:
-            steps += sum(r.columns.n_steps for r in load_many(batch, engine="duckdb"))  # type: ignore[union-attr]
+            steps += sum(r.columns.n_steps for r in load_many(batch, engine="duckdb") if not isinstance(r, Exception))
             batch, size = [], 0
     if batch:
-        steps += sum(r.columns.n_steps for r in load_many(batch, engine="duckdb"))  # type: ignore[union-attr]
+        steps += sum(r.columns.n_steps for r in load_many(batch, engine="duckdb") if not isinstance(r, Exception))
     return steps
 
 

@@ -12,8 +12,8 @@ with ``torch_xla.sync()`` a step:
    (``_get_graph_hash``), and tracing the step's ops with torch_xla's IR frames on against off
    (``_set_ir_debug``), per traced node;
 3. per new graph: the HLO proto (``_get_xla_tensors_hlo_proto``, training thread), reading it
-   (``diagnosis.hlo.read_module``) and comparing it with the graph before
-   (``diagnosis.graphdiff``, both on the writer thread).
+   (``xprof.hlo.read_module``) and comparing it with the graph before
+   (``xprof.hlo.diff``, both on the writer thread).
 
 Prints figures, asserts nothing.
 """
@@ -41,8 +41,7 @@ def main() -> None:
     import torch_xla
 
     import xprof
-    from xprof.diagnosis.graphdiff import diff, keys
-    from xprof.diagnosis.hlo import read_module
+    from xprof.hlo import diff, keys, read_module
     from xprof.recorder.explain import Explain
     from xprof.recorder.frames import FrameClassifier, FrameKind
 

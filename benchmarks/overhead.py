@@ -362,10 +362,10 @@ def own_costs(loop: TinyLoop, tmp: str, rounds: int) -> list[dict[str, Any]]:
         xlac = _Xlac()
         hooks.install_barrier(rec, patches, xlac)
         barrier = xlac._xla_step_marker
-        item = hooks._make_reader(rec, "item", noop)
-        to_cast = hooks._make_to(rec, lambda self, *a, **k: self, True, True)
-        to_device = hooks._make_to(rec, lambda self, *a, **k: on_device, True, True)
-        nxt = hooks._make_next(rec, lambda self: batch, torch.Tensor, "batch")
+        item = hooks.make_reader(rec, "item", noop)
+        to_cast = hooks.make_to(rec, lambda self, *a, **k: self, True, True)
+        to_device = hooks.make_to(rec, lambda self, *a, **k: on_device, True, True)
+        nxt = hooks.make_next(rec, lambda self: batch, torch.Tensor, "batch")
         base = best(lambda: noop(cpu), 20000)
         b = best(barrier, 5000)
         rows = [

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from xprof.analysis.findings import _train_steps_before
 from xprof.analysis.tables import _nullable_ints
 from xprof.diagnosis.patterns import bucket, bucketing_what_if
-from xprof.runcolumns import _int_column
+from xprof.runcolumns import int_column
 
 
 def _what_if_by_step(lengths: list[int], each: float, current: float) -> list[dict[str, object]]:
@@ -82,14 +82,14 @@ def test_nullable_ints_fail_or_convert_like_int(bad: float) -> None:
                                     [2**40, -5]])
 def test_int_column_converts_like_int(values: list[Any]) -> None:
     want = np.asarray([int(v) for v in values], dtype=np.int64)
-    got = _int_column(values)
+    got = int_column(values)
     assert got.dtype == np.int64 and got.tolist() == want.tolist()
 
 
 @pytest.mark.parametrize("values", [[1, None], [2**70, 3], ["x", 2]])
 def test_int_column_counts_what_int_cannot_take_as_zero(values: list[Any]) -> None:
     # As DuckDB reads a counter that is not a 64-bit int: the step keeps its other counts.
-    got = _int_column(values)
+    got = int_column(values)
     assert got.dtype == np.int64
     assert got.tolist() == [v if isinstance(v, int) and abs(v) < 2**63 else 0 for v in values]
 

@@ -385,7 +385,7 @@ def test_orphan_compile_and_repeated_step_do_not_break_analysis(tmp_path: Path) 
 
 
 def test_finding_key_round_trips_through_its_id() -> None:
-    from xprof.analysis.model import FindingKey
+    from xprof.diagnosis.keys import FindingKey
 
     for key, text in [(FindingKey.sync(3), "sync:3"), (FindingKey.input("input_ids"), "input_ids"),
                       (FindingKey.fallback(["aten::nonzero", "aten::index"]), "aten::index,aten::nonzero"),
@@ -644,7 +644,7 @@ def test_two_value_dependent_shapes_in_the_same_steps_say_so() -> None:
 
 def test_the_recorder_keeps_each_dynamo_entrys_first_failure() -> None:
     from xprof.analysis.findings import _first_failures
-    from xprof.recorder.hooks import _first_per_entry
+    from xprof.recorder.hooks.dynamo import _first_per_entry
 
     # 8 recompiles re-check 1 + 2 + ... + 8 entries: 36 failures, 8 of them firsts
     raw = [f"0/{k}: tensor 'args[0]' size mismatch at index 0. expected {4 + k}, actual {5 + n}"
@@ -887,9 +887,9 @@ def test_a_graph_that_lost_an_input_names_the_baked_in_scalar(tmp_path: Path) ->
 def test_a_guard_on_a_python_number_gets_the_tensor_advice() -> None:
     import pandas as pd
 
-    from xprof.analysis.causes import Cause
     from xprof.analysis.findings import _dynamo_finding, _first_failures
-    from xprof.analysis.model import FindingKey
+    from xprof.diagnosis.cause import Cause
+    from xprof.diagnosis.keys import FindingKey
 
     # As torch 2.9 words it: the guard, then the guarded source as a comment.
     # Each recompile re-checks every cached entry, newest first: 0/0; 0/1, 0/0; 0/2, 0/1, 0/0 ...

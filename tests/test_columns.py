@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from xprof.analysis import Analysis, analyze
-from xprof.runcolumns import RunColumns, columns_of, load_columns, with_records
+from xprof.runcolumns import ColumnRun, RunColumns, columns_of, load_columns, with_records
 from xprof.runfile import Run, load_run
 
 SAMPLES = sorted((Path(__file__).resolve().parent.parent / "sample_runs").glob("*.json"))
@@ -38,14 +38,16 @@ def assert_same_columns(a: RunColumns, b: RunColumns) -> None:
         assert a.sample(name).tolist() == b.sample(name).tolist(), name
 
 
-def assert_same_run(cols: Run, typed: Run) -> None:
-    """A run read as columns holds what the record reader read."""
-    assert cols.columns is not None
-    assert_same_columns(cols.columns, columns_of(typed))
+def assert_same_run(read: ColumnRun, typed: Run) -> None:
+    """A run read as columns holds what the record reader read (its own lists of bulk
+    records empty: they are the columns)."""
+    assert_same_columns(read.columns, columns_of(typed))
+    cols = read.run
     for name in ("header", "sites", "signatures", "errors", "debug", "dynamo", "end"):
         assert getattr(cols, name) == getattr(typed, name), name
     assert (cols.skipped_lines, cols.truncated_tail, cols.impossible) == (typed.skipped_lines, typed.truncated_tail,
                                                                           typed.impossible)
+    assert not (cols.steps or cols.syncs or cols.compiles or cols.executions or cols.transfers or cols.graph_sizes)
 
 
 def assert_same_analysis(a: Analysis, b: Analysis) -> None:
@@ -147,8 +149,7 @@ def test_small_files_take_the_record_reader_and_give_the_same_columns(tmp_path: 
     path = SAMPLES[0]
     assert_same_run(load_columns(path), load_run(path))  # auto: below SMALL_FILE
     typed = load_run(path)
-    made = dataclasses.replace(typed)  # a Run without columns (built by hand or by load_run)
-    assert made.columns is None
+    made = dataclasses.replace(typed)  # a Run built by hand (or by load_run): its columns are built from it
     assert_same_analysis(analyze(made), analyze(load_columns(path, engine="duckdb")))
 
 

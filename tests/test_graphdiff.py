@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from xprof.diagnosis.graphdiff import diff, distance, keys
-from xprof.diagnosis.hlo import HloError, read_module
+from xprof.hlo import HloError, diff, distance, keys, read_module
 from xprof.runfile import load_run
 
 HLO = Path(__file__).parent / "fixtures" / "hlo"

@@ -91,7 +91,7 @@ def test_a_line_past_the_limit_is_one_skipped_line_in_both_readers(tmp_path: Pat
         lines.append(long if where == "last" else long[:-3])
     path.write_text("".join(lines))
     typed, cols = load_run(path), load_columns(path, engine="duckdb")
-    assert len(typed.steps) == 8 and cols.columns is not None and cols.columns.n_steps == 8
+    assert len(typed.steps) == 8 and cols.columns.n_steps == 8
     expect = (1, False) if where == "middle" else (0, True)
     assert (typed.skipped_lines, typed.truncated_tail) == expect
-    assert (cols.skipped_lines, cols.truncated_tail) == expect
+    assert (cols.run.skipped_lines, cols.run.truncated_tail) == expect

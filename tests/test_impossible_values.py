@@ -85,7 +85,7 @@ def test_an_impossible_record_is_skipped_and_counted_by_both_readers(tmp_path: P
 
 
 def test_the_honest_file_has_none() -> None:
-    assert load_run(SOURCE).impossible == 0 and load_columns(SOURCE, engine="duckdb").impossible == 0
+    assert load_run(SOURCE).impossible == 0 and load_columns(SOURCE, engine="duckdb").run.impossible == 0
 
 
 def test_summary_report_and_json_say_it_with_no_numpy_warning(tmp_path: Path) -> None:

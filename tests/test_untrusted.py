@@ -302,7 +302,7 @@ def test_a_name_that_is_not_utf8_shows_its_escapes_and_exits_0(tmp_path: Path) -
     lines = run.read_text(encoding="utf-8").splitlines(keepends=True)
     lines[1] = lines[1].replace('"/w/train.py"', '"/w/caf\\udce9/train.py"')
     run.write_text("".join(lines), encoding="utf-8")
-    assert load_columns(run, engine="duckdb").sites[0].file == "/w/caf\udce9/train.py"
+    assert load_columns(run, engine="duckdb").run.sites[0].file == "/w/caf\udce9/train.py"
     env = {**os.environ, "PYTHONIOENCODING": "utf-8", "COLUMNS": "200"}
     for args in (["summary", str(run)], ["compare", str(run), str(run)],
                  ["compare", str(run), str(run), "--markdown"],

@@ -11,11 +11,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from xprof.recorder import hooks
+from xprof.recorder.hooks.evidence import _HOOKS_DIR
 
 # A stand-in for a hook's wrapper: code whose file is in xprof's hooks folder, warning at
 # stacklevel 1 as a C function called from it does.
 _WRAPPER = compile("def wrapper():\n    warnings.warn('Converting a tensor to a scalar', UserWarning)\n",
-                   os.path.join(hooks._HOOKS_DIR, "hooks.py"), "exec")
+                   os.path.join(_HOOKS_DIR, "hooks.py"), "exec")
 _NS: dict[str, object] = {"warnings": warnings}
 exec(_WRAPPER, _NS)
 

@@ -32,7 +32,8 @@ from typing import Any, Callable
 import pandas as pd
 
 from xprof import openxla
-from xprof.analysis.model import Analysis, Finding, FindingKey
+from xprof.analysis.model import Analysis, Finding
+from xprof.diagnosis.keys import FindingKey
 from xprof.words import plural
 
 openxla.check()  # a test suite's first import of this package may be this module

@@ -17,8 +17,10 @@ from xprof.analysis import findings as _findings
 from xprof.analysis import steps as _steps
 from xprof.analysis import tables
 from xprof.analysis.findings import explained as _explained
-from xprof.analysis.model import CAUSES, MINOR_SHARE, WARMUP_STEPS, Analysis, Finding, Totals, unmeasured
-from xprof.runcolumns import RunColumns, columns_of, load_columns
+from xprof.analysis.model import CAUSES, Analysis, Finding, Totals, unmeasured
+from xprof.diagnosis.cause import Cause
+from xprof.diagnosis.terms import MINOR_SHARE, WARMUP_STEPS
+from xprof.runcolumns import ColumnRun, RunColumns, columns_of, load_columns
 from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter
 from xprof.words import plural
 
@@ -29,14 +31,16 @@ def analyze_path(path: str) -> Analysis:
     return analyze(load_columns(path))
 
 
-def analyze(run: Run) -> Analysis:
-    """Tables, causes, findings and totals of ``run`` (the collector paused: see gc_paused)."""
+def analyze(read: Run | ColumnRun) -> Analysis:
+    """Tables, causes, findings and totals of a run, typed (``load_run``) or read as columns
+    (``load_columns``) (the collector paused: see gc_paused)."""
     with gc_paused():
-        return _analyze(run)
+        return _analyze(read)
 
 
-def _analyze(run: Run) -> Analysis:
-    cols, dropped, tail_ms = _consistent(columns_of(run), run.end.steps if run.end else None)
+def _analyze(read: Run | ColumnRun) -> Analysis:
+    run = read.run if isinstance(read, ColumnRun) else read
+    cols, dropped, tail_ms = _consistent(columns_of(read), run.end.steps if run.end else None)
     executions = cols.sample("executions")
     steps = tables.step_table(cols)
     _steps.assign(steps)
@@ -247,7 +251,7 @@ def _pct(values: np.ndarray, q: float) -> float | None:
 
 
 def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
-            execute_s: float, found: list[_causes.Cause], tail_compile_ms: float = 0.0) -> Totals:
+            execute_s: float, found: list[Cause], tail_compile_ms: float = 0.0) -> Totals:
     tail = run.end.tail if run.end else {}
     per_step_uncached = steps["uncached"].to_numpy()
     uncached = int(per_step_uncached.sum()) + int(tail.get(UNCACHED, 0))

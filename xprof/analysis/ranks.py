@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding
+from xprof.analysis.model import Analysis, Finding
+from xprof.diagnosis.terms import WARMUP_STEPS
 from xprof.runfile import RANK_IN_NAME, Run
 from xprof.words import plural
 

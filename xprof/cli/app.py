@@ -11,7 +11,7 @@ import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperCommand
@@ -19,6 +19,9 @@ from typer.core import TyperCommand
 from xprof._version import __version__
 from xprof.report.console import SafeConsole
 from xprof.runfile import Run, RunFileError, load_run
+
+if TYPE_CHECKING:
+    from xprof.runcolumns import ColumnRun
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -72,15 +75,21 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     raise typer.Exit(code)
 
 
-def load_or_fail(path: str, records: bool = False) -> Run:
-    """The run at ``path``, its bulk records as columns (``records``: as typed records, for
-    the renderers that walk them one by one); one line and exit 2 on a bad file."""
-    try:
-        if records:
-            return load_run(path)
-        from xprof.runcolumns import load_columns
+def load_or_fail(path: str) -> ColumnRun:
+    """The run at ``path``, its bulk records as columns; one line and exit 2 on a bad file."""
+    from xprof.runcolumns import load_columns
 
+    try:
         return load_columns(path)
+    except RunFileError as exc:
+        fail(str(exc))
+
+
+def load_records_or_fail(path: str) -> Run:
+    """The run at ``path`` as typed records, for the renderers that walk them one by one;
+    one line and exit 2 on a bad file."""
+    try:
+        return load_run(path)
     except RunFileError as exc:
         fail(str(exc))
 

@@ -31,7 +31,7 @@ from xprof.untrusted import md_code
 if TYPE_CHECKING:
     from xprof.comparison import Gate, Violation
     from xprof.comparison.model import CompareResult
-    from xprof.runfile import Run
+    from xprof.runcolumns import ColumnRun
 
 _EXAMPLE = """
 Compare a run against a baseline, and gate CI on it:
@@ -218,11 +218,12 @@ def _inputs(result: CompareResult) -> list[str]:
     return [r.path for r in result.runs]
 
 
-def _trusted(run: Run) -> Run:
-    """``run``, or one line and exit 2 when it holds impossible records: a gate must never
+def _trusted(read: ColumnRun) -> ColumnRun:
+    """``read``, or one line and exit 2 when it holds impossible records: a gate must never
     pass on a file whose compile times were negative (the records are skipped, and what is
     left would be judged)."""
+    run = read.run
     if run.impossible:
         fail(f"{run.path}: {run.impossible} record(s) with impossible values (negative, NaN or infinite "
              "numbers, or a step index repeated or out of order): compare does not judge a file it cannot trust")
-    return run
+    return read

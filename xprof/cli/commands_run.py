@@ -13,14 +13,13 @@ from typing import Annotated
 import typer
 
 from xprof.cli.app import (
-    EXIT_BAD_INPUT,
     Command,
     app,
     console,
     err_console,
     fail,
     finite_json,
-    load_or_fail,
+    load_records_or_fail,
     output_errors,
     reads_only,
 )
@@ -124,7 +123,7 @@ def export_command(
     target = checked_output(out, [run_path])
     if not os.path.isdir(os.path.dirname(target)):
         fail(f"cannot write {out}: no such directory {os.path.dirname(target)}")
-    run = load_or_fail(run_path, records=True)
+    run = load_records_or_fail(run_path)
     from xprof.report.page import write_atomic
     from xprof.report.trace import chrome_trace
 
@@ -168,4 +167,4 @@ def ranks_command(
     render_ranks(view, console, details_below=False)
 
 
-__all__ = ["EXIT_BAD_INPUT", "export_command", "ranks_command", "run_command"]
+__all__ = ["export_command", "ranks_command", "run_command"]

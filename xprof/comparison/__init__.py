@@ -32,10 +32,10 @@ from xprof.comparison.model import (
     ShapeChange,
     Violation,
 )
-from xprof.runcolumns import load_columns
+from xprof.runcolumns import ColumnRun, load_columns
 from xprof.runfile import Run
 
-RunLike = Union[str, "os.PathLike[str]", Run, Analysis]
+RunLike = Union[str, "os.PathLike[str]", Run, ColumnRun, Analysis]
 
 
 def _analysis(item: RunLike) -> Analysis:
@@ -43,8 +43,7 @@ def _analysis(item: RunLike) -> Analysis:
         return item
     from xprof.analysis import analyze
 
-    run = item if isinstance(item, Run) else load_columns(item)
-    return analyze(run)
+    return analyze(item if isinstance(item, (Run, ColumnRun)) else load_columns(item))
 
 
 def compare_pair(base: Analysis, new: Analysis, noise: Noise | None = None,

@@ -17,8 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from xprof.analysis.model import WARMUP_STEPS, Analysis
+from xprof.analysis.model import Analysis
 from xprof.comparison.model import MetricChange
+from xprof.diagnosis.terms import WARMUP_STEPS
 
 
 def _default_floors() -> dict[str, float]:

@@ -34,13 +34,14 @@ from typing import Any, Protocol
 
 from xprof.recorder import metrics as m
 from xprof.recorder.encoder import RecordEncoder
-from xprof.recorder.events import _LAZY, _MARK, _RECORD, _STEP, _SYNC, RawInput
+from xprof.recorder.events import EVENT_KINDS, RawInput
 from xprof.recorder.frames import FrameClassifier, Site
 from xprof.recorder.spmd import ShardingsOf
 from xprof.recorder.stepinputs import StepInputs
 from xprof.runfile import RunWriter
 
 log = logging.getLogger("xprof")
+_STEP, _SYNC, _MARK, _RECORD, _LAZY = EVENT_KINDS  # (the kinds of queued event: events.py)
 
 FLUSH_INTERVAL = 0.25
 """Seconds between two passes of the writer thread. A step that compiled wakes it at

@@ -11,11 +11,11 @@ from operator import sub
 from typing import Any
 
 from xprof.recorder import metrics as m
-from xprof.recorder.events import _MESH_KEYS, InputEntry, RawInput
+from xprof.recorder.events import MESH_KEYS, InputEntry, RawInput
 from xprof.recorder.frames import Site
 from xprof.recorder.inputs import dtype_name
 from xprof.recorder.spmd import mesh_facts, spmd_enabled, spmd_meta
-from xprof.runfile import EncodedRecord, encode_record
+from xprof.runfile import CACHED, EXECUTE, LOCAL_SCALAR, REPLICATED, TO_CPU, UNCACHED, EncodedRecord, encode_record
 
 SAMPLE_BATCH = 256
 """Executions between two reads of the ExecuteTime / TensorsGraphSize sample lists.
@@ -155,36 +155,23 @@ class RecordEncoder:
         rec: dict[str, Any] = {"type": "step", "i": i, "t0": t0, "tb": tb, "t1": t1, "barrier": kind}
         if d:
             rec["c"] = d
-        bu = m.increase(snap.get(m.UNCACHED, 0), before[0])
-        bc = m.increase(snap.get(m.CACHED, 0), before[1])
+        bu = m.increase(snap.get(UNCACHED, 0), before[0])
+        bc = m.increase(snap.get(CACHED, 0), before[1])
         if bu:
             rec["bu"] = bu
-        if site is not None and (bu or d.get(m.UNCACHED)):
+        if site is not None and (bu or d.get(UNCACHED)):
             rec["site"] = self._intern_site("barrier", site, out)
-        if bc:
-            rec["bc"] = bc
         # What tells a training step from the other barriers: optimizer steps since the
         # last barrier (``o``), graphs torch.compile extracted (``dz``), grad mode (``ng``),
         # modules in eval mode (``ev``), backward passes (``bw``).
-        if opt:
-            rec["o"] = opt
-        if graphs:
-            rec["dz"] = graphs
-        if no_grad:
-            rec["ng"] = 1
-        if eval_mode:
-            rec["ev"] = 1
-        if backwards:
-            rec["bw"] = backwards
-        if mid:
-            rec["mg"] = mid
-        if turned_off:
-            rec["gd"] = 1
+        _put_nonzero(rec, (("bc", bc), ("o", opt), ("dz", graphs), ("ng", 1 if no_grad else 0),
+                           ("ev", 1 if eval_mode else 0), ("bw", backwards), ("mg", mid),
+                           ("gd", 1 if turned_off else 0)))
         if inputs:
             rec["sig"] = self._intern_sig(inputs, out)
         if extra:
             rec.update(extra)
-        if d.get(m.UNCACHED):
+        if d.get(UNCACHED):
             buf = self._compile_buf
             buf.extend((ts, ns, "") for ts, ns in self._compile_cursor.new())
             # An op run eagerly (eager mode) compiles on its own, timed in another metric.
@@ -200,11 +187,11 @@ class RecordEncoder:
                 else:
                     kept.append((ts, ns, at))  # a later step's (the writer runs behind)
             self._compile_buf = kept
-        executions = d.get(m.EXECUTE, 0) + d.get(m.REPLICATED, 0)
-        transfers = d.get(m.TO_CPU, 0) + d.get(m.LOCAL_SCALAR, 0)
+        executions = d.get(EXECUTE, 0) + d.get(REPLICATED, 0)
+        transfers = d.get(TO_CPU, 0) + d.get(LOCAL_SCALAR, 0)
         self._exec_pending += executions
         self._xfer_pending += transfers
-        if bu or d.get(m.UNCACHED) or self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
+        if bu or d.get(UNCACHED) or self._exec_pending >= SAMPLE_BATCH or self._xfer_pending >= SAMPLE_BATCH:
             # (a step that compiled: its graphs' sizes come before it, for the live notices)
             self._flush_samples(out)
         out.append(rec)
@@ -293,7 +280,7 @@ class RecordEncoder:
         if not self.spmd and spmd_enabled():
             self.spmd = True
             self.counters.count_replicated()
-            out.append({"type": "spmd", **{k: v for k, v in (spmd_meta() or {}).items() if k not in _MESH_KEYS}})
+            out.append({"type": "spmd", **{k: v for k, v in (spmd_meta() or {}).items() if k not in MESH_KEYS}})
         if self.spmd:
             self._note_mesh(out)
 
@@ -307,16 +294,8 @@ class RecordEncoder:
         rec: dict[str, Any] = {"type": "sync", "i": i, "site": self._intern_site(kind, site, out),
                                "t0": t0, "t1": t1}
         increase = m.increase  # a counter reset (torch.compile's bridge) counts from 0
-        du, dc, dx = (increase(after[0], before[0]), increase(after[1], before[1]),
-                      increase(after[2], before[2]))
-        if du:
-            rec["u"] = du
-        if dc:
-            rec["c"] = dc
-        if dx:
-            rec["x"] = dx
-        if deferred:
-            rec["deferred"] = True
+        _put_nonzero(rec, (("u", increase(after[0], before[0])), ("c", increase(after[1], before[1])),
+                           ("x", increase(after[2], before[2])), ("deferred", bool(deferred))))
         if thread is not None:
             rec["thread"] = thread
         out.append(rec)
@@ -344,6 +323,14 @@ class RecordEncoder:
                 rec["caller"] = [caller_file, caller_line, site.caller_code()]
             out.append(rec)
         return sid
+
+
+def _put_nonzero(rec: dict[str, Any], fields: tuple[tuple[str, Any], ...]) -> None:
+    """Set each field whose value is not zero or false, in order: a record leaves out a count
+    or a flag that is zero."""
+    for key, value in fields:
+        if value:
+            rec[key] = value
 
 
 def _steady_key(ev: tuple[Any, ...], increases: tuple[int, ...], sid: int | None) -> tuple[Any, ...]:

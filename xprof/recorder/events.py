@@ -13,12 +13,13 @@ RawInput = tuple[str, Any, Any, str] | tuple[str, Any, Any, str, str]
 objects, named and deduplicated on the writer thread; an SPMD run adds the sharding spec
 read at the barrier."""
 
-_MESH_KEYS = ("mesh_shape", "axis_names")
+MESH_KEYS = ("mesh_shape", "axis_names")
 
-_STEP = 0
-_SYNC = 1
-_MARK = 2
-_RECORD = 3
-_LAZY = 4
+STEP_EVENT = 0
+SYNC_EVENT = 1
+MARK_EVENT = 2
+RECORD_EVENT = 3
+LAZY_EVENT = 4
 """A record made on the writer thread by a callable given the index of the step it lands
 before (``--explain``'s graphs, read and compared there, off the training thread)."""
+EVENT_KINDS = (STEP_EVENT, SYNC_EVENT, MARK_EVENT, RECORD_EVENT, LAZY_EVENT)

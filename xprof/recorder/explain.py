@@ -6,8 +6,8 @@ parameters, their gradients and state, the losses given to ``backward()`` since 
 barrier, and any the user registered) tells a new graph from a known one
 (``_get_graph_hash``, ~0.1-0.6 ms); only for a new one, the graph itself
 (``_get_xla_tensors_hlo_proto``, ~1-5 ms) is queued. On the writer thread, the graph is
-read (:mod:`xprof.diagnosis.hlo`), compared with the closest graph seen before
-(:mod:`xprof.diagnosis.graphdiff`) and written as a ``debug`` record of kind ``graph``.
+read (:mod:`xprof.hlo.reader`), compared with the closest graph seen before
+(:mod:`xprof.hlo.diff`) and written as a ``debug`` record of kind ``graph``.
 
 torch_xla records each IR node's Python frames only under ``_set_ir_debug(True)`` (~2 µs a
 traced node; graph hashes and compiles are the same), so the mode is one: on from the start
@@ -24,8 +24,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from xprof.diagnosis.graphdiff import GraphDiff, diff, distance, keys
-from xprof.diagnosis.hlo import Graph, read_module
+from xprof.hlo import Graph, GraphDiff, diff, distance, keys, read_module
 from xprof.recorder.frames import FrameClassifier, FrameKind
 
 MAX_KNOWN = 32

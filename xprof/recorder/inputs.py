@@ -26,7 +26,7 @@ def dtype_name(dtype: Any) -> str:
     return text[6:] if text.startswith("torch.") else text
 
 
-_POSITION_NAMES = [f"batch[{i}]" for i in range(MAX_LEAVES)]
+POSITION_NAMES = [f"batch[{i}]" for i in range(MAX_LEAVES)]
 
 
 def all_tensors(values: Iterable[Any], tensor_type: type) -> bool:
@@ -44,7 +44,7 @@ def flatten_batch(batch: Any, tensor_type: type) -> list[tuple[str, Any]]:
             return [(str(k), v) for k, v in batch.items()]
     elif (kind is list or kind is tuple) and len(batch) <= MAX_LEAVES:
         if all_tensors(batch, tensor_type):
-            return list(zip(_POSITION_NAMES, batch))
+            return list(zip(POSITION_NAMES, batch))
     elif isinstance(batch, tensor_type):
         return [("batch", batch)]
     out: list[tuple[str, Any]] = []

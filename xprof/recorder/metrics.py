@@ -25,9 +25,7 @@ from xprof.runfile import (
     is_fallback_counter,
 )
 
-__all__ = ["BASE_COUNTERS", "CACHED", "EXECUTE", "LOCAL_SCALAR", "MARK_STEP", "REPLICATED", "TO_CPU",
-           "UNCACHED", "CounterReader", "MetricsSource", "SampleCursor", "XlaMetrics", "delta",
-           "is_fallback_counter"]
+__all__ = ["BASE_COUNTERS", "CounterReader", "MetricsSource", "SampleCursor", "XlaMetrics", "delta"]
 
 # Counters read at every barrier (when present) and written as per-step deltas.
 BASE_COUNTERS = (UNCACHED, CACHED, EXECUTE, MARK_STEP, LOCAL_SCALAR, TO_CPU)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xprof.recorder import metrics as m
-from xprof.recorder.events import _MESH_KEYS, _RECORD, RawInput
+from xprof.recorder.events import MESH_KEYS, RECORD_EVENT, RawInput
 from xprof.recorder.inputs import MAX_LEAVES
 from xprof.recorder.spmd import ShardingsOf, shardings_reader, spmd_enabled, spmd_meta
 
@@ -109,7 +109,7 @@ class StepInputs:
         self.spmd = True
         self._spmd_undecided = False
         self.counters.count_replicated()
-        self._mesh = {k: meta[k] for k in _MESH_KEYS if k in meta}
+        self._mesh = {k: meta[k] for k in MESH_KEYS if k in meta}
         self._read_shardings = shardings_reader() if inputs else None
         self.keep_devices = self._read_shardings is not None
 
@@ -130,8 +130,8 @@ class StepInputs:
             self.counters.count_replicated()
             meta = spmd_meta() or {}
             # The mesh is the writer thread's to write (with the step's signature).
-            self._events.append((_RECORD, {"type": "spmd", **{k: v for k, v in meta.items()
-                                                              if k not in _MESH_KEYS}}))
+            self._events.append((RECORD_EVENT, {"type": "spmd", **{k: v for k, v in meta.items()
+                                                              if k not in MESH_KEYS}}))
             self._read_shardings = shardings_reader() if self._want_inputs else None
             self.keep_devices = self._read_shardings is not None
             if not self.keep_devices:

@@ -323,7 +323,7 @@ class watch:
                  tb: TracebackType | None) -> None:
         global _ACTIVE
         if exc is not None:
-            hooks._user_frames_only(exc)
+            hooks.user_frames_only(exc)
         if self.inert:
             return
         if self.forked:

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from xprof._version import __version__
-from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding, is_missing
+from xprof.analysis.model import Analysis, Finding, is_missing
 from xprof.analysis.ranks import RanksView, span
+from xprof.diagnosis.terms import WARMUP_STEPS
 from xprof.report import fmt, plots, prose
 from xprof.report.page import env, plotly_js, write_atomic
 

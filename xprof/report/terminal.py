@@ -13,8 +13,9 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 
-from xprof.analysis.model import WARMUP_STEPS, Analysis, Finding
+from xprof.analysis.model import Analysis, Finding
 from xprof.analysis.ranks import RanksView
+from xprof.diagnosis.terms import WARMUP_STEPS
 from xprof.report import fmt, prose
 from xprof.report.console import NARROW_TABLE, Text
 

@@ -12,7 +12,9 @@ The fields read from each bulk record are listed once, in :data:`BULK` (the JSON
 column it becomes, its type and its default when absent): adding a field to a record is
 one line there (:mod:`~xprof.runcolumns.fields`). :func:`columns_of` builds the same columns from the typed records of
 :func:`xprof.runfile.load_run` (a ``Run`` made in a test, or read by the record reader),
-so the analysis has one input, :class:`RunColumns`.
+so the analysis has one input, :class:`RunColumns`. :func:`load_columns` returns them
+beside a ``Run`` of the other records (:class:`ColumnRun`): ``Run`` itself knows nothing of
+columns.
 
 How lines are accounted for, as :func:`xprof.runfile.load_run` does: a first pass over the
 bytes (numpy, no object per line) finds the lines that start like the recorder writes a
@@ -31,8 +33,8 @@ its queries (:mod:`~xprof.runcolumns.queries`). Everyone else imports from ``xpr
 
 from __future__ import annotations
 
-from xprof.runcolumns.columns import RunColumns, columns_of, with_records
-from xprof.runcolumns.columns import _int_column as _int_column
+from xprof.runcolumns.columns import ColumnRun, RunColumns, columns_of, with_records
+from xprof.runcolumns.columns import int_column as int_column
 from xprof.runcolumns.connection import BIG_FILE as BIG_FILE
 from xprof.runcolumns.connection import close as close
 from xprof.runcolumns.connection import connected as connected
@@ -49,4 +51,5 @@ from xprof.runcolumns.load import SMALL_FILE as SMALL_FILE
 from xprof.runcolumns.load import load_columns, load_many
 from xprof.runcolumns.queries import CODED_COUNTERS as CODED_COUNTERS
 
-__all__ = ["BULK", "SAMPLES", "Field", "RunColumns", "columns_of", "load_columns", "load_many", "with_records"]
+__all__ = ["BULK", "SAMPLES", "ColumnRun", "Field", "RunColumns", "columns_of", "load_columns", "load_many",
+           "with_records"]

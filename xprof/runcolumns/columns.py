@@ -1,5 +1,6 @@
-"""The columns themselves (:class:`RunColumns`), and the same columns built from typed
-records (:func:`columns_of`) or turned back into them (:func:`with_records`).
+"""The columns themselves (:class:`RunColumns`), a run read with them (:class:`ColumnRun`),
+and the same columns built from typed records (:func:`columns_of`) or turned back into them
+(:func:`with_records`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from xprof.runcolumns.fields import _NUMPY, COMPILE_FIELDS, REQUIRED, SAMPLES, STEP_FIELDS, SYNC_FIELDS, Field
+from xprof.runcolumns.fields import COMPILE_FIELDS, NUMPY_TYPES, REQUIRED, SAMPLES, STEP_FIELDS, SYNC_FIELDS, Field
 from xprof.runfile import Compile, Run, Step, Sync, gc_paused, is_fallback_counter
 
 # -- the columns ------------------------------------------------------------------------------
@@ -59,6 +60,18 @@ _NO_SAMPLES = np.zeros((0, 2), dtype=np.float64)
 _NO_SAMPLES.flags.writeable = False
 
 
+@dataclass
+class ColumnRun:
+    """A run file read with its bulk records as columns (:func:`xprof.runcolumns.load_columns`):
+    the columns beside a :class:`~xprof.runfile.Run` that holds the header and the few records
+    a run has a handful of (sites, inputs, errors, debug, end...). That ``run``'s lists of bulk
+    records (steps, syncs, compiles, samples) are empty: they are ``columns``
+    (:func:`with_records` makes the whole typed ``Run``)."""
+
+    run: Run
+    columns: RunColumns
+
+
 def _empty(fields: Sequence[Field]) -> dict[str, np.ndarray]:
     return {f.column: _typed([], f) for f in fields}
 
@@ -66,16 +79,16 @@ def _empty(fields: Sequence[Field]) -> dict[str, np.ndarray]:
 def _typed(values: Sequence[Any], f: Field) -> np.ndarray:
     """A column of ``values`` (None where missing) as :class:`RunColumns` holds it."""
     if f.kind == "str":
-        return _shared_strings(values)
+        return shared_strings(values)
     if f.default is None or f.default is REQUIRED:
         mask = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
-        data: np.ndarray = np.fromiter((0 if v is None else v for v in values), dtype=_NUMPY[f.kind],
+        data: np.ndarray = np.fromiter((0 if v is None else v for v in values), dtype=NUMPY_TYPES[f.kind],
                                        count=len(values))
         return np.ma.MaskedArray(data, mask) if f.default is None else data
-    return np.fromiter(values, dtype=_NUMPY[f.kind], count=len(values))
+    return np.fromiter(values, dtype=NUMPY_TYPES[f.kind], count=len(values))
 
 
-def _shared_strings(values: Sequence[Any]) -> np.ndarray:
+def shared_strings(values: Sequence[Any]) -> np.ndarray:
     """An object array of ``values`` where equal strings are one object (a million steps
     name a handful of barrier kinds)."""
     interned: dict[Any, Any] = {}
@@ -84,10 +97,10 @@ def _shared_strings(values: Sequence[Any]) -> np.ndarray:
     return out
 
 
-def columns_of(run: Run) -> RunColumns:
-    """``run.columns``, or the same columns built from its typed records (a ``Run`` from
-    :func:`xprof.runfile.load_run` or made by hand)."""
-    if run.columns is not None:
+def columns_of(run: Run | ColumnRun) -> RunColumns:
+    """The columns of a :class:`ColumnRun`, or the same columns built from the typed records
+    of a ``Run`` (from :func:`xprof.runfile.load_run` or made by hand)."""
+    if isinstance(run, ColumnRun):
         return run.columns
     with gc_paused():
         return _from_records(run)
@@ -133,7 +146,7 @@ def _from_records(run: Run) -> RunColumns:
         for c in all_counts:
             names.update(dict.fromkeys(c))
         for name in names:
-            column = _int_column([c.get(name, 0) for c in all_counts])
+            column = int_column([c.get(name, 0) for c in all_counts])
             if column.any():  # (a counter no step moved is no column, as DuckDB reads it)
                 counters[name] = column
     syncs, n_syncs = _record_columns(run.syncs, SYNC_FIELDS)
@@ -144,7 +157,7 @@ def _from_records(run: Run) -> RunColumns:
                       dropped=dropped + n_syncs + n_compiles)
 
 
-def _int_column(values: list[Any]) -> np.ndarray:
+def int_column(values: list[Any]) -> np.ndarray:
     """Counter deltas as int64: a list of Python ints converts in one numpy call; a value
     ``int()`` cannot take, or one beyond 64 bits, counts as 0 (as DuckDB reads it)."""
     try:
@@ -168,14 +181,15 @@ def _pairs(values: Sequence[tuple[float, float]]) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).reshape(-1, 2) if len(values) else _NO_SAMPLES
 
 
-def with_records(run: Run) -> Run:
-    """``run`` with its typed record lists filled from its columns (for readers that walk
-    records one by one, such as the Chrome trace). A run without columns is returned as is."""
-    cols = run.columns
-    if cols is None or run.steps or run.syncs or run.compiles:
-        return run
+def with_records(read: Run | ColumnRun) -> Run:
+    """The typed ``Run`` of ``read``: a :class:`ColumnRun`'s run with its record lists filled
+    from its columns (for readers that walk records one by one, such as the Chrome trace). A
+    ``Run`` is returned as is."""
+    if not isinstance(read, ColumnRun):
+        return read
+    run, cols = read.run, read.columns
     def rows(table: dict[str, np.ndarray], fields: Sequence[Field]) -> Iterator[dict[str, Any]]:
-        lists = {f.attr: _py_list(table[f.column]) for f in fields}
+        lists = {f.attr: py_list(table[f.column]) for f in fields}
         for k in range(len(table[fields[0].column])):
             yield {a: v[k] for a, v in lists.items()}
 
@@ -193,18 +207,18 @@ def with_records(run: Run) -> Run:
                                transfers=pairs("transfers"), graph_sizes=pairs("graph_sizes"))
 
 
-def _py_list(arr: np.ndarray) -> list[Any]:
+def py_list(arr: np.ndarray) -> list[Any]:
     if isinstance(arr, np.ma.MaskedArray):
         return [None if m else v for v, m in zip(arr.data.tolist(), np.ma.getmaskarray(arr).tolist())]
     return arr.tolist()
 
 
-def _no_columns() -> _Read:
-    return _Read(RunColumns(steps=_empty(STEP_FIELDS), counters={}, syncs=_empty(SYNC_FIELDS),
+def no_columns() -> ColumnsRead:
+    return ColumnsRead(RunColumns(steps=_empty(STEP_FIELDS), counters={}, syncs=_empty(SYNC_FIELDS),
                             compiles=_empty(COMPILE_FIELDS)), 0)
 
 
-class _Read(NamedTuple):
+class ColumnsRead(NamedTuple):
     columns: RunColumns
     skipped: int
     """Bulk records DuckDB read but that lack a required field."""

@@ -13,7 +13,7 @@ from typing import Any
 _LOCAL = threading.local()
 
 
-def _connection() -> Any:
+def thread_connection() -> Any:
     """This thread's DuckDB connection (in memory), made on first use."""
     con = getattr(_LOCAL, "con", None)
     if con is None:

@@ -74,7 +74,7 @@ SAMPLES: dict[str, str] = {"exec": "executions", "xfer": "transfers", "graph_siz
 """Record types whose ``samples`` (``[[a, b], ...]``) become one (n, 2) float array each, under
 the name of the typed ``Run`` list they mirror."""
 
-_SQL = {"int": "BIGINT", "float": "DOUBLE", "str": "VARCHAR", "bool": "BOOLEAN"}
-_NUMPY = {"int": np.int64, "float": np.float64, "bool": np.bool_}
+SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE", "str": "VARCHAR", "bool": "BOOLEAN"}
+NUMPY_TYPES = {"int": np.int64, "float": np.float64, "bool": np.bool_}
 
-_BULK_TYPES = frozenset((*BULK, *SAMPLES))
+BULK_TYPES = frozenset((*BULK, *SAMPLES))

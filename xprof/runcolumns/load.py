@@ -10,11 +10,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xprof.runcolumns.columns import _no_columns, columns_of
-from xprof.runcolumns.connection import BIG_FILE, _release
-from xprof.runcolumns.fields import _BULK_TYPES
-from xprof.runcolumns.queries import _read_bulk
-from xprof.runcolumns.scan import _Scan, _scan
+from xprof.runcolumns.columns import ColumnRun, columns_of, no_columns
+from xprof.runcolumns.connection import BIG_FILE
+from xprof.runcolumns.connection import close as close_connection
+from xprof.runcolumns.fields import BULK_TYPES
+from xprof.runcolumns.queries import read_bulk
+from xprof.runcolumns.scan import Scan, scan_lines
 from xprof.runfile import Run, RunFileError, Undecodable, decode_line, file_record, gc_paused, load_run, open_run
 
 SMALL_FILE = 1 << 20
@@ -25,9 +26,9 @@ BATCH_BYTES = 96 << 20
 """Files read by one DuckDB query at most (the files of a pod are read in batches this size)."""
 
 
-def load_columns(path: str | os.PathLike[str], engine: str = "auto") -> Run:
-    """Read a run file with its bulk records as columns (``Run.columns``; the typed lists of
-    those records stay empty: :func:`with_records` fills them). The same checks and the same
+def load_columns(path: str | os.PathLike[str], engine: str = "auto") -> ColumnRun:
+    """Read a run file with its bulk records as columns, beside a ``Run`` of the other records
+    (:class:`ColumnRun`; :func:`with_records` makes the typed ``Run``). The same checks and the same
     accounting of unreadable lines as :func:`xprof.runfile.load_run`; one line
     (:class:`RunFileError`) on a file that cannot be read.
 
@@ -40,11 +41,11 @@ def load_columns(path: str | os.PathLike[str], engine: str = "auto") -> Run:
     return got
 
 
-def load_many(paths: Sequence[str | os.PathLike[str]], engine: str = "auto") -> list[Run | RunFileError]:
+def load_many(paths: Sequence[str | os.PathLike[str]], engine: str = "auto") -> list[ColumnRun | RunFileError]:
     """:func:`load_columns` of each path, the DuckDB ones in batches (one query for up to
     :data:`BATCH_BYTES` of files): a file that cannot be read is its :class:`RunFileError`,
     in its place, and the others are read."""
-    out: list[Run | RunFileError | None] = [None] * len(paths)
+    out: list[ColumnRun | RunFileError | None] = [None] * len(paths)
     batch: list[_Pending] = []
     size = 0
     for k, path in enumerate(paths):
@@ -53,7 +54,7 @@ def load_many(paths: Sequence[str | os.PathLike[str]], engine: str = "auto") -> 
         except RunFileError as exc:
             out[k] = exc
             continue
-        if isinstance(got, Run):
+        if isinstance(got, ColumnRun):
             out[k] = got
             continue
         got.position = k
@@ -72,13 +73,13 @@ class _Pending:
     """A file whose small records are read, waiting for DuckDB to read its bulk records."""
 
     run: Run
-    scan: _Scan
+    scan: Scan
     size: int
     position: int = 0
 
 
-def _prepare(p: str, engine: str) -> Run | _Pending:
-    """Check the header and read the small records (typed); a whole Run when the record
+def _prepare(p: str, engine: str) -> ColumnRun | _Pending:
+    """Check the header and read the small records (typed); the whole run when the record
     reader takes the file."""
     f, header = open_run(p)
     f.close()
@@ -89,7 +90,7 @@ def _prepare(p: str, engine: str) -> Run | _Pending:
     try:
         with open(p, "rb") as b:
             offset = len(b.readline())
-        scan = _scan(p, offset)
+        scan = scan_lines(p, offset)
     except OSError as exc:
         raise RunFileError(f"{p}: cannot read ({exc.strerror or exc})")
     run = Run(path=p, header=header)
@@ -107,7 +108,7 @@ def _prepare(p: str, engine: str) -> Run | _Pending:
             except Undecodable:
                 pending = True
                 continue
-            if type(rec) is dict and rec.get("type") in _BULK_TYPES:
+            if type(rec) is dict and rec.get("type") in BULK_TYPES:
                 return _records_as_columns(p)  # a bulk record not written the recorder's way
             if not file_record(run, rec):
                 run.skipped_lines += 1
@@ -121,12 +122,12 @@ def _prepare(p: str, engine: str) -> Run | _Pending:
     return _Pending(run, scan, size)
 
 
-def _read_batch(batch: list[_Pending], out: list[Run | RunFileError | None]) -> None:
+def _read_batch(batch: list[_Pending], out: list[ColumnRun | RunFileError | None]) -> None:
     todo = [b for b in batch if b.scan.bulk_lines]
-    reads = _read_bulk([b.run.path for b in todo]) if todo else []
+    reads = read_bulk([b.run.path for b in todo]) if todo else []
     got = {id(b): r for b, r in zip(todo, reads)}
     for b in batch:
-        read, seen = got.get(id(b), (_no_columns(), 0))
+        read, seen = got.get(id(b), (no_columns(), 0))
         run = b.run
         bad_bulk = b.scan.bulk_lines - seen
         if bad_bulk < 0 or not read.possible:
@@ -137,10 +138,9 @@ def _read_batch(batch: list[_Pending], out: list[Run | RunFileError | None]) -> 
             run.truncated_tail = True
             bad_bulk -= 1
         run.skipped_lines += bad_bulk + read.skipped
-        run.columns = read.columns
-        out[b.position] = run
+        out[b.position] = ColumnRun(run, read.columns)
     if sum(b.size for b in batch) >= BIG_FILE:
-        _release()
+        close_connection()
 
 
 def _size(path: str) -> int:
@@ -158,12 +158,12 @@ def _undecodable(raw: bytes) -> bool:
     return False
 
 
-def _records_as_columns(path: str) -> Run:
+def _records_as_columns(path: str) -> ColumnRun:
     """The record reader, its bulk records turned into columns (small files, and files not
     written the way the recorder writes them)."""
     run = load_run(path)
     cols = columns_of(run)
     skipped = run.skipped_lines + cols.dropped
     cols.dropped = 0
-    return dataclasses.replace(run, steps=[], syncs=[], compiles=[], executions=[], transfers=[],
-                               graph_sizes=[], columns=cols, skipped_lines=skipped)
+    return ColumnRun(dataclasses.replace(run, steps=[], syncs=[], compiles=[], executions=[], transfers=[],
+                                         graph_sizes=[], skipped_lines=skipped), cols)

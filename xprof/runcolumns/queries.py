@@ -12,17 +12,17 @@ from typing import Any
 
 import numpy as np
 
-from xprof.runcolumns.columns import RunColumns, _py_list, _Read, _shared_strings
-from xprof.runcolumns.connection import _connection
+from xprof.runcolumns.columns import ColumnsRead, RunColumns, py_list, shared_strings
+from xprof.runcolumns.connection import thread_connection
 from xprof.runcolumns.fields import (
-    _BULK_TYPES,
-    _NUMPY,
-    _SQL,
     BULK,
+    BULK_TYPES,
     COMPILE_FIELDS,
     COUNTERS_KEY,
+    NUMPY_TYPES,
     REQUIRED,
     SAMPLES,
+    SQL_TYPES,
     STEP_FIELDS,
     SYNC_FIELDS,
     Field,
@@ -38,7 +38,7 @@ def _key_types() -> dict[str, str]:
     kinds: dict[str, set[str]] = {}
     for fields in BULK.values():
         for f in fields:
-            kinds.setdefault(f.key, set()).add(_SQL[f.kind])
+            kinds.setdefault(f.key, set()).add(SQL_TYPES[f.kind])
     kinds.setdefault(COUNTERS_KEY, set()).add("JSON")
     out = {k: (v.pop() if len(v) == 1 else "JSON") for k, v in kinds.items()}
     out["type"] = "VARCHAR"
@@ -60,7 +60,7 @@ def _sql_ident(s: str) -> str:
 def _select(f: Field, key_type: str) -> str:
     """The SQL expression of one field: cast from JSON where the key is shared, with its default."""
     col = _sql_ident(f.key)
-    expr = col if key_type != "JSON" else f"TRY_CAST({col} AS {_SQL[f.kind]})"
+    expr = col if key_type != "JSON" else f"TRY_CAST({col} AS {SQL_TYPES[f.kind]})"
     if f.default is not None and f.default is not REQUIRED:
         expr = f"COALESCE({expr}, {_sql_literal(f.default)})"
     return expr
@@ -78,13 +78,13 @@ _FILE = "xprof_f"
 """The column holding which file of the batch a row came from (its index)."""
 
 
-def _read_bulk(paths: list[str]) -> list[_Read_and_seen]:
+def read_bulk(paths: list[str]) -> list[_Read_and_seen]:
     """The bulk records of each file as columns, and how many rows of bulk types DuckDB read
     from it: one query over all of them."""
-    con = _connection()
+    con = thread_connection()
     with _readable_paths(paths) as sources:
         columns = "{" + ", ".join(f"{_sql_str(k)}: {_sql_str(t)}" for k, t in _KEY_TYPES.items()) + "}"
-        types = ", ".join(_sql_str(t) for t in _BULK_TYPES)
+        types = ", ".join(_sql_str(t) for t in BULK_TYPES)
         con.execute(
             f"CREATE OR REPLACE TEMP TABLE xprof_bulk AS SELECT list_position(?::VARCHAR[], filename) - 1 AS {_FILE}, "
             "* EXCLUDE (filename) FROM read_json(?, format='newline_delimited', "
@@ -108,7 +108,7 @@ def _read_bulk(paths: list[str]) -> list[_Read_and_seen]:
         possible = k not in odd and _possible(steps[k], counters[k], syncs[k], compiles[k], samples[k])
         st, ctr = _sorted_steps(steps[k], counters[k])
         cols = RunColumns(steps=st, counters=ctr, syncs=syncs[k], compiles=compiles[k], samples=samples[k])
-        out.append((_Read(cols, skipped[k], possible), seen[k]))
+        out.append((ColumnsRead(cols, skipped[k], possible), seen[k]))
     return out
 
 
@@ -140,7 +140,7 @@ def _possible(steps: dict[str, np.ndarray], counters: dict[str, np.ndarray], syn
             and all(_ordered(p[:, 0]) and bool(((p[:, 1] >= 0) & (p[:, 1] <= MAX_NS)).all()) for p in samples.values()))
 
 
-_Read_and_seen = tuple[_Read, int]
+_Read_and_seen = tuple[ColumnsRead, int]
 
 
 class _readable_paths:
@@ -241,14 +241,14 @@ def _finish(raw: dict[str, Any], fields: Sequence[Field]) -> dict[str, np.ndarra
     for f in fields:
         v = raw[f.column]
         if f.kind == "str" and v.dtype == object and not isinstance(v, np.ma.MaskedArray):
-            out[f.column] = v if len(v) > 1000 else _shared_strings(v.tolist())
+            out[f.column] = v if len(v) > 1000 else shared_strings(v.tolist())
         elif f.kind == "str":
-            out[f.column] = _shared_strings(_py_list(v) if isinstance(v, np.ma.MaskedArray) else v.tolist())
+            out[f.column] = shared_strings(py_list(v) if isinstance(v, np.ma.MaskedArray) else v.tolist())
         elif f.default is None:
-            out[f.column] = np.ma.MaskedArray(np.asarray(v, dtype=_NUMPY[f.kind]),
+            out[f.column] = np.ma.MaskedArray(np.asarray(v, dtype=NUMPY_TYPES[f.kind]),
                                               np.asarray(raw[f.column + ":missing"], dtype=bool))
         else:
-            out[f.column] = np.asarray(v, dtype=_NUMPY[f.kind])
+            out[f.column] = np.asarray(v, dtype=NUMPY_TYPES[f.kind])
     return out
 
 

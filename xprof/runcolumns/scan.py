@@ -19,7 +19,7 @@ _BULK_PREFIXES = tuple(_PREFIX + t.encode() + b'"' for t in (*BULK, *SAMPLES))
 _CHUNK = 32 << 20
 
 
-class _Scan(NamedTuple):
+class Scan(NamedTuple):
     bulk_lines: int
     """Lines that start like a bulk record."""
     other: list[bytes]
@@ -30,7 +30,7 @@ class _Scan(NamedTuple):
     """The file's last line (without its newline)."""
 
 
-def _scan(path: str, offset: int) -> _Scan:
+def scan_lines(path: str, offset: int) -> Scan:
     """Classify the lines after the header by their first bytes, without one object per line."""
     bulk = 0
     other: list[bytes] = []
@@ -68,7 +68,7 @@ def _scan(path: str, offset: int) -> _Scan:
             bulk += n
             other.extend(found)
     view.release()
-    return _Scan(bulk, other, last_bulk, last)
+    return Scan(bulk, other, last_bulk, last)
 
 
 def _past_long_line(f: Any, buf: bytearray) -> int:

@@ -9,19 +9,19 @@ from typing import Any
 
 from xprof.runfile.records import Compile, Debug, End, Error, GraphChange, GraphLine, Input, Run, Site, Step, Sync
 from xprof.runfile.values import (
-    _NO_COUNTS,
     MAX_COUNT,
     MAX_NS,
     MAX_SECONDS,
+    NO_COUNTS,
     Impossible,
-    _counts,
-    _counts_possible,
-    _int,
-    _num_pairs,
-    _opt_int,
-    _opt_str,
-    _pair_possible,
-    _time_or_none,
+    as_int,
+    counts_of,
+    counts_possible,
+    num_pairs,
+    opt_int,
+    opt_str,
+    pair_possible,
+    time_or_none,
 )
 
 
@@ -29,7 +29,7 @@ def _step_possible(s: Step) -> bool:
     return (0 <= s.i <= MAX_COUNT and 0.0 <= s.t0 <= s.tb <= s.t1 < MAX_SECONDS
             and 0 <= s.barrier_uncached <= MAX_COUNT and 0 <= s.barrier_cached <= MAX_COUNT
             and 0 <= s.opt <= MAX_COUNT and 0 <= s.dynamo_graphs <= MAX_COUNT and 0 <= s.backward <= MAX_COUNT
-            and 0 <= s.mid_graphs <= MAX_COUNT and _counts_possible(s.counters))
+            and 0 <= s.mid_graphs <= MAX_COUNT and counts_possible(s.counters))
 
 
 def _sync_possible(s: Sync) -> bool:
@@ -47,7 +47,7 @@ def step_record(rec: dict[str, Any]) -> Step | None:
         return None
     g = rec.get
     t0, tb, t1, barrier, c, bu, bc, sig = (g("t0", 0.0), g("tb", 0.0), g("t1", 0.0), g("barrier", "sync"),
-                                           g("c", _NO_COUNTS), g("bu", 0), g("bc", 0), g("sig"))
+                                           g("c", NO_COUNTS), g("bu", 0), g("bc", 0), g("sig"))
     o, ng, dz, site, ev, bw, mg, gd = (g("o", 0), g("ng", 0), g("dz", 0), g("site"), g("ev", 0), g("bw", 0),
                                        g("mg", 0), g("gd", 0))
     if (type(t0) is float and type(tb) is float and type(t1) is float and type(barrier) is str
@@ -58,8 +58,8 @@ def step_record(rec: dict[str, Any]) -> Step | None:
         # directly skips the NamedTuple's Python-level __new__ (a long run has a million steps).
         return _new_tuple(Step, (i, t0, tb, t1, barrier, c, bu, bc, sig, o, bool(ng), dz, site,  # type: ignore[no-any-return]
                                  bool(ev), bw, mg, bool(gd)))
-    return Step(i, float(t0), float(tb), float(t1), str(barrier), _counts(c), int(bu), int(bc),
-                _opt_int(sig), int(o), bool(ng), int(dz), _opt_int(site), bool(ev), int(bw),
+    return Step(i, float(t0), float(tb), float(t1), str(barrier), counts_of(c), int(bu), int(bc),
+                opt_int(sig), int(o), bool(ng), int(dz), opt_int(site), bool(ev), int(bw),
                 int(mg), bool(gd))
 
 
@@ -77,7 +77,7 @@ def sync_record(rec: dict[str, Any]) -> Sync:
     """A ``sync`` record (a host read) decoded."""
     g = rec.get
     return Sync(int(g("i", 0)), int(g("site", -1)), float(g("t0", 0.0)), float(g("t1", 0.0)),
-                int(g("u", 0)), int(g("c", 0)), int(g("x", 0)), bool(g("deferred", False)), _opt_str(g("thread")))
+                int(g("u", 0)), int(g("c", 0)), int(g("x", 0)), bool(g("deferred", False)), opt_str(g("thread")))
 
 
 def _add_sync(run: Run, rec: dict[str, Any]) -> bool:
@@ -96,7 +96,7 @@ def site_record(rec: dict[str, Any]) -> Site | None:
     g = rec.get
     chain_ = g("chain")
     return Site(sid, str(g("kind", "?")), str(g("file", "?")), int(g("line", 0) or 0),
-                str(g("func", "?")), _opt_str(g("via")), str(g("code", "") or ""), _opt_str(g("inner")),
+                str(g("func", "?")), opt_str(g("via")), str(g("code", "") or ""), opt_str(g("inner")),
                 tuple(str(n) for n in chain_) if isinstance(chain_, list) else (),
                 _inner_at(g("inner_at")), _inner_at(g("caller")))
 
@@ -162,8 +162,8 @@ def _add_compile(run: Run, rec: dict[str, Any]) -> bool:
 
 
 def _samples(rec: dict[str, Any]) -> list[tuple[float, float]]:
-    pairs = _num_pairs(rec.get("samples"))
-    if not all(map(_pair_possible, pairs)):
+    pairs = num_pairs(rec.get("samples"))
+    if not all(map(pair_possible, pairs)):
         raise Impossible
     return pairs
 
@@ -189,8 +189,8 @@ def _add_graph_sizes(run: Run, rec: dict[str, Any]) -> bool:
 
 
 def _add_error(run: Run, rec: dict[str, Any]) -> bool:
-    run.errors.append(Error(_time_or_none(rec.get("t")), str(rec.get("where", "?")),
-                            str(rec.get("error", "")), _opt_str(rec.get("trace"))))
+    run.errors.append(Error(time_or_none(rec.get("t")), str(rec.get("where", "?")),
+                            str(rec.get("error", "")), opt_str(rec.get("trace"))))
     return True
 
 
@@ -254,13 +254,13 @@ def _add_end(run: Run, rec: dict[str, Any]) -> bool:
     g = rec.get
     t = g("t")
     dropped = g("samples_dropped")
-    end = End(float(t) if t else None, str(g("status", "ok") or "ok"), _opt_str(g("exception")),
-              _int(g("steps")), _int(g("syncs")), _int(g("errors")), _counts(g("tail")),
+    end = End(float(t) if t else None, str(g("status", "ok") or "ok"), opt_str(g("exception")),
+              as_int(g("steps")), as_int(g("syncs")), as_int(g("errors")), counts_of(g("tail")),
               tuple(str(d) for d in dropped) if isinstance(dropped, list) else (),
-              _int(g("tail_opt")), _int(g("tail_graphs")))
+              as_int(g("tail_opt")), as_int(g("tail_graphs")))
     counts = (end.steps, end.syncs, end.errors, end.tail_opt, end.tail_graphs)
     if ((end.t is not None and not 0.0 <= end.t < MAX_SECONDS) or not all(0 <= n <= MAX_COUNT for n in counts)
-            or not _counts_possible(end.tail)):
+            or not counts_possible(end.tail)):
         raise Impossible
     run.end = end
     return True

@@ -78,7 +78,7 @@ MAX_HEADER = 1 << 20
 """The longest header line read: past it the file is not a run file."""
 
 
-def _kind_of(mode: int) -> str | None:
+def special_file_kind(mode: int) -> str | None:
     """What a file that is not a regular file is, in words (None for a regular file)."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a pipe or FIFO"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -97,7 +97,7 @@ def _regular(p: str) -> None:
         raise RunFileError(f"{p}: no such file")
     except OSError as exc:
         raise RunFileError(f"{p}: cannot open ({exc.strerror or exc})")
-    kind = _kind_of(mode)
+    kind = special_file_kind(mode)
     if kind == "a directory":
         raise RunFileError(f"{p}: is a directory, not a run file")
     if kind is not None:
@@ -193,8 +193,8 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     """Read and validate a run file; raise :class:`RunFileError` with one line on bad input.
 
     This is the record-by-record reader: every record becomes a typed record (``Step``,
-    ``Sync``...). The analysis and the CLI read through :func:`xprof.runcolumns.load_columns`,
-    which reads the bulk records into columns instead, with the same rules.
+    ``Sync``...). The analysis and the CLI read the bulk records into columns instead (the
+    column reader, one layer up, decodes the few other records here, with the same rules).
 
     A file whose last line was cut off mid-write (the process was killed) loads with
     ``truncated_tail`` set and without an ``end`` record; unknown record types from a

@@ -8,7 +8,7 @@ import os
 import re
 from collections.abc import Sequence
 
-from xprof.runfile.loader import _kind_of
+from xprof.runfile.loader import special_file_kind
 from xprof.runfile.records import FORMAT
 
 # -- finding run files -------------------------------------------------------------------
@@ -19,7 +19,7 @@ RANK_IN_NAME = re.compile(r"\.rank(\d+)\.[^.]+$")
 
 def _looks_like_run(path: str) -> bool:
     try:
-        if _kind_of(os.stat(path).st_mode) is not None:
+        if special_file_kind(os.stat(path).st_mode) is not None:
             return False  # (a FIFO named run.json would wait for a writer)
         with open(path, encoding="utf-8", errors="replace") as f:
             first = f.readline(4096)

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-from xprof.runfile.values import _int_tuple, _plain_int, _time_or_none
-
-if TYPE_CHECKING:
-    from xprof.runcolumns import RunColumns
+from xprof.runfile.values import int_tuple, plain_int, time_or_none
 
 FORMAT = "xprof-run"
 VERSION = 1
@@ -227,7 +224,7 @@ class GraphLine(NamedTuple):
     """In a few words: ``slice 20 -> 24``, ``multiply: an input became the constant 1``."""
     kind: str
     """``bound``, ``constant``, ``grows``, ``added``, ``removed``, ``shape``, ``value`` or ``ops``
-    (:data:`xprof.diagnosis.graphdiff.CHANGE_KINDS`)."""
+    (:data:`xprof.hlo.CHANGE_KINDS`)."""
     op: str
     """The opcode of the first op that changed there."""
     ops: int
@@ -313,10 +310,6 @@ class Run:
     truncated_tail: bool = False
     spmd_updates: list[dict[str, Any]] = field(default_factory=list)
     """The fields of ``spmd`` records as written (SPMD found, or the mesh set, after the header)."""
-    columns: RunColumns | None = None
-    """The bulk records (steps, syncs, compiles, samples) as columns, when the run was read by
-    :func:`xprof.runcolumns.load_columns`: their typed lists above are then empty
-    (:func:`xprof.runcolumns.with_records` fills them)."""
 
     @property
     def complete(self) -> bool:
@@ -335,7 +328,7 @@ class Run:
 
     @property
     def started_unix(self) -> float | None:
-        return _time_or_none(self.header.get("started_unix"))
+        return time_or_none(self.header.get("started_unix"))
 
     @property
     def started_at(self) -> str | None:
@@ -359,9 +352,9 @@ class Run:
         for update in self.spmd_updates:
             merged.update(update)
         names = merged.get("axis_names")
-        return Spmd(_plain_int(merged.get("devices")), _plain_int(merged.get("local_devices")),
-                    _plain_int(merged.get("process_index")), _plain_int(merged.get("process_count")),
-                    _int_tuple(merged.get("mesh_shape")),
+        return Spmd(plain_int(merged.get("devices")), plain_int(merged.get("local_devices")),
+                    plain_int(merged.get("process_index")), plain_int(merged.get("process_count")),
+                    int_tuple(merged.get("mesh_shape")),
                     tuple(None if n is None else str(n) for n in names) if isinstance(names, list) else None)
 
     @property

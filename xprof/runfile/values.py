@@ -8,7 +8,7 @@ from itertools import chain
 from typing import Any
 
 
-def _num_pairs(value: Any) -> list[tuple[float, float]]:
+def num_pairs(value: Any) -> list[tuple[float, float]]:
     """``[[a, b], ...]`` as float pairs; items that are not two numbers are dropped."""
     if not isinstance(value, list):
         return []
@@ -28,33 +28,33 @@ def _num_pairs(value: Any) -> list[tuple[float, float]]:
     return out
 
 
-def _int(v: Any, default: int = 0) -> int:
+def as_int(v: Any, default: int = 0) -> int:
     return default if v is None else int(v)
 
 
-def _opt_int(v: Any) -> int | None:
+def opt_int(v: Any) -> int | None:
     return None if v is None else int(v)
 
 
-def _opt_str(v: Any) -> str | None:
+def opt_str(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
-def _plain_int(v: Any) -> int | None:
+def plain_int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _int_tuple(v: Any) -> tuple[int, ...] | None:
+def int_tuple(v: Any) -> tuple[int, ...] | None:
     if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
         return tuple(v)
     return None
 
 
-_NO_COUNTS: dict[str, int] = {}
+NO_COUNTS: dict[str, int] = {}
 """Shared by every step without counter deltas (never modified)."""
 
 
-def _counts(v: Any) -> dict[str, int]:
+def counts_of(v: Any) -> dict[str, int]:
     return v if type(v) is dict else {}
 
 
@@ -75,7 +75,7 @@ class Impossible(ValueError):
     limits above, a duration that ends before it starts, a step index not after the last."""
 
 
-def _counts_possible(counts: dict[str, Any]) -> bool:
+def counts_possible(counts: dict[str, Any]) -> bool:
     """Every number among a step's counter deltas is a count (other values read as 0)."""
     for v in counts.values():
         if type(v) is int:
@@ -86,12 +86,12 @@ def _counts_possible(counts: dict[str, Any]) -> bool:
     return True
 
 
-def _pair_possible(pair: tuple[float, float]) -> bool:
+def pair_possible(pair: tuple[float, float]) -> bool:
     """A sample: (a time in seconds, a duration in ns or a node count)."""
     return 0.0 <= pair[0] < MAX_SECONDS and 0.0 <= pair[1] <= MAX_NS
 
 
-def _time_or_none(t: Any) -> float | None:
+def time_or_none(t: Any) -> float | None:
     """A time in seconds as written, or None when it is not one (absent, NaN, negative, huge)."""
     if isinstance(t, (int, float)) and not isinstance(t, bool) and 0.0 <= t < MAX_SECONDS:
         return float(t)

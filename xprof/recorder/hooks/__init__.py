@@ -30,27 +30,25 @@ from xprof.recorder.hooks.barrier import install_barrier
 from xprof.recorder.hooks.data_dependent import DATA_DEPENDENT, MASK_INDEX_COUNTER, install_data_dependent
 from xprof.recorder.hooks.dynamo import (
     DYNAMO_LOGGER,
-    _first_per_entry,
     dynamo_guard_counts,
     dynamo_guard_failures,
     install_dynamo,
     install_dynamo_limit,
 )
 from xprof.recorder.hooks.evidence import (
-    _HOOKS_DIR,
     install_optimizer_steps,
     install_phase_evidence,
     install_warning_location,
 )
-from xprof.recorder.hooks.loaders import _make_next, install_loaders
-from xprof.recorder.hooks.patching import Patches, _posing_as, _user_frames_only
+from xprof.recorder.hooks.loaders import install_loaders, make_next
+from xprof.recorder.hooks.patching import Patches, posing_as, user_frames_only
 from xprof.recorder.hooks.reads import (
     HOST_READS,
-    _make_reader,
-    _make_to,
     install_closures,
     install_host_reads,
     install_sync_multi,
+    make_reader,
+    make_to,
 )
 
 __all__ = [
@@ -58,14 +56,7 @@ __all__ = [
     "DYNAMO_LOGGER",
     "HOST_READS",
     "MASK_INDEX_COUNTER",
-    "_HOOKS_DIR",
     "Patches",
-    "_first_per_entry",
-    "_make_next",
-    "_make_reader",
-    "_make_to",
-    "_posing_as",
-    "_user_frames_only",
     "dynamo_guard_counts",
     "dynamo_guard_failures",
     "install_barrier",
@@ -79,4 +70,9 @@ __all__ = [
     "install_phase_evidence",
     "install_sync_multi",
     "install_warning_location",
+    "make_next",
+    "make_reader",
+    "make_to",
+    "posing_as",
+    "user_frames_only",
 ]

@@ -10,9 +10,9 @@ import time
 from typing import Any
 
 from xprof.recorder.core import Recorder
-from xprof.recorder.hooks.patching import Patches, _user_frames_only
+from xprof.recorder.hooks.patching import Patches, user_frames_only
 from xprof.recorder.inputs import flatten_batch
-from xprof.recorder.metrics import CACHED, EXECUTE, UNCACHED
+from xprof.runfile import CACHED, EXECUTE, UNCACHED
 
 _BARRIER_CALLERS = {
     "optimizer_step": "optimizer_step",
@@ -103,7 +103,7 @@ def install_barrier(rec: Recorder, patches: Patches, xlac: Any) -> None:
                 rec.error("barrier", exc)
             return result
         except BaseException as exc:
-            _user_frames_only(exc)
+            user_frames_only(exc)
             raise
 
     # torch_xla's debug analysis (PT_XLA_DEBUG_LEVEL) names a compile's cause from the

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from xprof.recorder.core import Recorder
-from xprof.recorder.hooks.patching import Patches, _posing_as, _user_frames_only
-from xprof.recorder.hooks.reads import _make_reader
+from xprof.recorder.hooks.patching import Patches, posing_as, user_frames_only
+from xprof.recorder.hooks.reads import make_reader
 
 DATA_DEPENDENT = {
     "nonzero": "nonzero",
@@ -54,7 +54,7 @@ def install_data_dependent(rec: Recorder, patches: Patches, torch: Any) -> None:
         for owner in (tensor_type, torch):
             original = getattr(owner, attr, None)
             if original is not None:
-                patches.set(owner, attr, _make_reader(rec, kind, original, method=owner is tensor_type))
+                patches.set(owner, attr, make_reader(rec, kind, original, method=owner is tensor_type))
     def install_mask_hooks() -> None:
         patches.set(tensor_type, "__getitem__", _mask_index_hook(rec, tensor_type))
         patches.set(tensor_type, "__setitem__", _mask_assign_hook(rec, tensor_type))
@@ -66,7 +66,7 @@ def _mask_index_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
     """The ``Tensor.__getitem__`` wrapper, around the ``__getitem__`` there is when it is
     installed (a library may have patched it since the watch started)."""
     original_getitem = tensor_type.__getitem__
-    masked = _make_reader(rec, "mask_index", original_getitem)
+    masked = make_reader(rec, "mask_index", original_getitem)
     tls = rec.tls
 
     def __getitem__(self: Any, index: Any) -> Any:
@@ -82,10 +82,10 @@ def _mask_index_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
                 return original_getitem(self, index)
             return masked(self, index)
         except BaseException as exc:
-            _user_frames_only(exc)
+            user_frames_only(exc)
             raise
 
-    return _posing_as(__getitem__, original_getitem, "__getitem__")
+    return posing_as(__getitem__, original_getitem, "__getitem__")
 
 
 def _mask_assign_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
@@ -94,7 +94,7 @@ def _mask_assign_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
     runs first, and the graph after it changes with the count), as ``t[mask]`` does. Other
     assignments pass through after the same type checks as :func:`_mask_index_hook`'s."""
     original_setitem = tensor_type.__setitem__
-    masked = _make_reader(rec, "mask_assign", original_setitem)
+    masked = make_reader(rec, "mask_assign", original_setitem)
     tls = rec.tls
 
     def __setitem__(self: Any, index: Any, value: Any) -> Any:
@@ -108,7 +108,7 @@ def _mask_assign_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
                 return original_setitem(self, index, value)
             return masked(self, index, value)
         except BaseException as exc:
-            _user_frames_only(exc)
+            user_frames_only(exc)
             raise
 
-    return _posing_as(__setitem__, original_setitem, "__setitem__")
+    return posing_as(__setitem__, original_setitem, "__setitem__")

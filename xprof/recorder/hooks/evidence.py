@@ -11,7 +11,7 @@ from types import FrameType
 from typing import Any
 
 from xprof.recorder.core import Recorder
-from xprof.recorder.hooks.patching import Patches, _posing_as, _user_frames_only
+from xprof.recorder.hooks.patching import Patches, posing_as, user_frames_only
 
 
 def install_optimizer_steps(rec: Recorder, patches: Patches, torch: Any) -> None:
@@ -122,10 +122,10 @@ def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
             rec.eval_mode = mode is False
             return result
         except BaseException as exc:
-            _user_frames_only(exc)
+            user_frames_only(exc)
             raise
 
-    patches.set(module_type, "train", _posing_as(train, original_train, "train"))
+    patches.set(module_type, "train", posing_as(train, original_train, "train"))
 
     autograd = torch.autograd
     bump = rec.on_backward
@@ -142,10 +142,10 @@ def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
                         rec.explain.saw_backward(args[0])
                 return __original(*args, **kwargs)
             except BaseException as exc:
-                _user_frames_only(exc)
+                user_frames_only(exc)
                 raise
 
-        patches.set(autograd, attr, _posing_as(passes, original, attr))
+        patches.set(autograd, attr, posing_as(passes, original, attr))
 
     # Grad turned off since the last barrier (``gd``): ``torch.no_grad()`` and
     # ``torch.inference_mode()`` entered, as a ``with`` or as a decorator. An eval loop's
@@ -161,7 +161,7 @@ def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
                     rec.grad_turned_off = True
                 return __enter(self)
             except BaseException as exc:
-                _user_frames_only(exc)
+                user_frames_only(exc)
                 raise
 
-        patches.set(cls, "__enter__", _posing_as(entered, enter, "__enter__"))
+        patches.set(cls, "__enter__", posing_as(entered, enter, "__enter__"))

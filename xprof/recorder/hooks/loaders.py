@@ -10,8 +10,8 @@ from types import CodeType, FrameType
 from typing import Any, Callable
 
 from xprof.recorder.core import Recorder
-from xprof.recorder.hooks.patching import Patches, _posing_as, _user_frames_only
-from xprof.recorder.inputs import _POSITION_NAMES, flatten_batch, names_from_unpacking
+from xprof.recorder.hooks.patching import Patches, posing_as, user_frames_only
+from xprof.recorder.inputs import POSITION_NAMES, flatten_batch, names_from_unpacking
 
 
 def install_loaders(rec: Recorder, patches: Patches, tensor_type: type) -> None:
@@ -21,16 +21,16 @@ def install_loaders(rec: Recorder, patches: Patches, tensor_type: type) -> None:
         dataloader = None  # type: ignore[assignment]
     if dataloader is not None:
         base = dataloader._BaseDataLoaderIter
-        patches.set(base, "__next__", _make_next(rec, base.__next__, tensor_type, "batch"))
+        patches.set(base, "__next__", make_next(rec, base.__next__, tensor_type, "batch"))
     try:
         from torch_xla.distributed import parallel_loader
     except Exception:
         return
     per_device = parallel_loader.PerDeviceLoader
-    patches.set(per_device, "next", _make_next(rec, per_device.next, tensor_type, "loader"))
+    patches.set(per_device, "next", make_next(rec, per_device.next, tensor_type, "loader"))
 
 
-def _make_next(rec: Recorder, original: Callable[..., Any], tensor_type: type,
+def make_next(rec: Recorder, original: Callable[..., Any], tensor_type: type,
                source: str) -> Callable[..., Any]:
     frames = rec.frames
     kinds = frames.cache
@@ -83,7 +83,7 @@ def _make_next(rec: Recorder, original: Callable[..., Any], tensor_type: type,
                             names = last[3]
                         else:
                             names = unpacked(n)
-                        if rec.on_batch_items(_POSITION_NAMES if names is None else names, batch,
+                        if rec.on_batch_items(POSITION_NAMES if names is None else names, batch,
                                               tensor_type, source):
                             return batch
                     leaves = flatten_batch(batch, tensor_type)
@@ -96,7 +96,7 @@ def _make_next(rec: Recorder, original: Callable[..., Any], tensor_type: type,
                     rec.error("input hook", exc)
             return batch
         except BaseException as exc:
-            _user_frames_only(exc)
+            user_frames_only(exc)
             raise
 
-    return _posing_as(__next__, original, "__next__")
+    return posing_as(__next__, original, "__next__")

@@ -15,7 +15,7 @@ _HERE = os.path.dirname(__file__)
 """The folder of the hooks' wrappers (this package): their frames are dropped from a traceback."""
 
 
-def _user_frames_only(exc: BaseException) -> None:
+def user_frames_only(exc: BaseException) -> None:
     """Take the hooks' wrappers out of the traceback of an exception passing through one
     (``.item()`` of a 3-element tensor), so it shows the user's line on top, as without xprof.
 
@@ -40,7 +40,7 @@ def _user_frames_only(exc: BaseException) -> None:
 _Wrapper = TypeVar("_Wrapper", bound=Callable[..., Any])
 
 
-def _posing_as(wrapper: _Wrapper, original: Any, name: str) -> _Wrapper:
+def posing_as(wrapper: _Wrapper, original: Any, name: str) -> _Wrapper:
     """``wrapper`` named and documented as the ``original`` it stands in for (``name`` when
     that has none), as ``help()`` and tracebacks show it."""
     wrapper.__name__ = getattr(original, "__name__", name)

@@ -7,10 +7,11 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from types import FrameType
 from typing import Any, Callable
 
 from xprof.recorder.core import Recorder
-from xprof.recorder.hooks.patching import Patches, _posing_as, _user_frames_only
+from xprof.recorder.hooks.patching import Patches, posing_as, user_frames_only
 from xprof.recorder.inputs import name_from_comprehension, name_from_line
 
 HOST_READS = {
@@ -59,7 +60,7 @@ def _tracing_types() -> tuple[type, ...]:
     return tuple(out)
 
 
-def _make_reader(rec: Recorder, kind: str, original: Callable[..., Any],
+def make_reader(rec: Recorder, kind: str, original: Callable[..., Any],
                  method: bool | None = True) -> Callable[..., Any]:
     """A host-read wrapper; ``method=False`` for a ``torch.*`` function whose first
     argument may be something other than a tensor (then it passes through); ``None`` for
@@ -97,18 +98,17 @@ def _make_reader(rec: Recorder, kind: str, original: Callable[..., Any],
                 rec.error("sync hook", exc)
             return result
         except BaseException as exc:
-            _user_frames_only(exc)
+            user_frames_only(exc)
             raise
 
-    return _posing_as(read, original, kind)
+    return posing_as(read, original, kind)
 
 
-def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
+def make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
              inputs: bool) -> Callable[..., Any]:
     """``Tensor.to``: a host read when it goes to the CPU, a step input when it goes to XLA."""
-    reader = _make_reader(rec, "to_cpu", original)
+    reader = make_reader(rec, "to_cpu", original)
     tls = rec.tls
-    frames = rec.frames
     import torch
 
     dtype_type = torch.dtype
@@ -132,29 +132,36 @@ def _make_to(rec: Recorder, original: Callable[..., Any], reads: bool,
             if leaf and not rec.keep_devices:
                 return result
             if getattr(result, "is_xla", False) and not tls.depth and get_ident() == rec.owner:
-                try:
-                    if not leaf:
-                        caller = getframe(1)
-                        kind = frames.kind(caller.f_code.co_filename)
-                        if kind != 2:  # torch's own .to calls (Module.to) are not step inputs
-                            name = name_from_comprehension(caller)
-                            if name is None:
-                                if kind == 0:
-                                    name = name_from_line(caller.f_code.co_filename, caller.f_lineno, caller, self)
-                                else:
-                                    site = frames.user_site(caller)
-                                    name = name_from_line(site.file, site.line) if site else "tensor"
-                            rec.on_to_device(self, name, result)
-                    else:  # SPMD: the moved leaf is what mark_sharding shards
-                        rec.on_batch_leaf_moved(self, result)
-                except Exception as exc:
-                    rec.error("input hook", exc)
+                _moved_to_device(rec, self, result, leaf, getframe(1))
             return result
         except BaseException as exc:
-            _user_frames_only(exc)
+            user_frames_only(exc)
             raise
 
-    return _posing_as(to, original, "to")
+    return posing_as(to, original, "to")
+
+
+def _moved_to_device(rec: Recorder, tensor: Any, result: Any, leaf: bool, caller: FrameType) -> None:
+    """A CPU tensor ``.to`` the device by ``caller``: a step input, named from the user's line
+    (under SPMD a leaf of the loader's batch, already recorded, is what mark_sharding shards)."""
+    try:
+        if leaf:
+            rec.on_batch_leaf_moved(tensor, result)
+            return
+        frames = rec.frames
+        kind = frames.kind(caller.f_code.co_filename)
+        if kind == 2:  # torch's own .to calls (Module.to) are not step inputs
+            return
+        name = name_from_comprehension(caller)
+        if name is None:
+            if kind == 0:
+                name = name_from_line(caller.f_code.co_filename, caller.f_lineno, caller, tensor)
+            else:
+                site = frames.user_site(caller)
+                name = name_from_line(site.file, site.line) if site else "tensor"
+        rec.on_to_device(tensor, name, result)
+    except Exception as exc:
+        rec.error("input hook", exc)
 
 
 def install_host_reads(rec: Recorder, patches: Patches, tensor_type: type, *, reads: bool,
@@ -164,8 +171,8 @@ def install_host_reads(rec: Recorder, patches: Patches, tensor_type: type, *, re
         original = getattr(tensor_type, attr, None)
         if original is None:
             continue
-        patches.set(tensor_type, attr, _make_reader(rec, kind, original))
-    patches.set(tensor_type, "to", _make_to(rec, tensor_type.to, reads, inputs))  # type: ignore[attr-defined]
+        patches.set(tensor_type, attr, make_reader(rec, kind, original))
+    patches.set(tensor_type, "to", make_to(rec, tensor_type.to, reads, inputs))  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------------------------------
@@ -180,7 +187,7 @@ def install_sync_multi(rec: Recorder, patches: Patches, xlac: Any) -> None:
     original = getattr(xlac, "_xla_sync_multi", None)
     if original is None:
         return
-    reader = _make_reader(rec, "materialize", original, method=None)
+    reader = make_reader(rec, "materialize", original, method=None)
 
     def _xla_sync_multi(*args: Any, **kwargs: Any) -> Any:
         # torch.compile's XLA bridge syncs its graph's inputs before it runs one: dynamo's
@@ -190,7 +197,7 @@ def install_sync_multi(rec: Recorder, patches: Patches, xlac: Any) -> None:
                 return original(*args, **kwargs)
             return reader(*args, **kwargs)
         except BaseException as exc:
-            _user_frames_only(exc)
+            user_frames_only(exc)
             raise
 
     patches.set(xlac, "_xla_sync_multi", _xla_sync_multi)

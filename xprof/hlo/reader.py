@@ -263,8 +263,12 @@ class _Frames:
         return got
 
 
-def _instruction(buf: bytes) -> dict[int, list[tuple[int, int | bytes]]]:
-    out: dict[int, list[tuple[int, int | bytes]]] = {}
+_Fields = dict[int, list[tuple[int, int | bytes]]]
+"""A message's fields by number: each occurrence's wire type and value."""
+
+
+def _instruction(buf: bytes) -> _Fields:
+    out: _Fields = {}
     for num, wire, value in fields(buf):
         out.setdefault(num, []).append((wire, value))
     return out
@@ -310,74 +314,80 @@ def read_module(data: bytes) -> Graph:
     data = bytes(data)
     if not data:
         return Graph()  # (torch_xla's answer for tensors with nothing pending: already on the device)
-    entry_id = None
-    comps: list[bytes] = []
-    frame_buf = None
-    for num, wire, value in fields(data):
-        if num == 6 and wire == _VARINT:
-            assert isinstance(value, int)
-            entry_id = _signed(value)
-        elif num == 3 and isinstance(value, bytes):
-            comps.append(value)
-        elif num == 17 and isinstance(value, bytes):
-            frame_buf = value
-    if not comps:
+    entry_id, parts = _id_and_parts(data, 6)
+    if not parts.get(3):
         raise HloError("no computation")
-    # computation id -> the opcodes of its instructions (a reduce's add, a sort's compare)
-    bodies: dict[int, tuple[str, ...]] = {}
-    entry: bytes | None = None
-    for comp in comps:
-        cid, instrs = None, []
-        for num, wire, value in fields(comp):
-            if num == 5 and wire == _VARINT:
-                assert isinstance(value, int)
-                cid = _signed(value)
-            elif num == 2 and isinstance(value, bytes):
-                instrs.append(value)
-        if cid is not None:
-            bodies[cid] = tuple(_text(_instruction(i).get(2)) for i in instrs)
-        if cid == entry_id or (entry_id is None and comp is comps[-1]):
-            entry = comp
-    if entry is None:
-        entry = comps[-1]  # (callees come before their callers: the entry is last)
-    table = _Frames(frame_buf)
+    bodies, entry = _computations(parts[3], entry_id)
+    table = _Frames(parts[17][-1] if 17 in parts else None)
     graph = Graph()
     position: dict[int, int] = {}
     for num, _, value in fields(entry):
-        if num != 2 or not isinstance(value, bytes):
-            continue
-        ins = _instruction(value)
-        opcode = _text(ins.get(2))
-        shape_parts = ins.get(3)
-        shape = _shape(shape_parts[0][1]) if shape_parts and isinstance(shape_parts[0][1], bytes) else Shape("?", ())
-        op_type, fid = "", 0
-        meta = ins.get(7)
-        if meta and isinstance(meta[0][1], bytes):
-            op_type, fid = _metadata(meta[0][1])
-        literal = None
-        lit = ins.get(8)
-        if lit and isinstance(lit[0][1], bytes):
-            literal = _literal(lit[0][1])
-        attrs: list[object] = []
-        if 17 in ins:
-            attrs.append(("slice", _slices(ins.get(17))))
-        if 14 in ins:
-            attrs.append(("dims", tuple(_repeated_ints(ins.get(14)))))
-        if 63 in ins:
-            attrs.append(("cmp", _text(ins.get(63))))
-        if 34 in ins:
-            attrs.append(("gather", tuple(_repeated_ints(ins.get(34)))))
-        if 20 in ins:
-            attrs.append(("dyn_slice", tuple(_repeated_ints(ins.get(20)))))
-        if 13 in ins:
-            attrs.append(("index", tuple(_repeated_ints(ins.get(13)))))
-        called = _repeated_ints(ins.get(38))
-        if called:
-            attrs.append(("calls", tuple(bodies.get(c, ()) for c in called)))
-        ids = _repeated_ints(ins.get(35))
-        operands = tuple(position[i] for i in _repeated_ints(ins.get(36)) if i in position)
-        if ids:
-            position[ids[0]] = len(graph.ops)
-        graph.ops.append(Op(opcode, shape, operands, tuple(attrs), literal, op_type,
-                            table.chain(fid) if fid else ()))
+        if num == 2 and isinstance(value, bytes):
+            graph.ops.append(_op(_instruction(value), bodies, position, table, len(graph.ops)))
     return graph
+
+
+def _id_and_parts(buf: bytes, id_field: int) -> tuple[int | None, dict[int, list[bytes]]]:
+    """A message's id (the varint field ``id_field``) and its length-delimited fields by
+    number, in order."""
+    ident: int | None = None
+    parts: dict[int, list[bytes]] = {}
+    for num, wire, value in fields(buf):
+        if num == id_field and wire == _VARINT:
+            assert isinstance(value, int)
+            ident = _signed(value)
+        elif isinstance(value, bytes):
+            parts.setdefault(num, []).append(value)
+    return ident, parts
+
+
+def _computations(comps: list[bytes], entry_id: int | None) -> tuple[dict[int, tuple[str, ...]], bytes]:
+    """Each computation's id -> the opcodes of its instructions (a reduce's add, a sort's
+    compare), and the entry computation."""
+    bodies: dict[int, tuple[str, ...]] = {}
+    entry: bytes | None = None
+    for comp in comps:
+        cid, parts = _id_and_parts(comp, 5)
+        if cid is not None:
+            bodies[cid] = tuple(_text(_instruction(i).get(2)) for i in parts.get(2, ()))
+        if cid == entry_id or (entry_id is None and comp is comps[-1]):
+            entry = comp
+    # (callees come before their callers: without its id, the entry is last)
+    return bodies, comps[-1] if entry is None else entry
+
+
+def _op(ins: _Fields, bodies: dict[int, tuple[str, ...]], position: dict[int, int], table: _Frames, index: int) -> Op:
+    """The op of one instruction (its operands by position among the ops before it; its
+    own id noted in ``position`` as ``index``)."""
+    shape_parts = ins.get(3)
+    shape = _shape(shape_parts[0][1]) if shape_parts and isinstance(shape_parts[0][1], bytes) else Shape("?", ())
+    op_type, fid = "", 0
+    meta = ins.get(7)
+    if meta and isinstance(meta[0][1], bytes):
+        op_type, fid = _metadata(meta[0][1])
+    lit = ins.get(8)
+    literal = _literal(lit[0][1]) if lit and isinstance(lit[0][1], bytes) else None
+    ids = _repeated_ints(ins.get(35))
+    operands = tuple(position[i] for i in _repeated_ints(ins.get(36)) if i in position)
+    if ids:
+        position[ids[0]] = index
+    return Op(_text(ins.get(2)), shape, operands, _attributes(ins, bodies), literal, op_type,
+              table.chain(fid) if fid else ())
+
+
+_ATTRIBUTES = ((17, "slice"), (14, "dims"), (63, "cmp"), (34, "gather"), (20, "dyn_slice"), (13, "index"))
+"""The instruction fields an op's key holds, by field number: slice bounds, dimensions, a
+comparison's direction, gather and dynamic-slice sizes, a tuple index."""
+
+
+def _attributes(ins: _Fields, bodies: dict[int, tuple[str, ...]]) -> tuple[object, ...]:
+    attrs: list[object] = []
+    for num, name in _ATTRIBUTES:
+        if num in ins:
+            parts = ins.get(num)
+            value = _slices(parts) if num == 17 else _text(parts) if num == 63 else tuple(_repeated_ints(parts))
+            attrs.append((name, value))
+    called = _repeated_ints(ins.get(38))
+    if called:
+        attrs.append(("calls", tuple(bodies.get(c, ()) for c in called)))
+    return tuple(attrs)

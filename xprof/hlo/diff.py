@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from xprof.diagnosis.hlo import Frame, Graph, Op, Shape
+from xprof.hlo.reader import Frame, Graph, Op, Shape
 
 MAX_LINES = 3
 """User lines said per graph change, in graph order."""
