@@ -38,7 +38,7 @@ def _hook_state() -> dict[str, Any]:
         # Only what watch() patches: pickling, for one, caches __slotnames__ on the class.
         state["Tensor"] = {k: torch.Tensor.__dict__.get(k)
                            for k in (*HOST_READS, *DATA_DEPENDENT, "to", "__getitem__", "__setitem__")}
-        state["torch"] = {k: getattr(torch, k, None) for k in DATA_DEPENDENT}
+        state["torch"] = {k: getattr(torch, k, None) for k in (*DATA_DEPENDENT, "where")}
     xlac = sys.modules.get("torch_xla._XLAC")
     if xlac is not None:
         state["step_marker"] = xlac._xla_step_marker
