@@ -257,8 +257,10 @@ def _add_end(run: Run, rec: dict[str, Any]) -> bool:
     end = End(float(t) if t else None, str(g("status", "ok") or "ok"), _opt_str(g("exception")),
               _int(g("steps")), _int(g("syncs")), _int(g("errors")), _counts(g("tail")),
               tuple(str(d) for d in dropped) if isinstance(dropped, list) else (),
-              _int(g("tail_opt")), _int(g("tail_graphs")))
-    counts = (end.steps, end.syncs, end.errors, end.tail_opt, end.tail_graphs)
+              _int(g("tail_opt")), _int(g("tail_graphs")), _int(g("events_dropped")),
+              _opt_int(g("dropped_from")))
+    counts = (end.steps, end.syncs, end.errors, end.tail_opt, end.tail_graphs, end.events_dropped,
+              end.dropped_from or 0)
     if ((end.t is not None and not 0.0 <= end.t < MAX_SECONDS) or not all(0 <= n <= MAX_COUNT for n in counts)
             or not _counts_possible(end.tail)):
         raise Impossible
