@@ -34,8 +34,6 @@ KNOWN_LONG: dict[str, str] = {
     "xprof/diagnosis/patterns.py:bucketing_what_if": "unit35 (issue 35: a cause is one unit)",
     "xprof/report/prose.py:headline": "unit35 (issue 35: a cause is one unit)",
     "xprof/report/plots.py:timeline_figure": "unit35 (issue 35: a cause is one unit)",
-    "xprof/cli/commands_compare.py:compare": "issue 38's branch (the time gate)",
-    "xprof/recorder/core.py:__init__": "issue 38's branch (a stalled disk)",
 }
 
 KNOWN_PRIVATE_IMPORTS: dict[str, str] = {

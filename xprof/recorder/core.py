@@ -35,8 +35,9 @@ from typing import Any, Protocol
 from xprof.recorder import metrics as m
 from xprof.recorder.arms import ArmedHooks
 from xprof.recorder.encoder import RecordEncoder
-from xprof.recorder.ending import end_record
+from xprof.recorder.ending import Ending
 from xprof.recorder.events import EVENT_KINDS, RawInput
+from xprof.recorder.fallback_sites import BackwardFallbacks
 from xprof.recorder.frames import FrameClassifier, Site
 from xprof.recorder.stepinputs import StepInputs
 from xprof.runfile import RunWriter
@@ -89,7 +90,7 @@ class Observer(Protocol):
     def feed(self, records: list[dict[str, Any]]) -> None: ...
 
 
-class Recorder(StepInputs, RecordEncoder, ArmedHooks):
+class Recorder(StepInputs, RecordEncoder, ArmedHooks, Ending):
     """Keeps the state of one ``watch()``: the step in progress, what is queued and interned."""
 
     def __init__(self, writer: RunWriter, source: m.MetricsSource,
@@ -165,6 +166,8 @@ class Recorder(StepInputs, RecordEncoder, ArmedHooks):
         self.barrier_frame: Any = None
         """The caller of the barrier in progress (set by the barrier hook): its site is
         recorded only when the barrier compiled, so the stack is walked only then."""
+        self.fallback_sites = BackwardFallbacks(self.frames, self.mark, self.error)
+        """The forward lines of backward ops that fell back to the CPU (one step each)."""
         self.grad_enabled: Any = None
         """``torch.is_grad_enabled``, set by ``watch()``: read once per barrier."""
         self.grad_turned_off = False
@@ -207,6 +210,7 @@ class Recorder(StepInputs, RecordEncoder, ArmedHooks):
                 break
             if self.guard("counters", self.counters.refresh):  # new fallback counters, off the hot path
                 self._check_arms()
+                self.fallback_sites.want(self.counters.names)
             self._drain(flush=True)
             self._check_file()
         final = self._final
@@ -305,6 +309,7 @@ class Recorder(StepInputs, RecordEncoder, ArmedHooks):
         at most :data:`EXIT_WAIT` seconds (then say the run file may be incomplete, and leave
         it writing); never raises, never writes on the calling thread while that thread runs."""
         self.active = False
+        self.fallback_sites.close()
         self._final = (status, exception)
         self._stopped.set()
         self._wake.set()
@@ -342,7 +347,7 @@ class Recorder(StepInputs, RecordEncoder, ArmedHooks):
                     self.observer.feed(samples)
                 except Exception as exc:
                     self.error("live notices", exc)
-            end = end_record(self, status, exception, time.time())
+            end = self.end_record(status, exception, time.time())
             self.tail_step = bool(end.get("tail_opt") and end.get("tail_graphs"))
             self.tail_opt = int(end.get("tail_opt") or 0)
             self.ended = end["t"]
@@ -426,6 +431,7 @@ class Recorder(StepInputs, RecordEncoder, ArmedHooks):
                 vals = list(map(counters.value, names))
                 if self._arms:
                     self._check_arms()
+                self.fallback_sites.want(names)
             if frame is not None:
                 site = self.frames.user_site(frame)  # who asked for a barrier that compiled
         cached = vals[1] or 0
@@ -470,6 +476,9 @@ class Recorder(StepInputs, RecordEncoder, ArmedHooks):
                        backwards, mid, turned_off))
         self.step += 1
         self._t0 = t1
+        located = self.fallback_sites
+        if located.pending or located.active is not None:
+            located.at_barrier()
         if uncached != before[0]:
             self._wake.set()  # a step that compiled reaches the file at once
         if len(events) >= WAKE_AT:
