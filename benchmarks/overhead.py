@@ -300,12 +300,12 @@ def _writer_held() -> Iterator[None]:
     and no queue limit makes the calling thread write: events wait for the end."""
     from xprof.recorder import core
 
-    saved = core.FLUSH_INTERVAL, core.WAKE_AT, core.QUEUE_LIMIT
-    core.FLUSH_INTERVAL, core.WAKE_AT, core.QUEUE_LIMIT = 1e9, 1 << 62, 1 << 62
+    saved = core.FLUSH_INTERVAL, core.WAKE_AT, core.QUEUE_CAP
+    core.FLUSH_INTERVAL, core.WAKE_AT, core.QUEUE_CAP = 1e9, 1 << 62, 1 << 62
     try:
         yield
     finally:
-        core.FLUSH_INTERVAL, core.WAKE_AT, core.QUEUE_LIMIT = saved
+        core.FLUSH_INTERVAL, core.WAKE_AT, core.QUEUE_CAP = saved
 
 
 def writer_alone(loop: TinyLoop, tmp: str, steps: int, rounds: int) -> dict[str, float]:

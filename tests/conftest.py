@@ -8,7 +8,9 @@ fails any test that leaves a ``watch()`` running or a hook installed.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +18,12 @@ from typing import Any
 import pytest
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
-# No summary cache in the tests (each test of a summary means its analysis; and nothing is
-# written to the user's ~/.cache): tests/test_summary_cache.py turns it on where it is tested.
-os.environ["XPROF_NO_CACHE"] = "1"
+# The tests run the product with every default on, the summary cache included; it is kept in a
+# folder of this session's own (XPROF_CACHE_DIR is where, not whether), so nothing is written
+# to the user's ~/.cache and no entry outlives the session.
+os.environ.pop("XPROF_NO_CACHE", None)
+CACHE_DIR = tempfile.mkdtemp(prefix="xprof-test-cache-")
+os.environ["XPROF_CACHE_DIR"] = CACHE_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,7 +43,7 @@ def _hook_state() -> dict[str, Any]:
         # Only what watch() patches: pickling, for one, caches __slotnames__ on the class.
         state["Tensor"] = {k: torch.Tensor.__dict__.get(k)
                            for k in (*HOST_READS, *DATA_DEPENDENT, "to", "__getitem__", "__setitem__")}
-        state["torch"] = {k: getattr(torch, k, None) for k in DATA_DEPENDENT}
+        state["torch"] = {k: getattr(torch, k, None) for k in (*DATA_DEPENDENT, "where")}
     xlac = sys.modules.get("torch_xla._XLAC")
     if xlac is not None:
         state["step_marker"] = xlac._xla_step_marker
@@ -59,6 +64,12 @@ def _hook_state() -> dict[str, Any]:
     if pl is not None:
         state["pdl_next"] = pl.PerDeviceLoader.__dict__.get("next")
     return state
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cache_folder_removed() -> Iterator[None]:
+    yield
+    shutil.rmtree(CACHE_DIR, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

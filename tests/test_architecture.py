@@ -31,8 +31,6 @@ MAX_FUNCTION_LINES = 80
 
 KNOWN_LONG: dict[str, str] = {
     # "path:function" (or "path" for a module) -> the branch that brings it under the limit.
-    "xprof/cli/commands_compare.py:compare": "issue 38's branch (the time gate)",
-    "xprof/recorder/core.py:__init__": "issue 38's branch (a stalled disk)",
 }
 
 KNOWN_PRIVATE_IMPORTS: dict[str, str] = {

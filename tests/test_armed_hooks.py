@@ -138,3 +138,31 @@ def test_mask_index_hook_arrives_with_the_first_mask_on_real_torch_xla(device: A
     assert {run.sites[s.site].code.split("  #")[0] for s in assigned} == {"rows[mask] = 0.0"}
     a = analyze(run)
     assert any("hooked once torch_xla has run aten::nonzero" in n and "up to step 0" in n for n in a.notes)
+
+
+@pytest.mark.xla
+def test_one_argument_where_is_a_value_dependent_read_on_real_torch_xla(device: Any, tmp_path: Path) -> None:
+    """``torch.where(mask)`` is ``nonzero``: armed with the mask hooks, its calls are reads of
+    kind ``where`` with their line; the three-argument form passes through unrecorded."""
+    import torch
+    import torch_xla
+    import torch_xla.debug.metrics as met
+
+    import xprof
+    from xprof.runfile import load_run
+
+    met.clear_counters()
+    original = torch.where
+    with xprof.watch(tmp_path / "w.json", live=False):
+        for step in range(4):
+            x = torch.arange(8.0, device=device) - step
+            (rows,) = torch.where(x > 2)  # routing rows by value: nonzero on the CPU
+            torch.where(x > 0, x, torch.zeros_like(x)).sum()  # the elementwise form
+            (x[rows] * 2).sum()
+            torch_xla.sync()
+        assert torch.where is not original
+    assert torch.where is original  # restored
+    run = load_run(tmp_path / "w.json")
+    wheres = [s for s in run.syncs if run.sites[s.site].access == "where"]
+    assert sorted({s.i for s in wheres}) == [1, 2, 3]  # once armed (step 0's barrier), every step
+    assert {run.sites[s.site].code.split("  #")[0] for s in wheres} == {"(rows,) = torch.where(x > 2)"}

@@ -178,7 +178,7 @@ def test_json_is_the_documented_object() -> None:
                             "distinct_graphs", "execute_ms_median", "execute_ms_p95", "syncs_per_step",
                             "transfers", "fallback_ops"}
     assert set(metrics["recompiles"]) == {"key", "label", "unit", "base", "new", "delta", "rel",
-                                          "verdict", "note"}
+                                          "verdict", "note", "interval"}
     f = doc["comparisons"][0]["findings"]["new"][0]
     assert f["new"]["input"] == "input_ids" and f["base"] is None
 
@@ -354,9 +354,9 @@ def test_gate_describe() -> None:
 
 def test_noise_rule() -> None:
     noise = Noise()
-    assert not noise.significant("execute_ms_median", 100.0, 5.0)  # 5%: under 10%
-    assert not noise.significant("execute_ms_median", 0.3, 0.2)  # 66% but 0.2 ms
-    assert noise.significant("execute_ms_median", 100.0, 20.0)
+    assert not noise.significant("execute_ms_p95", 100.0, 5.0)  # 5%: under 10%
+    assert not noise.significant("execute_ms_p95", 0.3, 0.2)  # 66% but 0.2 ms (the median has no floor)
+    assert noise.significant("execute_ms_p95", 100.0, 20.0)
     assert not noise.significant("compile_seconds", 0.6, 0.6)  # same compiles: 0.6 s is noise
     assert noise.significant("compile_seconds", 0.6, 0.6, compiles_delta=2)  # 2 more compiles
 

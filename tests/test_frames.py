@@ -150,3 +150,48 @@ def test_a_direct_read_inside_a_user_function_records_the_calling_line(tmp_path:
     scope: dict[str, Any] = {"sys": sys, "CLASSIFY": FrameClassifier().user_site}
     exec(compile(script.read_text(), str(script), "exec"), scope)
     assert scope["SITE"].func == "<module>" and scope["SITE"].caller_file is None
+
+
+_MODULES = '''
+import sys
+
+import torch
+from torch import nn
+
+
+class Probe(nn.Module):
+    def forward(self, x):
+        self.frame = sys._getframe(0)
+        return x
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.probe = Probe()
+
+    def forward(self, x):
+        return self.probe(x)
+'''
+
+
+def test_via_of_a_read_inside_a_module_call_is_the_module_not_its_call_machinery(tmp_path: Path) -> None:
+    """``nn.TransformerEncoder(...)(x, mask=...)`` reads in its causal-mask check: the owner is
+    ``TransformerEncoder.forward``, not ``Module._wrapped_call_impl`` that every call goes through."""
+    import torch
+
+    root = tmp_path / "site-packages"
+    (root / "fakemodels").mkdir(parents=True)
+    (root / "fakemodels" / "__init__.py").write_text(textwrap.dedent(_MODULES))
+    sys.path.insert(0, str(root))
+    try:
+        lib = importlib.import_module("fakemodels")
+    finally:
+        sys.path.remove(str(root))
+        sys.modules.pop("fakemodels", None)
+    block = lib.Block()
+    block(torch.zeros(1))
+    site = FrameClassifier().user_site(block.probe.frame)
+    assert site is not None and site.file == __file__
+    assert site.via == "fakemodels.Block.forward"
+    assert site.inner == "fakemodels.Probe.forward"

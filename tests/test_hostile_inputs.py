@@ -51,9 +51,21 @@ def test_process_substitution_is_refused_clearly(tmp_path: Path) -> None:
     assert "empty file" not in proc.stderr
 
 
-@pytest.mark.parametrize("command", [["summary"], ["report"], ["export"], ["compare", "/dev/zero"]])
+COMMANDS = [["summary"], ["summary", "--json"], ["summary", "--brief"], ["report"], ["export"],
+            ["compare", str(Path(__file__).resolve().parent.parent / "sample_runs" / "clean_a.json")]]
+"""Every command that reads a run file, with its defaults (the summary cache on)."""
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
 def test_dev_zero_is_refused_at_once(command: list[str]) -> None:
     _refused_fast([*command, "/dev/zero"], "a character device")
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_a_fifo_is_refused_at_once_by_every_command(tmp_path: Path, command: list[str]) -> None:
+    fifo = tmp_path / "run.json"
+    os.mkfifo(fifo)
+    _refused_fast([*command, str(fifo)], "a pipe or FIFO")
 
 
 def test_a_folder_holding_a_fifo_is_read_without_opening_it(tmp_path: Path) -> None:

@@ -90,3 +90,77 @@ def test_only_the_newest_entries_are_kept(tmp_path: Path, monkeypatch: pytest.Mo
     kept = sorted(p.name for p in (tmp_path / "summary").iterdir())
     assert len(kept) == summary_cache.KEEP and f"{0:064x}" not in kept
     assert summary_cache.get(f"{summary_cache.KEEP + 4:064x}") == str(summary_cache.KEEP + 4)
+
+
+RUNS = sorted((ROOT / "sample_runs").glob("*.json")) + sorted((ROOT / "tests" / "corpus" / "runs").glob("*.json"))
+
+
+def _entries() -> int:
+    where = summary_cache.folder()
+    return len(list(where.iterdir())) if where is not None and where.exists() else 0
+
+
+def _cached_equals_uncached(args: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``xprof summary ARGS`` run twice with the cache on prints what it prints with it off.
+    A first run that fills an entry made its output afresh (it is the uncached output); one
+    that was served from an entry is checked against an uncached run."""
+    from tests.test_cli_report import invoke
+
+    before = _entries()
+    first = invoke(["summary", *args], cwd=cwd)
+    filled = _entries() > before
+    again = invoke(["summary", *args], cwd=cwd)
+    assert first.exit_code == again.exit_code == 0, first.output
+    assert again.stdout == first.stdout, (args, cwd)
+    if not filled:
+        monkeypatch.setenv("XPROF_NO_CACHE", "1")
+        plain = invoke(["summary", *args], cwd=cwd)
+        monkeypatch.delenv("XPROF_NO_CACHE")
+        assert first.stdout == plain.stdout, (args, cwd)
+
+
+def test_cached_output_is_uncached_output_over_every_run_two_names_two_folders(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every sample and corpus run, under its own name and a copy's, from the checkout and from
+    another folder (each path as a user would type it there): text for all, --json and --brief
+    for the sample runs. Entries made under one name or folder must never be served to another."""
+    monkeypatch.delenv("XPROF_NO_CACHE", raising=False)
+    monkeypatch.setenv("XPROF_CACHE_DIR", str(tmp_path / "cache"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert len(RUNS) >= 60
+    for run in RUNS:
+        copy = elsewhere / "other.json"
+        shutil.copyfile(run, copy)
+        variants = [[], ["--json"], ["--brief"]] if run.parent.name == "sample_runs" else [[]]
+        for extra in variants:
+            for name in (run, copy):
+                _cached_equals_uncached([os.path.relpath(name, ROOT), *extra], ROOT, monkeypatch)
+                _cached_equals_uncached([os.path.relpath(name, elsewhere), *extra], elsewhere, monkeypatch)
+
+
+def test_the_path_shown_is_the_path_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's case: a copy of a run summarized after the original names the copy."""
+    from tests.test_cli_report import invoke
+
+    monkeypatch.delenv("XPROF_NO_CACHE", raising=False)
+    monkeypatch.setenv("XPROF_CACHE_DIR", str(tmp_path / "cache"))
+    shutil.copyfile(ROOT / "sample_runs" / "padded_longest.json", tmp_path / "other.json")
+    for args in ([], ["--json"], ["--brief"]):
+        assert invoke(["summary", "sample_runs/padded_longest.json", *args], cwd=ROOT).exit_code == 0
+        res = invoke(["summary", "other.json", *args], cwd=tmp_path)
+        assert res.exit_code == 0 and "other.json" in res.stdout
+        assert "padded_longest.json" not in res.stdout
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_only_a_regular_file_is_hashed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, special: str) -> None:
+    """The key goes through the loaders' door: a device or a FIFO gets no key (the summary then
+    refuses it as the loader does), and nothing is opened."""
+    monkeypatch.delenv("XPROF_NO_CACHE", raising=False)
+    monkeypatch.setenv("XPROF_CACHE_DIR", str(tmp_path / "cache"))
+    path = special
+    if special == "fifo":
+        path = str(tmp_path / "run.json")
+        os.mkfifo(path)
+    assert summary_cache.key(path, "json") is None

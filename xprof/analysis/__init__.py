@@ -362,6 +362,11 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, u
     if dropped:
         notes.append(f"Some timing samples were lost from torch_xla's ring buffer ({', '.join(dropped)}); "
                      "execute times are partial.")
+    lost, lost_from = (run.end.events_dropped, run.end.dropped_from) if run.end else (0, None)
+    if lost:
+        notes.append(f"The recorder dropped {plural(lost, 'event')} from step {lost_from} on (steps, "
+                     "host reads): the disk did not take the run file's writes in time and training did not "
+                     "wait for it, so the figures after that step are partial.")
     if run.skipped_lines + unreadable:
         notes.append(f"{plural(run.skipped_lines + unreadable, 'unreadable line')} in the run file "
                      + ("was" if run.skipped_lines + unreadable == 1 else "were") + " skipped.")

@@ -79,34 +79,15 @@ def compare(
 
     Compiles, compile time, step and execute time, syncs, findings and graphs.
 
-    Counts are exact; times are judged on medians of steady-state steps with a noise floor,
-    so two recordings of the same loop report no regression.
+    Counts are exact; times are judged on medians of steady-state steps (the execute time on
+    a 95% interval of the change), so two recordings of the same loop report no regression.
     """
     reads_only()
-    from xprof.comparison import Gate, ThresholdError
+    gate = _checked_arguments(runs, as_json, markdown, output, max_new_recompiles, max_compile_seconds_increase,
+                              max_step_time_increase, max_new_syncs)
     from xprof.comparison import compare as run_compare
-
-    if len(runs) < 2:
-        fail("compare needs at least two run files: BASE NEW [MORE...]")
-    if as_json and markdown:
-        fail("--json and --markdown both print to stdout; choose one (use -o for a file)")
-    if output is not None and Path(output).suffix.lower() not in (".html", ".htm", ".md", ".json"):
-        fail(f"-o {output}: give a file ending in .html, .md or .json")
-    try:
-        gate = Gate.parse(max_new_recompiles=max_new_recompiles,
-                          max_compile_seconds_increase=max_compile_seconds_increase,
-                          max_step_time_increase=max_step_time_increase, max_new_syncs=max_new_syncs)
-    except ThresholdError as exc:
-        fail(str(exc))
-
     from xprof.comparison.ranks import is_rank_folder_pair
-    from xprof.runfile import expand_run_paths
 
-    if output is not None:
-        try:
-            checked_output(output, expand_run_paths(runs))
-        except ValueError as exc:
-            fail(str(exc))
     if is_rank_folder_pair(runs):
         _compare_ranks(runs, gate, as_json, markdown, output)
         return
@@ -129,11 +110,40 @@ def compare(
 
     if output is not None:
         _write(output, result, violations, gated, gate.describe() if gated else None)
-
+    for pair in result.pairs:
+        for line in gate.unjudged(pair):
+            err_console.print(f"xprof: gate: {line}", markup=False)
     if violations:
         for v in violations:
             err_console.print(f"xprof: regression: {v.threshold}: {v.message}", markup=False)
         raise typer.Exit(EXIT_REGRESSION)
+
+
+def _checked_arguments(runs: list[str], as_json: bool, markdown: bool, output: str | None,
+                       max_new_recompiles: str | None, max_compile_seconds_increase: str | None,
+                       max_step_time_increase: str | None, max_new_syncs: str | None) -> Gate:
+    """The gate the options ask for; one line and exit 2 for arguments that do not fit."""
+    from xprof.comparison import Gate, ThresholdError
+    from xprof.runfile import expand_run_paths
+
+    if len(runs) < 2:
+        fail("compare needs at least two run files: BASE NEW [MORE...]")
+    if as_json and markdown:
+        fail("--json and --markdown both print to stdout; choose one (use -o for a file)")
+    if output is not None and Path(output).suffix.lower() not in (".html", ".htm", ".md", ".json"):
+        fail(f"-o {output}: give a file ending in .html, .md or .json")
+    try:
+        gate = Gate.parse(max_new_recompiles=max_new_recompiles,
+                          max_compile_seconds_increase=max_compile_seconds_increase,
+                          max_step_time_increase=max_step_time_increase, max_new_syncs=max_new_syncs)
+    except ThresholdError as exc:
+        fail(str(exc))
+    if output is not None:
+        try:
+            checked_output(output, expand_run_paths(runs))
+        except ValueError as exc:
+            fail(str(exc))
+    return gate
 
 
 def _compare_ranks(runs: list[str], gate: Gate, as_json: bool, markdown: bool, output: str | None) -> None:

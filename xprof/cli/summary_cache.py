@@ -1,13 +1,18 @@
 """Summaries already made, kept by what they were made from, so that asking again costs a
 file hash and not the analysis (whose pandas import alone is most of a cold start).
 
-An entry's key is the run file's bytes (SHA-256), the output asked for (``text``, ``json``,
-``brief``) with what shapes it (the console's width and colours), and the code that made it
-(xprof's version and its modules' sizes and mtimes, so an edited checkout misses). An entry
-holds the exact output. Anything unusual (an unreadable cache folder, a full disk, a run file
-over :data:`MAX_RUN_BYTES`) means no cache, never an error; ``XPROF_NO_CACHE=1`` turns it
-off and ``XPROF_CACHE_DIR`` moves it (default ``$XDG_CACHE_HOME/xprof``, else
-``~/.cache/xprof``). At most :data:`KEEP` entries are kept, the oldest removed first.
+The run file goes through the readers' own door first (:func:`xprof.runfile.require_regular`):
+only a regular file is hashed, so ``/dev/zero`` or a FIFO is refused by the loader in the same
+second it would be without a cache. An entry's key is everything the output is made from: the
+run file's bytes (SHA-256), the path as given and the working directory (the output names the
+file), the output asked for (``text``, ``json``, ``brief``) with what shapes it (the console's
+width and colours), and the code that made it (xprof's version and its modules' sizes and
+mtimes, so an edited checkout misses). An entry holds the exact output; a test checks it equals
+an uncached run byte for byte over every sample and corpus run. Anything unusual (an unreadable
+cache folder, a full disk, a run file over :data:`MAX_RUN_BYTES`) means no cache, never an
+error; ``XPROF_NO_CACHE=1`` turns it off and ``XPROF_CACHE_DIR`` moves it (default
+``$XDG_CACHE_HOME/xprof``, else ``~/.cache/xprof``). At most :data:`KEEP` entries are kept,
+the oldest removed first.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
 from xprof._version import __version__
+from xprof.runfile import RunFileError, require_regular
 
 KEEP = 64
 """Entries kept; past it the least recently written go."""
@@ -49,17 +56,29 @@ def code_fingerprint() -> str:
 
 
 def key(run: str, variant: str) -> str | None:
-    """The entry name of ``variant`` of the summary of the run file ``run`` (None: no cache)."""
+    """The entry name of ``variant`` of the summary of the run file ``run`` as given, from the
+    working directory (None: no cache, or not a regular file: the loader then says why)."""
     try:
-        if folder() is None or os.path.getsize(run) > MAX_RUN_BYTES:
+        if folder() is None:
             return None
-        h = hashlib.sha256()
-        with open(run, "rb") as f:
+        require_regular(run)
+        fd = os.open(run, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, RunFileError):
+        return None
+    h = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RUN_BYTES:
+                return None  # (swapped for something else since the check)
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
+            cwd = os.getcwd()
     except OSError:
         return None
-    h.update(f"|{variant}|{code_fingerprint()}".encode())
+    given = os.fsencode(run)
+    h.update(b"|%d|%s|%s|" % (len(given), given, os.fsencode(cwd)))
+    h.update(f"{variant}|{code_fingerprint()}".encode())
     return h.hexdigest()
 
 

@@ -18,8 +18,9 @@ from xprof.analysis.model import Analysis
 from xprof.comparison.checks import run_info, warnings_for
 from xprof.comparison.gate import Gate, Limit, ThresholdError, parse_count, parse_limit
 from xprof.comparison.graphs import diff_graphs, diff_shapes
+from xprof.comparison.interval import Interval, interval
 from xprof.comparison.matching import diff_findings
-from xprof.comparison.metrics import METRICS, Noise, judge, steady_steps, values
+from xprof.comparison.metrics import METRICS, Noise, judge, steady_execute_ms, steady_steps, values
 from xprof.comparison.model import (
     SCHEMA,
     VERSION,
@@ -54,7 +55,9 @@ def compare_pair(base: Analysis, new: Analysis, noise: Noise | None = None,
     va, vb = values(base), values(new)
     steady = (steady_steps(base), steady_steps(new))
     dc = int((vb["compiles"] or 0) - (va["compiles"] or 0))
-    changes = [judge(spec, va[spec.key], vb[spec.key], noise, steady, dc) for spec in METRICS]
+    iv = interval(steady_execute_ms(base), steady_execute_ms(new))
+    changes = [judge(spec, va[spec.key], vb[spec.key], noise, steady, dc, iv if spec.sampled else None)
+               for spec in METRICS]
     frame = pd.DataFrame([c.to_json() for c in changes]).set_index("key")
     return PairComparison(
         base=a,
@@ -102,7 +105,7 @@ def _distinct_names(runs: list[RunInfo]) -> list[RunInfo]:
 
 
 __all__ = [
-    "METRICS", "SCHEMA", "VERSION", "CompareResult", "FindingChange", "Gate", "GraphChange", "Limit",
+    "METRICS", "SCHEMA", "VERSION", "CompareResult", "FindingChange", "Gate", "GraphChange", "Interval", "Limit",
     "MetricChange", "Noise", "PairComparison", "RunInfo", "ShapeChange", "ThresholdError", "Violation",
     "compare", "compare_pair", "parse_count", "parse_limit",
 ]

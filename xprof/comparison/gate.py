@@ -2,9 +2,12 @@
 
 Thresholds come from the command line as text (``10%``, ``2s``, ``300ms``, ``3``), are
 parsed here with one-line errors, and are checked against each
-:class:`~xprof.comparison.model.PairComparison`. A percent limit on a time also needs the
-change to clear the noise floor of :class:`~xprof.comparison.metrics.Noise` (so ``5%`` of
-a 1 ms step is not a regression); an absolute limit (``2s``) is taken as given.
+:class:`~xprof.comparison.model.PairComparison`. A percent limit on compile time also needs
+the change to clear the noise floor of :class:`~xprof.comparison.metrics.Noise`; an absolute
+limit (``2s``) is taken as given. The step-time limit is a statistical test: it is crossed only
+when the whole 95% bootstrap interval of the change in median execute time per step
+(:mod:`xprof.comparison.interval`) is above it; with too few steady steps to judge, the gate
+says so (:meth:`Gate.unjudged`) instead of passing silently.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from xprof.comparison.interval import MIN_STEPS
 from xprof.comparison.metrics import Noise
 from xprof.comparison.model import PairComparison, Violation
 from xprof.diagnosis.cause import CauseName
@@ -127,8 +131,7 @@ class Gate:
             if v:
                 out.append(v)
         if self.max_step_time_increase is not None:
-            v = self._time(pair, "execute_ms_median", self.max_step_time_increase, noise,
-                           "--max-step-time-increase", "median execute time per step", 1000.0, "ms")
+            v = _step_time(pair, self.max_step_time_increase)
             if v:
                 out.append(v)
         if self.max_new_syncs is not None:
@@ -140,6 +143,14 @@ class Gate:
                     f"would make in as many steps, more than --max-new-syncs {self.max_new_syncs}"
                     + _sync_sites(pair)))
         return out
+
+    def unjudged(self, pair: PairComparison) -> list[str]:
+        """Thresholds given that this pair has too little to judge by (one line each)."""
+        m = pair.metric("execute_ms_median")
+        if self.max_step_time_increase is None or m.interval is not None or pair.new.steps == 0:
+            return []
+        why = m.note if m.verdict == "n/a" and m.note else f"not enough steps to judge ({MIN_STEPS} needed)"
+        return [f"{pair.new.name}: --max-step-time-increase {self.max_step_time_increase} not checked: {why}"]
 
     @staticmethod
     def _time(pair: PairComparison, key: str, limit: Limit, noise: Noise, option: str, what: str,
@@ -160,6 +171,22 @@ class Gate:
         return Violation(option, pair.new.name, m.delta, str(limit),
                          f"{pair.new.name}: {what} rose {fmt(m.base)} -> {fmt(m.new)}{rel}, more "
                          f"than {option} {limit}")
+
+
+def _step_time(pair: PairComparison, limit: Limit) -> Violation | None:
+    """Crossed when the whole interval of the change is above ``limit`` (its lower end is)."""
+    m = pair.metric("execute_ms_median")
+    iv = m.interval
+    if iv is None or m.base is None or m.new is None:
+        return None
+    over = iv.ratio_lo > 1 + limit.value / 100 if limit.kind == "percent" else iv.diff_lo > limit.value * 1000
+    if not over:
+        return None
+    rel = f" (+{m.rel * 100:.0f}%)" if m.rel is not None else ""
+    return Violation("--max-step-time-increase", pair.new.name, m.delta or 0.0, str(limit),
+                     f"{pair.new.name}: median execute time per step rose {m.base:.2f} ms -> {m.new:.2f} ms{rel}; "
+                     f"its 95% interval, {iv.percent()} ({iv.diff_lo:+.2f} to {iv.diff_hi:+.2f} ms), is all above "
+                     f"--max-step-time-increase {limit}")
 
 
 def new_syncs(pair: PairComparison) -> int:

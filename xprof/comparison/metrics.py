@@ -6,7 +6,9 @@ differ by tens of percent in compile time (another process compiling at the same
 time is enough), and by a few percent in step time. So a time is only called worse
 or better when the change is larger than both a relative threshold and an absolute
 floor, and step times are medians over steady-state steps (after warm-up, without a
-compile), never means that one slow step can move.
+compile), never means that one slow step can move. The median execute time per step is judged
+on the steps themselves: a bootstrap interval of the ratio of the two runs' medians
+(:mod:`xprof.comparison.interval`), with no absolute floor.
 """
 
 from __future__ import annotations
@@ -15,15 +17,17 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from xprof.analysis.model import Analysis
+from xprof.comparison.interval import MIN_STEPS, Interval
 from xprof.comparison.model import MetricChange
 from xprof.diagnosis.terms import WARMUP_STEPS
 
 
 def _default_floors() -> dict[str, float]:
-    return {"wall_seconds": 1.0, "compile_seconds": 1.0, "step_ms_median": 1.0, "execute_ms_median": 1.0,
+    return {"wall_seconds": 1.0, "compile_seconds": 1.0, "step_ms_median": 1.0,
             "execute_ms_p95": 2.0, "syncs_per_step": 0.01}
 
 
@@ -72,6 +76,8 @@ class MetricSpec:
     """Needs enough steady-state steps on both sides."""
     tail: bool = False
     """A tail percentile: shown always, judged only over :attr:`Noise.min_tail_steps` steps."""
+    sampled: bool = False
+    """Judged on the per-step samples of both runs (the bootstrap interval), not on floors."""
     shown_only: bool = False
     """Shown, never judged: the whole step's wall time, host work included, which two runs of
     one loop on a shared machine put 70% apart (a scan re-traced every step shows here)."""
@@ -85,7 +91,8 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("compile_seconds", "Compile time", "s", -1, timing=True),
     MetricSpec("distinct_graphs", "Distinct graphs", "count", -1),
     MetricSpec("step_ms_median", "Step time (median)", "ms", -1, timing=True, steady=True, shown_only=True),
-    MetricSpec("execute_ms_median", "Execute time / step (median)", "ms", -1, timing=True, steady=True),
+    MetricSpec("execute_ms_median", "Execute time / step (median)", "ms", -1, timing=True, steady=True,
+               sampled=True),
     MetricSpec("execute_ms_p95", "Execute time / step (p95)", "ms", -1, timing=True, steady=True,
                tail=True),
     MetricSpec("syncs_per_step", "Implicit syncs / step", "per step", -1, timing=True),
@@ -103,6 +110,24 @@ def steady_steps(analysis: Analysis) -> int:
     df = analysis.steps
     if df is None or not len(df):
         return 0
+    return int(_steady_mask(df).sum())
+
+
+def steady_execute_ms(analysis: Analysis) -> np.ndarray:
+    """The execute time (ms) of each steady step that has one: what the median is taken over
+    (a step whose graphs ran op by op, in eager mode, has no execute time)."""
+    df = analysis.steps
+    if df is None or not len(df) or "execute_ms" not in df:
+        return np.zeros(0)
+    mask = _steady_mask(df).to_numpy()
+    if "mid_graphs" in df and "barrier_uncached" in df and "barrier_cached" in df:
+        at_barrier = df["barrier_uncached"].to_numpy() + df["barrier_cached"].to_numpy()
+        mask = mask & ~((df["mid_graphs"].to_numpy() > 0) & (at_barrier == 0))
+    ms = df["execute_ms"].to_numpy(dtype=np.float64)[mask]
+    return ms[np.isfinite(ms)]
+
+
+def _steady_mask(df: pd.DataFrame) -> pd.Series:
     mask = pd.Series(True, index=df.index)
     if "work" in df:
         mask &= df["work"].astype(bool)
@@ -112,7 +137,7 @@ def steady_steps(analysis: Analysis) -> int:
         mask &= ~df["warmup"].astype(bool)
     if "uncached" in df:
         mask &= df["uncached"].fillna(0).astype(int) == 0
-    return int(mask.sum())
+    return mask
 
 
 def values(analysis: Analysis) -> dict[str, float | None]:
@@ -144,8 +169,11 @@ def _num(value: Any) -> float | None:
 
 
 def judge(spec: MetricSpec, base: float | None, new: float | None, noise: Noise,
-          steady: tuple[int, int], compiles_delta: int = 0) -> MetricChange:
-    """The delta and verdict of one metric; see the module docstring for the rules."""
+          steady: tuple[int, int], compiles_delta: int = 0, interval: Interval | None = None) -> MetricChange:
+    """The delta and verdict of one metric; see the module docstring for the rules. ``interval``:
+    the bootstrap interval of a sampled metric (:attr:`MetricSpec.sampled`)."""
+    if spec.sampled and base is not None and new is not None:
+        return _judge_sampled(spec, base, new, noise, steady, interval)
     if base is None or new is None:
         return MetricChange(spec.key, spec.label, spec.unit, base, new, None, None, "n/a",
                             "not measured in " + ("either run" if base is None and new is None
@@ -173,3 +201,21 @@ def judge(spec: MetricSpec, base: float | None, new: float | None, noise: Noise,
     else:
         verdict = "worse" if (delta > 0) == (spec.direction < 0) else "better"
     return MetricChange(spec.key, spec.label, spec.unit, base, new, delta, rel, verdict, note)
+
+
+def _judge_sampled(spec: MetricSpec, base: float, new: float, noise: Noise, steady: tuple[int, int],
+                   interval: Interval | None) -> MetricChange:
+    """Worse only when the whole interval of new/base is above ``1 + noise.rel``, better only
+    when it is wholly below ``1 / (1 + noise.rel)``; too few steps: ``n/a``, said."""
+    delta = new - base
+    rel = delta / base if base else None
+    if interval is None:
+        return MetricChange(spec.key, spec.label, spec.unit, base, new, delta, rel, "n/a",
+                            f"not enough steps to judge ({steady[0]} vs {steady[1]} steady steps; {MIN_STEPS} needed)")
+    if interval.ratio_lo > 1 + noise.rel:
+        verdict, note = "worse", None
+    elif interval.ratio_hi < 1 / (1 + noise.rel):
+        verdict, note = "better", None
+    else:
+        verdict, note = "same", ("within noise" if delta else None)
+    return MetricChange(spec.key, spec.label, spec.unit, base, new, delta, rel, verdict, note, interval)

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from xprof.analysis.model import Analysis, Finding, is_missing
+from xprof.comparison.interval import Interval
 
 SCHEMA = "xprof-compare"
 VERSION = 1
@@ -61,9 +62,14 @@ class MetricChange:
     """``delta / base``; None when the base is 0 or a side is missing."""
     verdict: str
     note: str | None = None
+    interval: Interval | None = None
+    """The 95% bootstrap interval of the change (the median execute time per step: see
+    :mod:`xprof.comparison.interval`); None for the other metrics."""
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        out["interval"] = self.interval.to_json() if self.interval is not None else None
+        return out
 
 
 @dataclass

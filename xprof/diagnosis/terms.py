@@ -32,7 +32,7 @@ GROWING_GRAPHS = 3
 before, that make a step graph that grows (a list of device tensors stacked at a read)."""
 
 DATA_DEPENDENT_ACCESSES = frozenset({"nonzero", "masked_select", "unique", "argwhere",
-                                     "repeat_interleave", "mask_index", "mask_assign"})
+                                     "repeat_interleave", "mask_index", "mask_assign", "where"})
 """Recorded accesses of ops whose output shape depends on values (xprof.recorder.hooks)."""
 
 DATA_DEPENDENT_FALLBACKS = frozenset({"aten::nonzero", "aten::masked_select", "aten::_unique2",

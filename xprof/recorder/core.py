@@ -33,10 +33,12 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from xprof.recorder import metrics as m
+from xprof.recorder.arms import ArmedHooks
 from xprof.recorder.encoder import RecordEncoder
+from xprof.recorder.ending import Ending
 from xprof.recorder.events import EVENT_KINDS, RawInput
+from xprof.recorder.fallback_sites import BackwardFallbacks
 from xprof.recorder.frames import FrameClassifier, Site
-from xprof.recorder.spmd import ShardingsOf
 from xprof.recorder.stepinputs import StepInputs
 from xprof.runfile import RunWriter
 
@@ -55,9 +57,16 @@ WAKE_AT = 512
 """Events queued before the writer thread is woken early (a loop faster than 2k steps a
 second; a 1 ms step queues ~250 between two passes)."""
 
-QUEUE_LIMIT = 4096
-"""Events queued at most before the thread that queues one converts them itself (the
-writer thread cannot keep up: bound the memory, ~2 MB at most)."""
+QUEUE_CAP = 16384
+"""Events queued at most (~8 MB of tuples): past it an event is dropped and counted, never
+written by the thread that queued it. Only a writer thread stuck on a disk that does not take
+its writes (a hung NFS or FUSE mount, a full disk that blocks) falls this far behind; the
+training thread never waits on the disk. The count is in the ``end`` record
+(``events_dropped``) and the summary."""
+
+EXIT_WAIT = 3.0
+"""Seconds ``stop()`` waits for the writer thread to write what is queued and the ``end``
+record; past it training leaves without them, and says the run file may be incomplete."""
 
 _BASE = len(m.BASE_COUNTERS)
 """Index of the first counter a barrier reads after the base ones (ExecuteReplicated in an
@@ -81,7 +90,7 @@ class Observer(Protocol):
     def feed(self, records: list[dict[str, Any]]) -> None: ...
 
 
-class Recorder(StepInputs, RecordEncoder):
+class Recorder(StepInputs, RecordEncoder, ArmedHooks, Ending):
     """Keeps the state of one ``watch()``: the step in progress, what is queued and interned."""
 
     def __init__(self, writer: RunWriter, source: m.MetricsSource,
@@ -110,7 +119,28 @@ class Recorder(StepInputs, RecordEncoder):
         """Seconds of each compile after the last barrier (set by :meth:`stop`)."""
         self._error_lock = threading.Lock()
         self._error_keys: set[str] = set()
-        # -- the hooks' side (the training thread) --
+        self.events_dropped = 0
+        """Events dropped because the queue was full (see :data:`QUEUE_CAP`)."""
+        self.dropped_from: int | None = None
+        """The step in progress when the first was dropped."""
+        self.abandoned = False
+        """``stop()`` left before the writer thread wrote the end of the run file."""
+        self._final: tuple[str, str | None] | None = None
+        """What ``stop()`` asks the writer thread to end the run file with."""
+        self._flusher: threading.Thread | None = None
+        self._init_hooks_side()
+        self._init_spmd()
+        self._init_encoder(source)
+        self._stopped = threading.Event()
+        self._wake = threading.Event()
+        self._drain_lock = threading.Lock()
+        """Held from popping events to writing their records, so the file keeps queue order."""
+        # -- hooks installed once a counter shows they can matter (either thread) --
+        self._arms: list[tuple[str, str, Callable[[], None]]] = []
+        self._arm_lock = threading.Lock()
+
+    def _init_hooks_side(self) -> None:
+        """The state the hooks keep on the training thread between two barriers."""
         self._events: deque[tuple[Any, ...]] = deque()
         self._inputs: list[RawInput] = []
         self._eval_cut = 0
@@ -136,6 +166,8 @@ class Recorder(StepInputs, RecordEncoder):
         self.barrier_frame: Any = None
         """The caller of the barrier in progress (set by the barrier hook): its site is
         recorded only when the barrier compiled, so the stack is walked only then."""
+        self.fallback_sites = BackwardFallbacks(self.frames, self.mark, self.error)
+        """The forward lines of backward ops that fell back to the CPU (one step each)."""
         self.grad_enabled: Any = None
         """``torch.is_grad_enabled``, set by ``watch()``: read once per barrier."""
         self.grad_turned_off = False
@@ -153,30 +185,6 @@ class Recorder(StepInputs, RecordEncoder):
         is counted sees it inside its window, and it is the barrier's, not the read's."""
         self._exec_mark = 0
         """The execution count when the last barrier returned."""
-        # -- SPMD (the hooks' side) --
-        self.spmd = False
-        """An SPMD run: set once, by ``watch()`` or at the barrier that finds it on."""
-        self.keep_devices = False
-        """Keep the device tensors of the step's inputs for a sharding read at the barrier:
-        in an SPMD run that records inputs, and, while it is not known yet whether the run
-        is one (``xprof run`` starts before the script calls ``xr.use_spmd()``), until the
-        first graph runs."""
-        self._want_inputs = False
-        self._spmd_undecided = False
-        self._read_shardings: ShardingsOf | None = None
-        self._devices: list[tuple[int, Any]] = []
-        """(index in ``_inputs``, the device tensor whose sharding is read at the barrier)."""
-        self._batch_index: dict[int, int] = {}
-        """id of a CPU batch leaf -> its index in ``_inputs`` (its ``.to`` result is sharded)."""
-        self._init_encoder(source)
-        self._stopped = threading.Event()
-        self._wake = threading.Event()
-        self._flusher: threading.Thread | None = None
-        self._drain_lock = threading.Lock()
-        """Held from popping events to writing their records, so the file keeps queue order."""
-        # -- hooks installed once a counter shows they can matter (either thread) --
-        self._arms: list[tuple[str, str, Callable[[], None]]] = []
-        self._arm_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -202,8 +210,12 @@ class Recorder(StepInputs, RecordEncoder):
                 break
             if self.guard("counters", self.counters.refresh):  # new fallback counters, off the hot path
                 self._check_arms()
+                self.fallback_sites.want(self.counters.names)
             self._drain(flush=True)
             self._check_file()
+        final = self._final
+        if final is not None:  # (stop() asked: the run file's end is written here, not on its thread)
+            self._finish(*final)
 
     def _check_file(self) -> None:
         """Say at once when the run file was removed (its folder deleted mid-run): writes
@@ -240,7 +252,11 @@ class Recorder(StepInputs, RecordEncoder):
                 records: list[dict[str, Any]] = []
                 n = 0
                 while left and n < DRAIN_CHUNK:
-                    ev = events.popleft()
+                    try:
+                        ev = events.popleft()
+                    except IndexError:  # (the hooks dropped the newest: see _queue_full)
+                        left = 0
+                        break
                     n += 1
                     left -= 1
                     try:
@@ -289,12 +305,27 @@ class Recorder(StepInputs, RecordEncoder):
         self._drain(flush=True)
 
     def stop(self, status: str, exception: str | None) -> None:
-        """Write what is pending and the ``end`` record; never raises."""
+        """Have the writer thread write what is pending and the ``end`` record, and wait for it
+        at most :data:`EXIT_WAIT` seconds (then say the run file may be incomplete, and leave
+        it writing); never raises, never writes on the calling thread while that thread runs."""
         self.active = False
+        self.fallback_sites.close()
+        self._final = (status, exception)
         self._stopped.set()
         self._wake.set()
-        if self._flusher is not None:
-            self._flusher.join(timeout=5)
+        flusher = self._flusher
+        if flusher is None or not flusher.is_alive() or flusher is threading.current_thread():
+            self._finish(status, exception)  # (never started, or in a forked child: nothing to wait for)
+            return
+        flusher.join(timeout=EXIT_WAIT)
+        if flusher.is_alive():
+            self.abandoned = True
+            log.warning("xprof: the run file %s may be incomplete: its disk has not taken xprof's writes for "
+                        "%.0f s, so training goes on without waiting (the rest is written if the disk recovers "
+                        "before the process exits)", self.writer.path, EXIT_WAIT)
+
+    def _finish(self, status: str, exception: str | None) -> None:
+        """Write what is pending and the ``end`` record (the writer thread, once stopped)."""
         self._drain(flush=False)
         self._check_file()
         with self._drain_lock:
@@ -316,31 +347,9 @@ class Recorder(StepInputs, RecordEncoder):
                     self.observer.feed(samples)
                 except Exception as exc:
                     self.error("live notices", exc)
-            tail = self.guard("stop", lambda: m.delta(self.counters.snapshot(refresh=True), self._prev_snapshot()))
-            end: dict[str, Any] = {
-                "type": "end",
-                "t": time.time(),
-                "status": status,
-                "exception": exception,
-                "steps": self.step,
-                "syncs": self.syncs,
-                "errors": self.errors,
-            }
-            if tail:
-                end["tail"] = tail
-                graphs = tail.get(m.UNCACHED, 0) + tail.get(m.CACHED, 0) - self._read_compiles
-                if graphs > 0:
-                    end["tail_graphs"] = graphs  # ops run after the last barrier (eager mode)
-            if self._opt_steps:
-                end["tail_opt"] = self._opt_steps
+            end = self.end_record(status, exception, time.time())
             self.tail_step = bool(end.get("tail_opt") and end.get("tail_graphs"))
             self.tail_opt = int(end.get("tail_opt") or 0)
-            if self._inputs:
-                end["tail_inputs"] = [[e[0], list(e[1]), e[2], e[3]] for e in self._name_inputs(self._inputs)]
-            dropped = [c.name for c in (self._op_compile_cursor, self._exec_cursor, self._rexec_cursor,
-                                        self._size_cursor, self._xfer_cursor) if c.dropped]
-            if dropped:
-                end["samples_dropped"] = dropped
             self.ended = end["t"]
             try:
                 if self.writer.failed is None:
@@ -363,14 +372,13 @@ class Recorder(StepInputs, RecordEncoder):
             log.warning("xprof: %s failed (%s: %s); training continues, recording what it can",
                         where, type(exc).__name__, exc)
         if self.writer.failed is None and (first or count <= 100):
+            record = {"type": "error", "t": time.time(), "where": where, "error": f"{type(exc).__name__}: {exc}",
+                      "trace": "".join(traceback.format_exception(exc)[-3:]) if first else None}
+            if threading.current_thread() is not self._flusher:
+                self._events.append((_RECORD, record))  # (only the writer thread waits on the disk)
+                return
             try:
-                self.writer.write({
-                    "type": "error",
-                    "t": time.time(),
-                    "where": where,
-                    "error": f"{type(exc).__name__}: {exc}",
-                    "trace": "".join(traceback.format_exception(exc)[-3:]) if first else None,
-                })
+                self.writer.write(record)
             except Exception:
                 pass
 
@@ -398,40 +406,6 @@ class Recorder(StepInputs, RecordEncoder):
         except Exception as exc:
             self.error(f"mark {kind}", exc)
 
-    # -- hooks armed by evidence -------------------------------------------------------
-
-    def arm_on_counter(self, counter: str, hook: str, install: Callable[[], None]) -> None:
-        """Call ``install`` once torch_xla's ``counter`` exists (now, if it does at start).
-
-        For a hook on a call so common that wrapping it would cost every training step
-        (``Tensor.__getitem__``: a data loader indexes each sample) and that only matters
-        after torch_xla has run a given op (``aten::nonzero``, which boolean-mask indexing
-        of an XLA tensor runs on the CPU). The counter appears when that op first runs; the
-        barrier that follows (or the writer thread, within a quarter second) installs the
-        hook, and a ``debug`` record of kind ``hook`` says from which step it is on."""
-        with self._arm_lock:
-            self._arms.append((counter, hook, install))
-
-    def _check_arms(self, at_start: bool = False) -> None:
-        """Install the armed hooks whose counter the counter reader now tracks; never raises.
-        Not once the recording has stopped: its patches are being restored."""
-        if self._stopped.is_set():
-            return
-        names = self.counters.names
-        with self._arm_lock:
-            due = [a for a in self._arms if a[0] in names]
-            if not due:
-                return
-            self._arms = [a for a in self._arms if a[0] not in names]
-        for counter, hook, install in due:
-            try:
-                install()
-            except Exception as exc:
-                self.error(f"{hook} hook", exc)
-                continue
-            if not at_start:
-                self.mark("hook", hook=hook, counter=counter)
-
     # -- the hooks' side: barriers ---------------------------------------------------
 
     def on_barrier(self, tb: float, before: tuple[int, ...], kind: str) -> None:
@@ -457,6 +431,7 @@ class Recorder(StepInputs, RecordEncoder):
                 vals = list(map(counters.value, names))
                 if self._arms:
                     self._check_arms()
+                self.fallback_sites.want(names)
             if frame is not None:
                 site = self.frames.user_site(frame)  # who asked for a barrier that compiled
         cached = vals[1] or 0
@@ -501,9 +476,12 @@ class Recorder(StepInputs, RecordEncoder):
                        backwards, mid, turned_off))
         self.step += 1
         self._t0 = t1
+        located = self.fallback_sites
+        if located.pending or located.active is not None:
+            located.at_barrier()
         if uncached != before[0]:
             self._wake.set()  # a step that compiled reaches the file at once
-        elif len(events) >= WAKE_AT:
+        if len(events) >= WAKE_AT:
             self._queue_full()
 
     def _step_inputs(self, inputs: list[RawInput]) -> list[RawInput]:
@@ -584,8 +562,16 @@ class Recorder(StepInputs, RecordEncoder):
         self._read_compiles += n
 
     def _queue_full(self) -> None:
-        if len(self._events) >= QUEUE_LIMIT:
-            self._drain(flush=False)
+        events = self._events
+        if len(events) > QUEUE_CAP:
+            # The writer thread is stuck on the disk: drop the newest event rather than wait.
+            try:
+                events.pop()
+            except IndexError:
+                return
+            if not self.events_dropped:
+                self.dropped_from = self.step
+            self.events_dropped += 1
         elif not self._wake.is_set():
             # Until the writer wakes, every event past WAKE_AT lands here: Event.set takes a
             # lock and notifies each time, is_set is one attribute read.

@@ -172,6 +172,11 @@ class Site(NamedTuple):
 
 CHAIN_LIMIT = 8
 
+CALL_PLUMBING = frozenset({"_wrapped_call_impl", "_call_impl"})
+"""``torch.nn.Module``'s call machinery: every module call passes through it, so it is never
+the library function that a user's line called; the module's ``forward`` is (a read in
+``nn.TransformerEncoder``'s causal-mask check belongs to ``TransformerEncoder.forward``)."""
+
 
 class FrameClassifier:
     """Tells the profiler's and torch's own frames from the user's, with a per-file cache."""
@@ -243,7 +248,7 @@ class FrameClassifier:
                     innermost = f
                 chain.append(f)
             last_library = f
-            if "<locals>" not in getattr(code, "co_qualname", ""):
+            if code.co_name not in CALL_PLUMBING and "<locals>" not in getattr(code, "co_qualname", ""):
                 last_named = f
             f = f.f_back
             n += 1

@@ -34,6 +34,23 @@ class StepInputs:
     _mesh: dict[str, Any]
     error: Callable[[str, BaseException], None]
 
+    def _init_spmd(self) -> None:
+        """SPMD (the hooks' side)."""
+        self.spmd = False
+        """An SPMD run: set once, by ``watch()`` or at the barrier that finds it on."""
+        self.keep_devices = False
+        """Keep the device tensors of the step's inputs for a sharding read at the barrier:
+        in an SPMD run that records inputs, and, while it is not known yet whether the run
+        is one (``xprof run`` starts before the script calls ``xr.use_spmd()``), until the
+        first graph runs."""
+        self._want_inputs = False
+        self._spmd_undecided = False
+        self._read_shardings = None
+        self._devices = []
+        """(index in ``_inputs``, the device tensor whose sharding is read at the barrier)."""
+        self._batch_index = {}
+        """id of a CPU batch leaf -> its index in ``_inputs`` (its ``.to`` result is sharded)."""
+
     # -- the hooks' side: inputs -----------------------------------------------------
 
     def on_batch(self, leaves: list[tuple[str, Any]], source: str) -> None:

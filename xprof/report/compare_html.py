@@ -16,7 +16,7 @@ from typing import Any
 
 from xprof._version import __version__
 from xprof.comparison.model import CompareResult, Violation
-from xprof.report.compare_text import change, sections, value, verdict_line
+from xprof.report.compare_text import change, interval_text, sections, value, verdict_line
 from xprof.report.page import env, plotly_js, write_atomic
 
 COLORS = ("#495057", "#1c7ed6", "#e8590c", "#2b8a3e", "#ae3ec9", "#f08c00", "#0c8599")
@@ -103,7 +103,8 @@ def compare_context(result: CompareResult, violations: list[Violation] | None = 
         rows = []
         for m in pair.metric_changes:
             rows.append({"label": m.label, "base": value(m.base, m.unit), "new": value(m.new, m.unit),
-                         "change": change(m), "verdict": m.verdict, "note": m.note or ""})
+                         "change": change(m) + (f" ({interval_text(m)})" if m.interval is not None else ""),
+                         "verdict": m.verdict, "note": m.note or ""})
         pairs.append({"base": pair.base.name, "new": pair.new.name, "rows": rows,
                       "warnings": pair.warnings, "sections": sections(pair),
                       "verdict": verdict_line(pair)})

@@ -58,6 +58,11 @@ def change(m: MetricChange, compact: bool = False) -> str:
     return f"{sign}{mag}, {m.rel * 100:+.0f}%" if compact else f"{sign}{mag} ({m.rel * 100:+.0f}%)"
 
 
+def interval_text(m: MetricChange) -> str:
+    """``95% CI +18% to +31%`` for a metric judged on its steps' interval, else empty."""
+    return f"95% CI {m.interval.percent()}" if m.interval is not None else ""
+
+
 def _short_change(m: MetricChange) -> str:
     """``+111%``, or ``+2`` where there is no percent: a trend's cell, its value beside it."""
     if m.rel is not None and math.isfinite(m.rel):
@@ -176,7 +181,10 @@ def _pair_table(pair: PairComparison) -> tuple[Table, list[str]]:
         mark, note = _mark(m)
         if note:
             notes.append(note)
-        t.add_row(Text(m.label), Text(value(m.base, m.unit)), Text(value(m.new, m.unit)), Text(change(m)),
+        cell = Text(change(m))
+        if m.interval is not None:
+            cell.append("\n" + interval_text(m), style="dim")
+        t.add_row(Text(m.label), Text(value(m.base, m.unit)), Text(value(m.new, m.unit)), cell,
                   Text(mark, style=_STYLE.get(m.verdict, "") or "dim"))
     return t, notes
 
@@ -278,10 +286,11 @@ def render_markdown(result: CompareResult, violations: list[Violation] | None = 
         out.append("|---|---:|---:|---:|---|")
         for m in pair.metric_changes:
             mark = _MARK.get(m.verdict, m.verdict)
-            if m.note and m.verdict in ("same", "info") and m.delta:
+            if m.note and ((m.verdict in ("same", "info") and m.delta) or m.verdict == "n/a"):
                 mark = m.note
+            ci = f" ({interval_text(m)})" if m.interval is not None else ""
             out.append(f"| {m.label} | {value(m.base, m.unit)} | {value(m.new, m.unit)} | "
-                       f"{change(m)} | {_md(mark)} |")
+                       f"{change(m)}{ci} | {_md(mark)} |")
     else:
         out.append("| Metric | " + " | ".join(_cell(r.name) for r in result.runs) + " |")
         out.append("|---|" + "---:|" * len(result.runs))

@@ -43,6 +43,7 @@ from xprof.runfile.loader import (
     gc_paused,
     load_run,
     open_run,
+    require_regular,
 )
 from xprof.runfile.paths import RANK_IN_NAME, expand_run_paths, rank_of_path
 from xprof.runfile.records import (
@@ -82,5 +83,5 @@ __all__ = [
     "Run", "RunFileError", "RunWriter", "Site", "Spmd", "Step", "Sync", "Undecodable", "append_records",
     "base_input_name", "bounded_lines", "compile_record", "decode_line", "encode_record", "expand_run_paths",
     "file_record", "gc_paused", "graph_change_record", "is_fallback_counter", "load_run", "open_run",
-    "rank_of_path", "signature_record", "site_record", "step_record", "sync_record",
+    "rank_of_path", "require_regular", "signature_record", "site_record", "step_record", "sync_record",
 ]

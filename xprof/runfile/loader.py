@@ -88,8 +88,9 @@ def special_file_kind(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
-def _regular(p: str) -> None:
-    """Refuse, without opening it, anything but a regular file: opening a FIFO waits for a
+def require_regular(p: str) -> None:
+    """The one door every reader of a run file goes through (the loaders, the summary cache's
+    hash): refuse, without opening it, anything but a regular file: opening a FIFO waits for a
     writer, a pipe (``<(cat run.json)``) can be read only once, and a device never ends."""
     try:
         mode = os.stat(p).st_mode
@@ -111,10 +112,10 @@ def open_run(path: str | os.PathLike[str]) -> tuple[IO[str], dict[str, Any]]:
     The file is returned positioned after the header line, opened with
     ``surrogateescape``: a byte that is not UTF-8 damages only its own line (that line is
     skipped like any unreadable one); only a header that is not UTF-8 refuses the file.
-    Only a regular file is opened (see :func:`_regular`).
+    Only a regular file is opened (see :func:`require_regular`).
     """
     p = str(path)
-    _regular(p)
+    require_regular(p)
     try:
         f = open(p, encoding="utf-8", errors="surrogateescape")
     except FileNotFoundError:

@@ -271,6 +271,11 @@ class End(NamedTuple):
     """Graphs run after the last barrier outside host reads (``tail_graphs``): with
     ``tail_opt``, a last training step that ran op by op (eager mode) and never reached a
     barrier, so it is in no step record."""
+    events_dropped: int = 0
+    """Events the recorder dropped because its writer thread was stuck on the disk (its queue
+    full): steps, host reads and marks after ``dropped_from`` are partly missing."""
+    dropped_from: int | None = None
+    """The step in progress when the first event was dropped."""
 
 
 class RunFileError(Exception):

@@ -357,9 +357,9 @@ def training_recompiles(causes: list[Cause], compiles: pd.DataFrame, steps: pd.D
     """(recompiles after warm-up outside eval passes, those inside them): what a prediction
     counts, and what it leaves aside (an evaluation's own graphs are expected, and a collate
     shared with it pads its batches too, which no training finding's count should guess)."""
-    phase = dict(zip(steps["i"].tolist(), steps["phase"].tolist()))
+    in_eval = set(steps["i"].to_numpy()[steps["phase"].to_numpy(dtype=object) == "eval"].tolist())
     evals = sum(1 for c, s in zip(causes, compiles["step"].tolist())
-                if c.cause != CauseName.WARMUP and phase.get(int(s)) == "eval")
+                if c.cause != CauseName.WARMUP and int(s) in in_eval)
     return sum(1 for c in causes if c.cause != CauseName.WARMUP) - evals, evals
 
 

@@ -186,6 +186,9 @@ def split_finding(steps: pd.DataFrame, sites: dict[int, Site]) -> Finding | None
     keep = (steps["phase"].to_numpy(dtype=object) == "train") & (graphs > 0) & (steps["ordinal"].to_numpy() >= 0)
     if keep.sum() < 2:
         return None
+    ordinals = steps["ordinal"].to_numpy()[keep]
+    if len(np.unique(ordinals)) == len(ordinals):
+        return None  # no step has two barriers, so none is split (and no 1M objects are made to say so)
     rows = steps[keep]
     barriers = [_split.Barrier(int(step), None if pd.isna(site) else int(site), not pd.isna(sig), int(g), int(u))
                 for step, site, sig, g, u in zip(rows["ordinal"].tolist(), rows["site"].tolist(), rows["sig"].tolist(),

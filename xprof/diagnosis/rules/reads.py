@@ -163,6 +163,7 @@ DD_WORDS = {
     "mask_index": "Boolean-mask indexing", "mask_assign": "Boolean-mask assignment (t[mask] = v)",
     "nonzero": "nonzero()", "masked_select": "masked_select()",
     "unique": "unique()", "argwhere": "argwhere()", "repeat_interleave": "repeat_interleave()",
+    "where": "torch.where(mask) (one argument: nonzero)",
     "index": "A tensor used as a slice bound",
 }
 
@@ -175,6 +176,7 @@ READ_LABEL = {
     "mask_index": "boolean-mask indexing", "mask_assign": "boolean-mask assignment",
     "nonzero": "nonzero()", "masked_select": "masked_select()",
     "unique": "unique()", "argwhere": "argwhere()", "repeat_interleave": "repeat_interleave()",
+    "where": "torch.where(mask)",
 }
 _CALL_OF = {"item": "item", "tolist": "tolist", "numpy": "numpy", "cpu": "cpu", "to_cpu": "to"}
 _RECEIVER = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\])?$")

@@ -58,6 +58,7 @@ def install_data_dependent(rec: Recorder, patches: Patches, torch: Any) -> None:
     def install_mask_hooks() -> None:
         patches.set(tensor_type, "__getitem__", _mask_index_hook(rec, tensor_type))
         patches.set(tensor_type, "__setitem__", _mask_assign_hook(rec, tensor_type))
+        patches.set(torch, "where", _where_hook(rec, torch))
 
     rec.arm_on_counter(MASK_INDEX_COUNTER, "mask_index", install_mask_hooks)
 
@@ -86,6 +87,23 @@ def _mask_index_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:
             raise
 
     return posing_as(__getitem__, original_getitem, "__getitem__")
+
+
+def _where_hook(rec: Recorder, torch: Any) -> Callable[..., Any]:
+    """The ``torch.where`` wrapper: its one-argument form, ``torch.where(mask)``, is
+    ``nonzero(mask, as_tuple=True)`` (routing tokens to experts, gathering kept rows): run on
+    the CPU, with a value-dependent shape. The three-argument form, the common one, passes
+    through after one length check. Armed with the mask hooks (the same ``aten::nonzero``
+    counter)."""
+    original_where = torch.where
+    routed = make_reader(rec, "where", original_where, method=False)
+
+    def where(*args: Any, **kwargs: Any) -> Any:
+        if len(args) != 1 or kwargs:
+            return original_where(*args, **kwargs)
+        return routed(*args)
+
+    return posing_as(where, original_where, "where")
 
 
 def _mask_assign_hook(rec: Recorder, tensor_type: Any) -> Callable[..., Any]:

@@ -134,12 +134,15 @@ def install_phase_evidence(rec: Recorder, patches: Patches, torch: Any) -> None:
         if original is None:
             continue
 
-        def passes(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+        def passes(*args: Any, __original: Any = original, __locate: bool = attr == "backward",
+                   **kwargs: Any) -> Any:
             try:
                 if rec.active:
                     bump()
                     if rec.explain is not None and args:  # (--explain hashes the loss's graph too)
                         rec.explain.saw_backward(args[0])
+                    if __locate and args and rec.fallback_sites.active:  # (a fallback's forward line)
+                        rec.fallback_sites.on_backward(args[0])
                 return __original(*args, **kwargs)
             except BaseException as exc:
                 user_frames_only(exc)

@@ -1,0 +1,85 @@
+"""How sure a change in step time is: a bootstrap interval of the ratio of the median execute
+times of two runs' steady steps.
+
+A point estimate (new median / base median) moves by tens of percent between two recordings of
+one loop on a busy machine, and a fixed floor (the 1 ms the gate once had) hides a step under
+a millisecond that triples. So the time gate judges the per-step samples of both runs: each
+side is resampled with replacement, the ratio of the two medians is taken each time, and the
+2.5th and 97.5th percentiles of those ratios are the 95% interval. The user's relative limit
+applies to the interval: a step is slower by more than 25% only when the whole interval is
+above +25% (its lower end is), so a run must show the change, not merely allow it.
+
+Why this and not a rank test (Mann-Whitney): the limit is a ratio ("25% slower"), and the
+interval is of that ratio, so the threshold and the evidence are in one unit; a rank test
+answers "is there any shift", which thousands of steps always show, and says nothing of its
+size. The median, not the mean: one step that waited on the host moves a mean. numpy only
+(no scipy): resamples drawn from a fixed seed, so the same two runs give the same interval
+every time (the summary cache and CI logs stay reproducible).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_STEPS = 20
+"""Steady steps each run needs before its step time is judged: below it a median's interval
+is wider than any limit worth setting, and the gate says "not enough steps to judge"."""
+RESAMPLES = 2000
+"""Bootstrap resamples of each side."""
+MAX_SAMPLES = 4000
+"""Steps drawn (without replacement, fixed seed) from a longer run before resampling: the
+interval of a median over 4000 steps is already narrow, and a 1M-step run stays cheap."""
+CONFIDENCE = 0.95
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The 95% bootstrap interval of new median / base median (``ratio_lo``..``ratio_hi``) and
+    of new median - base median in ms (``diff_lo``..``diff_hi``), over ``steps`` samples."""
+
+    ratio_lo: float
+    ratio_hi: float
+    diff_lo: float
+    diff_hi: float
+    steps: tuple[int, int]
+
+    def percent(self) -> str:
+        """``+18% to +31%``: the interval as a change of the base."""
+        return f"{(self.ratio_lo - 1) * 100:+.0f}% to {(self.ratio_hi - 1) * 100:+.0f}%"
+
+    def to_json(self) -> dict[str, float | int | list[int]]:
+        return {"ratio_low": self.ratio_lo, "ratio_high": self.ratio_hi, "delta_low_ms": self.diff_lo,
+                "delta_high_ms": self.diff_hi, "confidence": CONFIDENCE, "steps": list(self.steps)}
+
+
+def _medians(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The median of each of :data:`RESAMPLES` resamples of ``x`` (in blocks: bounded memory)."""
+    if len(x) > MAX_SAMPLES:
+        x = rng.choice(x, MAX_SAMPLES, replace=False)
+    out = np.empty(RESAMPLES)
+    block = max(1, (1 << 22) // len(x))
+    for start in range(0, RESAMPLES, block):
+        rows = min(block, RESAMPLES - start)
+        out[start:start + rows] = np.median(x[rng.integers(0, len(x), size=(rows, len(x)))], axis=1)
+    return out
+
+
+def interval(base: np.ndarray, new: np.ndarray) -> Interval | None:
+    """The interval of the change from ``base`` to ``new`` (per-step times, ms); None when a side
+    has fewer than :data:`MIN_STEPS` finite samples or a base median of 0."""
+    base = np.asarray(base, dtype=np.float64)
+    new = np.asarray(new, dtype=np.float64)
+    base, new = base[np.isfinite(base)], new[np.isfinite(new)]
+    if min(len(base), len(new)) < MIN_STEPS:
+        return None
+    rng = np.random.default_rng(SEED)
+    mb, mn = _medians(base, rng), _medians(new, rng)
+    if (mb <= 0).any():
+        return None
+    tail = (1 - CONFIDENCE) / 2 * 100
+    ratio = np.percentile(mn / mb, [tail, 100 - tail])
+    diff = np.percentile(mn - mb, [tail, 100 - tail])
+    return Interval(float(ratio[0]), float(ratio[1]), float(diff[0]), float(diff[1]), (len(base), len(new)))
