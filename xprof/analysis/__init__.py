@@ -92,25 +92,25 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
         syncs["exec_ms"] = pd.Series(dtype=float)
         syncs["saved_ms"] = pd.Series(dtype=float)
     limits = [d.fields for d in run.debug if d.kind == "dynamo_limit"]
+    located = {str(d.fields.get("op")): d.fields for d in run.debug if d.kind == "fallback_site"}
     missing = _findings.no_barrier(run.end, steps, syncs, tail_ms)
     # No barrier and no optimizer step (model.generate()): the reads are all the run did.
     reads_only = not len(steps) and missing is None
     findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs, limits,
-                               reads_only=reads_only)
-    _explained.attach(findings, compiles, _explained.per_compile(run, compiles), steps)
+                               reads_only=reads_only, fallback_sites=located)
+    _explained.attach(findings, compiles, _explained.per_compile(run, compiles), steps, tuple(run.graph_changes),
+                      tuple(d.fields for d in run.debug if d.kind == "optimizer"))
     if missing is not None and not any(e.where == "barrier" for e in run.errors):
         # (a barrier hook that failed records no step: its barriers are not missing)
         findings.insert(0, missing)
     totals = _totals(run, steps, compiles, syncs, execute_s, found, float(tail_ms.sum()))
-    # Minor: under 1% of the run. A read that runs the device early at every step costs a share
-    # of every step, which a short run's warm-up compiles hide: it is measured against the
-    # time past warm-up's compiles. A finding whose time lost is not measured is never minor
-    # (model.unmeasured).
-    warm_s = float(compiles.loc[compiles["cause"] == CauseName.WARMUP, "ms"].sum()) / 1e3 if len(compiles) else 0.0
+    # Minor: under 1% of the run. Never minor: a finding whose time lost is not measured
+    # (model.unmeasured), and a read that runs the device early at every step: its seconds on
+    # this machine say little (a CPU "device" answers in microseconds), while on an accelerator
+    # each is a round trip to the device and a stall of the pipeline, every step.
     for f in findings:
         per_step = f.cause == CauseName.IMPLICIT_SYNC and f.pattern == "every step" and f.execute_seconds > 0
-        base = max(totals.wall_seconds - warm_s, 0.0) if per_step else totals.wall_seconds
-        f.minor = f.seconds < MINOR_SHARE * base and not unmeasured(f)
+        f.minor = not per_step and f.seconds < MINOR_SHARE * totals.wall_seconds and not unmeasured(f)
     notes = _notes(run, steps, syncs, totals, cols.dropped)
     if dropped:
         notes.append(dropped)

@@ -97,6 +97,17 @@ _KNOWN: tuple[tuple[str, Mechanism], ...] = (
             "attention path checks too); fixed-length padding keeps its graph cached, and "
             "batches without padding can be passed without attention_mask."))),
     ("transformers.trainer.Trainer._maybe_log_save_evaluate", _HF_LOGGING),
+    ("torch.nn.modules.transformer._detect_is_causal_mask", Mechanism(
+        key="lib:torch_causal_mask_check", kind="causal_mask_check",
+        what="nn.TransformerEncoder's causal-mask check",
+        advice=(
+            "Given mask= without is_causal, nn.TransformerEncoder (and nn.Transformer's decoder) "
+            "compares the mask with a causal one on the host every forward "
+            "(torch.nn.modules.transformer._detect_is_causal_mask): a host read and one more "
+            "execution a step. When the mask you pass is the causal one (nn.Transformer."
+            "generate_square_subsequent_mask), also pass is_causal=True: the same mask and the same "
+            "outputs, and the check is skipped. Dropping mask= instead would let tokens attend to "
+            "later ones: a different model."))),
     ("transformers.trainer.Trainer._finalize_training", Mechanism(
         key="lib:hf_trainer_final", kind="hf_trainer_final", what="The Trainer's end of training",
         advice="Once at the end of training (the final loss): nothing to change.")),

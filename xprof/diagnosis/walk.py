@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xprof.diagnosis.cause import Cause, CauseName
-from xprof.diagnosis.evidence import grew
 from xprof.diagnosis.facts import CompileFacts, StepFacts, Walk
 from xprof.diagnosis.keys import ABSTAIN_KEY, WARMUP_KEY
 from xprof.diagnosis.mechanisms import join_dd
@@ -27,39 +26,17 @@ def in_warmup(step: StepFacts) -> bool:
     return step.phase == "dynamo" and is_warmup(step.ahead)
 
 
-def growing_reads(compiled: Sequence[tuple[int | None, int | None]]) -> set[int]:
-    """Read sites whose graphs grew in one step (:func:`~xprof.diagnosis.evidence.grew`), from
-    each compile's (read site, graph nodes) in order; compiles outside a read (None) left out."""
-    nodes: dict[int, list[int | None]] = {}
-    for site, n in compiled:
-        if site is not None:
-            nodes.setdefault(site, []).append(n)
-    return {site for site, ns in nodes.items() if grew(ns)}
-
-
-def _live_read_site(c: CompileFacts) -> int | None:
-    return c.read.site if c.at == "step" and c.read is not None and not c.read.deferred else None
-
-
 def judge(compiles: Sequence[CompileFacts], step: StepFacts, walk: Walk) -> list[Cause]:
     """The cause of each of ``compiles`` (the step's, in order), from what the walk has seen."""
     step.new_fallback = frozenset(step.fallback - walk.seen_fallback)
     step.compiled = any(c.at == "barrier" for c in compiles)
     join_dd(walk.dd_leaders, step.dd_sites)
+    # Every compile of the first two training steps is warm-up's, host reads' included (one
+    # definition for the walk, the totals and the exit lines): a read whose graph grows from
+    # read to read in those steps (an episode acted out step by step) is told by its finding's
+    # evidence, and its compiles after warm-up are its recompiles.
     warm = in_warmup(step)
-    growing = growing_reads([(_live_read_site(c), c.nodes) for c in compiles if c.at == "step"]) if warm else set()
-    compiled: set[int] = set()
-    out = []
-    for c in compiles:
-        site = _live_read_site(c)
-        if warm and site is not None and site in growing:
-            # A read whose graph grew from read to read in this step runs a longer graph each
-            # time (an episode acted out step by step): only its first compile is warm-up's.
-            first = site not in compiled
-            compiled.add(site)
-            out.append(Cause(CauseName.WARMUP, WARMUP_KEY, rule="warmup") if first else decide(c, step, walk))
-        else:
-            out.append(Cause(CauseName.WARMUP, WARMUP_KEY, rule="warmup") if warm else decide(c, step, walk))
+    out = [Cause(CauseName.WARMUP, WARMUP_KEY, rule="warmup") if warm else decide(c, step, walk) for c in compiles]
     if walk.shape_key is None:
         walk.shape_key = next((k.key for k in out if k.cause == CauseName.INPUT_SHAPE and k.key.group == "input"), None)
     return out

@@ -509,19 +509,22 @@ class Recorder(StepInputs, RecordEncoder, ArmedHooks, Ending):
             self._no_barrier_yet()
 
     def _no_barrier_yet(self) -> None:
-        """The third optimizer step and no barrier yet: unless graphs ran outside host reads
-        (eager mode: each op runs as it comes, nothing waits for a barrier), say so at once
-        (a ``no_barrier`` mark for the live notices). Never raises."""
+        """The third optimizer step (or, with no optimizer, the fourth backward pass) and no
+        barrier yet: unless graphs ran outside host reads (eager mode: each op runs as it
+        comes, nothing waits for a barrier), say so at once (a ``no_barrier`` mark for the live
+        notices). Never raises."""
         try:
             uncached, cached = self.counters.compile_counts()
             if uncached + cached - self._end_compiles - self._read_compiles <= 0:
-                self.mark("no_barrier", opt=self._opt_steps)
+                self.mark("no_barrier", opt=self._opt_steps, bw=self._backwards)
         except Exception as exc:
             self.error("optimizer hook", exc)
 
     def on_backward(self) -> None:
         """A backward pass started (any thread: one counter bump)."""
         self._backwards += 1
+        if self._backwards == NO_BARRIER_AFTER + 1 and self.step == 0 and not self._opt_steps:
+            self._no_barrier_yet()  # (weights updated without an optimizer: p.data.add_)
 
     def on_dynamo_graph(self) -> None:
         self._dynamo_graphs += 1

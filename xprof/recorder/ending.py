@@ -23,6 +23,7 @@ class Ending:
     dropped_from: int | None
     _read_compiles: int
     _opt_steps: int
+    _backwards: int
     _inputs: list[Any]
     _prev_snapshot: Callable[[], dict[str, int]]
     _name_inputs: Callable[[list[Any]], list[Any]]
@@ -45,6 +46,8 @@ class Ending:
                 end["tail_graphs"] = graphs  # ops run after the last barrier (eager mode)
         if rec._opt_steps:
             end["tail_opt"] = rec._opt_steps
+        if rec._backwards:
+            end["tail_bw"] = rec._backwards  # (backward passes after the last barrier: training without one)
         if rec._inputs:
             end["tail_inputs"] = [[e[0], list(e[1]), e[2], e[3]] for e in rec._name_inputs(rec._inputs)]
         dropped = [c.name for c in (rec._op_compile_cursor, rec._exec_cursor, rec._rexec_cursor,

@@ -146,7 +146,8 @@ class Site(NamedTuple):
     """The library function the user's line called that did the read, if any."""
     inner: str | None = None
     """The innermost installed-library function on the way (``transformers.trainer.Trainer.
-    _maybe_log_save_evaluate``), when it is not ``via`` itself."""
+    _maybe_log_save_evaluate``), or with none, the torch function whose line read
+    (``torch.nn.modules.transformer._detect_is_causal_mask``), when it is not ``via`` itself."""
     chain: tuple[str, ...] = ()
     """Installed-library functions between the read and the user's line, innermost first
     (the innermost and the outermost :data:`CHAIN_LIMIT` of a deeper stack): which library
@@ -228,11 +229,12 @@ class FrameClassifier:
                                     caller_file=back.f_code.co_filename, caller_line=back.f_lineno)
                     return Site(code.co_filename, f.f_lineno, code.co_name, None)
                 via = _via(last_named or last_library)
-                inner = _via(innermost)
                 if len(chain) > 2 * CHAIN_LIMIT:
                     chain = chain[:CHAIN_LIMIT] + chain[-CHAIN_LIMIT:]
                 names = tuple(n for n in (_via(c) for c in chain) if n)
                 at = innermost if innermost is not None else _line_in(frame, via, f) if via else None
+                # (torch's own functions are no installed library's: the line's function is)
+                inner = _via(innermost if innermost is not None else at)
                 return Site(code.co_filename, f.f_lineno, code.co_name, via,
                             inner if inner != via else None, names,
                             at.f_code.co_filename if at is not None else None,

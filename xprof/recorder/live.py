@@ -132,7 +132,7 @@ class LiveNotices:
             if change.base is not None:
                 self._explained[(change.i, change.at)] = change
         elif kind == "no_barrier":
-            self._say(CauseName.NO_BARRIER, no_barrier_notice(rec.get("opt")))
+            self._say(CauseName.NO_BARRIER, no_barrier_notice(rec.get("opt"), rec.get("bw")))
 
     def _sync(self, read: Sync) -> None:
         self.facts.reads.append(read)

@@ -136,8 +136,10 @@ def headline(analysis: Analysis) -> list[str]:
                       f"one graph runs {per} training steps of one optimizer (or one step each of {per} "
                       "optimizers, as a GAN does), and the steps counted here are barriers.")
     if t.steps == 0 and any(f.cause == CauseName.NO_BARRIER for f in analysis.findings):
-        out[0] = (f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}: its optimizer steps "
-                  "ran, but none ended in one.")
+        trained = ("its optimizer steps ran" if t.optimizer_steps
+                   else "its training steps ran (backward passes, no optimizer)" if end is not None and end.tail_bw
+                   else "its graphs ran at host reads")
+        out[0] = f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}: {trained}, but none ended in one."
     else:
         out.append(_recompile_sentence(analysis))
     out += _read_sentences(analysis)
@@ -284,8 +286,8 @@ _RAISED = ("Nothing to judge yet.", "The training loop raised before its first s
 def raised_before_first_step(analysis: Analysis) -> bool:
     """The loop raised before its first step (and ran no optimizer step without a barrier):
     the error is the first thing to fix, not a read in the forward of the step that raised."""
-    t = analysis.totals
-    return t.steps == 0 and t.status == "error" and not t.optimizer_steps
+    t, end = analysis.totals, analysis.run.end
+    return t.steps == 0 and t.status == "error" and not t.optimizer_steps and not (end is not None and end.tail_bw)
 
 
 def next_step(analysis: Analysis) -> tuple[str, str]:

@@ -258,9 +258,9 @@ def _add_end(run: Run, rec: dict[str, Any]) -> bool:
               as_int(g("steps")), as_int(g("syncs")), as_int(g("errors")), counts_of(g("tail")),
               tuple(str(d) for d in dropped) if isinstance(dropped, list) else (),
               as_int(g("tail_opt")), as_int(g("tail_graphs")), as_int(g("events_dropped")),
-              opt_int(g("dropped_from")))
+              opt_int(g("dropped_from")), as_int(g("tail_bw")))
     counts = (end.steps, end.syncs, end.errors, end.tail_opt, end.tail_graphs, end.events_dropped,
-              end.dropped_from or 0)
+              end.dropped_from or 0, end.tail_bw)
     if ((end.t is not None and not 0.0 <= end.t < MAX_SECONDS) or not all(0 <= n <= MAX_COUNT for n in counts)
             or not counts_possible(end.tail)):
         raise Impossible

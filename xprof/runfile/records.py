@@ -276,6 +276,9 @@ class End(NamedTuple):
     full): steps, host reads and marks after ``dropped_from`` are partly missing."""
     dropped_from: int | None = None
     """The step in progress when the first event was dropped."""
+    tail_bw: int = 0
+    """Backward passes after the last barrier (``tail_bw``): a loop that trains with no
+    barrier, with or without an optimizer (``p.data.add_`` updates count here only)."""
 
 
 class RunFileError(Exception):

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-BATCHES, SEQ, BATCH, VOCAB, DIM = 6, 8, 4, 40, 16
+BATCHES, SEQ, BATCH, VOCAB, DIM = 4, 8, 4, 40, 16
 
 
 class RNNModel(nn.Module):

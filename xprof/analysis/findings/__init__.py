@@ -83,6 +83,8 @@ class _Run:
     """How many training steps after warm-up ran a graph."""
     specs: Shardings
     """The recorded sharding of each input of each signature (SPMD)."""
+    fallback_sites: dict[str, dict[str, Any]]
+    """A CPU-fallback op -> the forward call its backward op came from (``fallback_site``)."""
     _series: SeriesIndex | None = None
 
     def series_index(self) -> SeriesIndex:
@@ -95,14 +97,17 @@ class _Run:
 def build(steps: pd.DataFrame, compiles: pd.DataFrame, causes: list[Cause], syncs: pd.DataFrame,
           sigs: dict[int, Signature], sites: dict[int, Site] | None = None,
           dynamo_guards: list[dict[str, Any]] | None = None, specs: Shardings | None = None,
-          dynamo_limits: list[dict[str, Any]] | None = None, reads_only: bool = False) -> list[Finding]:
+          dynamo_limits: list[dict[str, Any]] | None = None, reads_only: bool = False,
+          fallback_sites: dict[str, dict[str, Any]] | None = None) -> list[Finding]:
     """The findings of a run, most time lost first; ``dynamo_limits``: the ``dynamo_limit``
     marks (torch.compile gave up on a function), with the barrier index they came before;
     ``reads_only``: a run that reached no barrier and ran no optimizer step (generation
-    driven by its reads, ``model.generate()``), whose reads are all it did."""
+    driven by its reads, ``model.generate()``), whose reads are all it did;
+    ``fallback_sites``: the ``fallback_site`` marks by op (where a backward op's forward was)."""
     ords = steps["ordinal"].to_numpy()
     steady = len(pd.unique(ords[steps["work"].to_numpy(dtype=bool) & (ords >= 2)]))
-    run = _Run(steps, compiles, causes, syncs, sigs, sites or {}, _user_steps(steps), steady, specs or {})
+    run = _Run(steps, compiles, causes, syncs, sigs, sites or {}, _user_steps(steps), steady, specs or {},
+               fallback_sites or {})
     # Reads after the last barrier are a final print's, in no finding (but see ``reads_only``).
     last_barrier = (1 << 62) if reads_only else int(steps["i"].max()) if len(steps) else -1
 
@@ -228,7 +233,7 @@ def _graph(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Fin
 
 
 def _fallback(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
-    return fallback_finding(key, run.causes[ks[0]], rows, run.steps, run.ordinal_of, run.steady)
+    return fallback_finding(key, run.causes[ks[0]], rows, run.steps, run.ordinal_of, run.steady, run.fallback_sites)
 
 
 def _closure(run: _Run, key: FindingKey, ks: list[int], rows: pd.DataFrame) -> Finding:
@@ -293,7 +298,8 @@ ranks; none moves a compile to another cause (the walk decided each one's)."""
 
 def add_uncompiled_fallbacks(run: _Run, findings: list[Finding]) -> list[Finding]:
     """Ops on the CPU in steady steps that compiled nothing: each still cuts the graph."""
-    return findings + uncompiled_fallbacks(findings, run.steps, run.compiles, run.ordinal_of, run.steady)
+    return findings + uncompiled_fallbacks(findings, run.steps, run.compiles, run.ordinal_of, run.steady,
+                                           run.fallback_sites)
 
 
 def add_eager_mode(run: _Run, findings: list[Finding]) -> list[Finding]:

@@ -26,7 +26,7 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
     if end is None:
         return None
     work = steps["work"].to_numpy(dtype=bool) if len(steps) else np.zeros(0, dtype=bool)
-    if end.tail_opt < 1:
+    if end.tail_opt < 1 and (end.tail_bw < 2 or work.any()):
         # (graphs run outside the reads, fewer than the reads: ops on the CPU cutting them;
         # more would be eager mode, op by op)
         return None if work.any() or end.tail_graphs > len(syncs) else _reads_only(syncs, tail_ms, end.tail_graphs)
@@ -41,6 +41,8 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
     compile_ms = float(tail_ms.sum())
     wait_ms = float(tail_reads["ms"].sum()) if len(tail_reads) else 0.0
     opt = int(end.tail_opt)
+    if opt < 1:
+        return _training_without_barrier(end, tail_reads, tail_ms, wait_ms)
     if work.any() and not n_compiles and not len(tail_reads):
         # Nothing read or compiled after the last barrier: those steps' ops were still
         # pending when the run ended, and never ran (a sync every N steps, the last few left).
@@ -82,6 +84,38 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
         line=int(tail_reads.iloc[0]["line"]) if len(tail_reads) else None,
     )
 
+
+
+def _training_without_barrier(end: Any, reads: pd.DataFrame, tail_ms: np.ndarray, wait_ms: float) -> Finding:
+    """Backward passes and no optimizer step, no barrier in the run: a training loop that updates
+    its weights itself (``p.data.add_(p.grad, alpha=-lr)``, as pytorch/examples' language model
+    does), ported by switching the device only. Each read compiles every step since the start."""
+    passes, n_compiles, compile_ms = int(end.tail_bw), len(tail_ms), float(tail_ms.sum())
+    at = ""
+    evidence = [f"{passes} backward passes (training steps that update the weights without an optimizer), and "
+                "no step barrier in the run"]
+    file = line = None
+    if len(reads):
+        first = reads.iloc[0]
+        file, line = str(first["file"]), int(first["line"])
+        at = f" at {loc_text(file, line)}"
+        evidence.append(f"every graph ran at a host read instead: {len(reads)} read{'s' if len(reads) != 1 else ''} "
+                        f"(the first{at}: {first['code']})")
+    if n_compiles >= 2:
+        ms = tail_ms.tolist()
+        evidence.append(f"the graphs grew with the steps they held: compiles of {dur_text(ms[0])} to "
+                        f"{dur_text(ms[-1])}")
+    title = (f"No step barrier: {passes} training steps ran without one, so each read{at} compiled every step "
+             f"since the start: {n_compiles} compile{'s' if n_compiles != 1 else ''}, "
+             f"{max(wait_ms, compile_ms) / 1e3:.2f} s")
+    advice = ADVICE["no_barrier"]
+    if at:
+        advice = (f"Add torch_xla.sync() at the end of each iteration (after the weights' update, before the "
+                  f"read{at}). " + advice)
+    return Finding(
+        id="no_barrier", cause=CauseName.NO_BARRIER, kind="no_barrier", title=title, count=passes,
+        compiles=n_compiles, seconds=max(wait_ms, compile_ms) / 1e3, compile_seconds=compile_ms / 1e3,
+        execute_seconds=0.0, advice=advice, evidence=evidence, steps=[], file=file, line=line)
 
 
 def _reads_only(syncs: pd.DataFrame, tail_ms: np.ndarray, cut: int) -> Finding | None:

@@ -78,11 +78,14 @@ def _view(g: GraphChange, user_step: int) -> dict[str, Any]:
 
 
 def attach(findings: list[Finding], compiles: pd.DataFrame, explained: list[GraphChange | None],
-           steps: pd.DataFrame) -> None:
+           steps: pd.DataFrame, recorded: tuple[GraphChange, ...] = (),
+           optimizers: tuple[dict[str, Any], ...] = ()) -> None:
     """Give each finding the graph changes of its compiles (``graph_changes``), and a graph
-    finding its line, value and advice."""
+    finding its line, value and advice; ``recorded``: every graph ``--explain`` hashed (the
+    bases the changes were compared with, for their input counts)."""
     if not any(g is not None for g in explained) or "finding" not in compiles:
         return
+    inputs_at = {(g.i, g.at): g.inputs for g in recorded}
     user_step = dict(zip(steps["i"].tolist(), steps["user_step"].tolist())) if len(steps) else {}
     by_finding: dict[str, list[GraphChange]] = {}
     for fid, g in zip(compiles["finding"].tolist(), explained):
@@ -94,7 +97,7 @@ def attach(findings: list[Finding], compiles: pd.DataFrame, explained: list[Grap
             continue
         f.graph_changes = [_view(g, int(user_step.get(g.i, g.i))) for g in changes[:MAX_SHOWN]]
         if f.kind not in KNOWN_KINDS:
-            _name_line(f, changes)
+            _name_line(f, changes, inputs_at, optimizers)
 
 
 def _first_line(changes: list[GraphChange]) -> tuple[GraphLine, int] | None:
@@ -119,7 +122,30 @@ def _backward(changes: list[GraphChange]) -> str:
             "them from C++)") if n else ""
 
 
-def _name_line(f: Finding, changes: list[GraphChange]) -> None:
+def _input_to_constant(changes: list[GraphChange],
+                       inputs_at: dict[tuple[int, str], int]) -> tuple[GraphLine, str] | None:
+    """What the graph itself shows when a new graph takes fewer inputs than the graph it was
+    compared with and gained constants: a value passed in before is a constant now (a Python
+    number that reached 0 or 1: ``1 - lr * weight_decay`` rounding to 1.0), not ops that
+    control flow added. The line where the constants appear, and the input counts."""
+    for g in changes:
+        was = inputs_at.get((g.base, g.at)) if g.base is not None else None
+        if was is None or g.inputs >= was:
+            continue
+        line = next((c for c in g.lines if c.op == "constant"), None)
+        if line is not None:
+            return line, f"a graph input became a constant: {was} -> {g.inputs} inputs"
+    return None
+
+
+def _name_line(f: Finding, changes: list[GraphChange], inputs_at: dict[tuple[int, str], int],
+               optimizers: tuple[dict[str, Any], ...] = ()) -> None:
+    constant = _input_to_constant(changes, inputs_at)
+    if constant is not None:
+        _name_constant(f, *constant)
+        if "step(" in (constant[0].code or ""):
+            f.advice = decay_advice(optimizers, constant[0]) or f.advice
+        return
     picked = _first_line(changes)
     if picked is None:
         backward = sum(1 for g in changes if g.backward and not g.lines)
@@ -143,3 +169,43 @@ def _name_line(f: Finding, changes: list[GraphChange]) -> None:
     advice = ADVICE.get(c.kind)
     if advice is not None:
         f.advice = advice
+
+
+def _name_constant(f: Finding, c: GraphLine, said: str) -> None:
+    """A graph finding whose new graph turned an input into a constant: named at the line the
+    constants appear, with the analysis' own advice where it already told a baked scalar."""
+    f.evidence.insert(0, f"--explain: the graph changes at {loc_text(c.file, c.line)}: {c.code or '?'}: {said} "
+                         f"({c.what}, {c.op})")
+    if f.kind not in GRAPH_KINDS:
+        return
+    f.file, f.line, f.func, f.code = c.file, c.line, c.func or None, c.code or None
+    head, sep, rest = f.title.partition(": ")
+    f.title = f"{head} at {loc_text(c.file, c.line)} ({said}){sep}{rest}"
+    if "1 - lr * weight_decay" not in f.advice:  # (not the analysis' baked-scalar advice already)
+        f.advice = ADVICE["constant"]
+
+
+ROUNDS_TO_ONE = 2.0 ** -25
+"""The largest x for which ``1 - x`` rounds to 1.0 in float32 (half a unit in the last place
+below 1.0: about 3e-8)."""
+
+
+def decay_advice(optimizers: tuple[dict[str, Any], ...], c: GraphLine) -> str | None:
+    """The advice for an input that became a constant at an optimizer's step, computed from the
+    run's own weight decay: decoupled weight decay scales each weight by ``1 - lr *
+    weight_decay``, which is the constant 1 once lr falls under ``ROUNDS_TO_ONE / weight_decay``
+    (and a learning rate of 0 is a constant too)."""
+    decays = [(str(o.get("cls", "the optimizer")), float(g["weight_decay"])) for o in optimizers
+              for g in o.get("groups") or [] if isinstance(g, dict) and float(g.get("weight_decay") or 0) > 0]
+    if not decays:
+        return None
+    cls, wd = max(decays, key=lambda d: d[1])
+    floor = ROUNDS_TO_ONE / wd
+    return (f"A value in the optimizer's update became 0 or 1 at {loc_text(c.file, c.line)}, and torch_xla bakes "
+            f"those two into the graph as constants. With {cls}'s weight_decay={wd:g}, each weight is scaled by "
+            f"1 - lr * weight_decay, which rounds to 1.0 in float32 once the learning rate falls under {floor:.1g} "
+            f"(3e-8 / weight_decay), and a learning rate of 0 is a constant as well: a schedule decaying to 0 "
+            f"passes both. Keeping the final learning rate at {floor:.1g} or more (CosineAnnealingLR's eta_min, "
+            "get_cosine_with_min_lr_schedule_with_warmup's min_lr) keeps one graph, but it changes the last steps' "
+            "learning rate, so the model trains a little differently; the graphs otherwise compile once each "
+            "and are cached, so accepting them costs only those compiles.")

@@ -3,6 +3,9 @@ cut, the compiles they forced."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pandas as pd
 
 from xprof.analysis.advice import ADVICE
@@ -11,12 +14,13 @@ from xprof.analysis.model import Finding
 from xprof.analysis.tables import fallback_rows
 from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.keys import FindingKey
-from xprof.diagnosis.rules.fallback import uncompiled
+from xprof.diagnosis.rules.fallback import op_advice, uncompiled
 from xprof.diagnosis.terms import WARMUP_STEPS
 
 
 def uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles: pd.DataFrame,
-                          ordinal_of: dict[int, int], steady: int) -> list[Finding]:
+                          ordinal_of: dict[int, int], steady: int,
+                          located: dict[str, dict[str, Any]] | None = None) -> list[Finding]:
     """CPU-fallback ops that run after warm-up without compiling anything new: each call
     still copies to the host and cuts the graph, so it is a finding of its own."""
     ran = fallback_rows(steps)
@@ -26,12 +30,13 @@ def uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles:
     if cause is None:
         return []
     key = cause.key
-    return [fallback_finding(key, cause, compiles.iloc[0:0], steps, ordinal_of, steady)]
+    return [fallback_finding(key, cause, compiles.iloc[0:0], steps, ordinal_of, steady, located)]
 
 
 
 def fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
-                      ordinal_of: dict[int, int], steady: int) -> Finding:
+                      ordinal_of: dict[int, int], steady: int,
+                      located: dict[str, dict[str, Any]] | None = None) -> Finding:
     ops = key.ops
     ms = float(rows["ms"].sum())
     ran = []
@@ -77,8 +82,22 @@ def fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.D
         evidence.append(f"its {later} later call{'s' if later != 1 else ''} compiled nothing: the graphs "
                         "around it are cached once seen, so this cost is paid when a new code path first "
                         "runs it (a new shape, the first evaluation or generation)")
-    return Finding(
+    located = located or {}
+    site = next((located[op] for op in ops if op in located), None)
+    if site is not None:
+        evidence.append(f"it is the backward of the forward call at {Path(str(site['file'])).name}:{site['line']}: "
+                        f"{site.get('code', '')} (autograd runs it from C++, with no Python line of its own; "
+                        "found from that call's autograd node)")
+    checked = op_advice(ops)
+    advice = ADVICE["cpu_fallback"]
+    if checked:  # the mechanism, then what was checked in place of the generic "replace them"
+        advice = " ".join([advice.split(". ")[0] + ".", *checked])
+    finding = Finding(
         id=str(key), cause=CauseName.CPU_FALLBACK, kind=kind, title=title, count=calls, compiles=n,
-        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=ADVICE["cpu_fallback"],
+        seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,
         evidence=evidence, steps=ran_steps, pattern=pattern,
     )
+    if site is not None:
+        finding.file, finding.line = str(site["file"]), int(site["line"])
+        finding.func, finding.code = str(site.get("func") or ""), str(site.get("code") or "")
+    return finding

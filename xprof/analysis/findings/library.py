@@ -26,8 +26,10 @@ def library_advice(via: str, where: str, code: str, site: Site | None, does: str
     checks = re.search(r"valid|check", f"{inner.rsplit('.', 1)[-1]} {lib_code}", re.IGNORECASE) is not None
     where_in = f"{inner.rsplit('.', 1)[-1]}, " if inner else ""
     return (f"{via} (called from {where}) {does}. "
-            + (f"The library's line that reads uses `{arg.split('=')[0]}`, which you pass as `{arg}`: "
-               "without it that read may not happen. " if arg else "")
+            + (f"The library's line that reads uses `{arg.split('=')[0]}`, which you pass as `{arg}`. "
+               "Leaving it out may avoid the read but changes what the call computes; look instead for an "
+               "option of the call that tells the library what it would otherwise check on the host (a flag "
+               "such as is_causal=True, validate_args=False). " if arg else "")
             + (f"That line turns a tensor into a Python number (`{short_code(lib_code)}`): pass it a "
                "value you read on the host anyway (at a logging step), or call it less often. "
                if not arg and _TO_NUMBER.search(lib_code) else "")

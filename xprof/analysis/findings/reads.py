@@ -149,6 +149,16 @@ def sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int
                                  "reads a tensor's value on the host" if kind == "library_sync"
                                  else "runs an op whose output size depends on the values, on the CPU")
     evidence = _read_evidence(r, kind, sites or {}, causes, steps)
+    grown = _grown_in_one_step(r, kind, compiles)
+    if grown is not None:
+        # One read, ever larger graphs in one step: the ops since the barrier pile up
+        # between its reads (an RL episode, acting step by step), so each runs a longer one.
+        # Told whoever counts the compiles (warm-up's, in a short run: the mechanism is the same).
+        top, n = grown
+        evidence.insert(1, f"it compiled {n} graphs within step {ordinal_of.get(top, top)} alone: each read in "
+                           "a step ran a longer graph, the ops since the last barrier piling up between reads")
+        if r.mech is None and kind != "library_sync":
+            advice = ADVICE["growing_read"]
     if len(r.rows):
         title, advice = _compile_evidence(r, kind, compiles, causes, ordinal_of, evidence, title, advice)
     return Finding(
@@ -371,6 +381,22 @@ def _inside_library(r: _Reads, sites: dict[int, Site]) -> list[str]:
     return out
 
 
+def _grown_in_one_step(r: _Reads, kind: str, compiles: pd.DataFrame) -> tuple[int, int] | None:
+    """(step, graphs): the step in which the graphs run at this finding's reads grew read by
+    read, counting the compiles inside its reads whoever owns them (warm-up's too)."""
+    if kind in ("data_dependent", "checkpoint") or not len(compiles):
+        return None
+    inside = compiles.iloc[sorted({*r.ks, *r.theirs})]
+    inside = inside[inside["at"] == "step"]
+    if not len(inside):
+        return None
+    most = inside["step"].value_counts()
+    top = int(most.index[0])
+    if not grew([None if pd.isna(v) else int(v) for v in inside.loc[inside["step"] == top, "graph_nodes"]]):
+        return None
+    return top, int(most.iat[0])
+
+
 def _compile_evidence(r: _Reads, kind: str, compiles: pd.DataFrame, causes: list[Cause] | None,
                       ordinal_of: dict[int, int], evidence: list[str], title: str,
                       advice: str) -> tuple[str, str]:
@@ -379,18 +405,6 @@ def _compile_evidence(r: _Reads, kind: str, compiles: pd.DataFrame, causes: list
     advice, as those change them."""
     rows, ks, mech = r.rows, r.ks, r.mech
     evidence.append(f"{len(rows)} compile(s) forced ({dur_text(r.compile_ms)})")
-    inside = rows[rows["at"] == "step"]
-    most = inside["step"].value_counts() if len(inside) else None
-    top = int(most.index[0]) if most is not None else -1
-    if (most is not None and kind not in ("data_dependent", "checkpoint")
-            and grew([None if pd.isna(v) else int(v) for v in inside.loc[inside["step"] == top, "graph_nodes"]])):
-        # One read, ever larger graphs in one step: the ops since the barrier pile up
-        # between its reads (an RL episode, acting step by step), so each runs a longer one.
-        evidence.insert(1, f"it compiled {int(most.iat[0])} graphs within step {ordinal_of.get(top, top)} "
-                           "alone: each read in a step ran a longer graph, the ops since the last barrier "
-                           "piling up between reads")
-        if mech is None and kind != "library_sync":
-            advice = ADVICE["growing_read"]
     at_barrier = [k for k in ks if compiles["at"].iat[k] == "barrier"]
     joined = [k for k in at_barrier if causes is not None and causes[k].leftovers]
     if at_barrier and causes is not None and (mech is None or joined):

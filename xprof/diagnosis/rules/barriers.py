@@ -27,9 +27,12 @@ def eager_notice(step: int, mid_graphs: int) -> str:
             "dispatched one at a time; compile the step with torch_xla.compile")
 
 
-def no_barrier_notice(opt_steps: object) -> str:
-    """The live notice of optimizer steps with no barrier yet (the recorder's mark)."""
-    return (f"{opt_steps} optimizer steps and no step barrier yet: the pending graph grows with every step "
+def no_barrier_notice(opt_steps: object, backwards: object = None) -> str:
+    """The live notice of optimizer steps (or, with no optimizer, backward passes) with no
+    barrier yet (the recorder's mark)."""
+    ran = (f"{opt_steps} optimizer steps" if opt_steps else f"{backwards} backward passes (training steps with no "
+           "optimizer)")
+    return (f"{ran} and no step barrier yet: the pending graph grows with every step "
             "until a value is read; end each step with torch_xla.sync() (or iterate an MpDeviceLoader)")
 
 

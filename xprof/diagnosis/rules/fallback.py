@@ -90,6 +90,29 @@ def uncompiled(ran: Iterable[tuple[int, Iterable[str]]], covered: set[str], valu
         f"ops without an XLA lowering ran on the CPU after warm-up: {', '.join(sorted(ops))}"))
 
 
+CHECKED_REPLACEMENTS: dict[str, str] = {
+    "aten::upsample_bilinear2d_backward": (
+        "The backward of a bilinear F.interpolate / nn.Upsample has no XLA lowering in torch_xla 2.9, and "
+        "neither has mode='nearest' or 'bicubic' (checked): no interpolation mode avoids it. F.pixel_shuffle "
+        "and nn.ConvTranspose2d lower (checked), but they are other layers and change what the model "
+        "computes; keep the bilinear upsample unless you retrain with one of them."),
+    "aten::upsample_nearest2d_backward": (
+        "For an integer scale s, x.repeat_interleave(s, dim=2).repeat_interleave(s, dim=3) computes the same "
+        "values as F.interpolate(x, scale_factor=s, mode='nearest') and its backward lowers (checked on "
+        "torch_xla 2.9): the same model, no CPU fallback."),
+    "aten::upsample_bicubic2d_backward": (
+        "The bicubic upsample and its backward have no XLA lowering in torch_xla 2.9, and neither have the "
+        "bilinear or nearest modes' backwards (checked); changing the layer changes what the model computes."),
+}
+"""A fallen-back op -> what was checked to lower in its place on torch_xla 2.9, and whether it
+computes the same values (advice that changes the model says so). Only replacements run here."""
+
+
+def op_advice(ops: Iterable[str]) -> list[str]:
+    """What was checked for these ops (:data:`CHECKED_REPLACEMENTS`), in the ops' order."""
+    return [CHECKED_REPLACEMENTS[op] for op in ops if op in CHECKED_REPLACEMENTS]
+
+
 CPU_FALLBACK_ADVICE: dict[str, str] = {
     "cpu_fallback": (
         "These ops have no XLA lowering and run on the CPU, which cuts the graph and copies "

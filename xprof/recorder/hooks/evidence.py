@@ -24,17 +24,34 @@ def install_optimizer_steps(rec: Recorder, patches: Patches, torch: Any) -> None
     bump = rec.on_optimizer_step
     optimizers = rec.optimizers  # (--explain hashes their parameters, gradients and state)
 
+    seen: set[int] = set()
+
     def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
         if rec.active and threading.get_ident() == owner:
             bump()
             if optimizers is not None:
                 optimizers.add(optimizer)
+            if id(optimizer) not in seen:
+                seen.add(id(optimizer))
+                _describe(rec, optimizer)
 
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     handle = register_optimizer_step_post_hook(post_hook)
     patches.on_restore(handle.remove)
     rec.grad_enabled = torch.is_grad_enabled
+
+
+def _describe(rec: Recorder, optimizer: Any) -> None:
+    """An ``optimizer`` record, once per optimizer: its class and each group's learning rate
+    and weight decay where they are Python numbers (the advice on a value that reached 0 or 1
+    computes its example from them: ``1 - lr * weight_decay`` rounding to 1.0)."""
+    try:
+        groups = [{k: g[k] for k in ("lr", "weight_decay") if type(g.get(k)) in (int, float)}
+                  for g in optimizer.param_groups[:8]]
+        rec.mark("optimizer", cls=type(optimizer).__name__, groups=groups)
+    except Exception as exc:
+        rec.error("optimizer hook", exc)
 
 
 _HOOKS_DIR = os.path.dirname(os.path.dirname(__file__))
