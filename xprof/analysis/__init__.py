@@ -109,7 +109,8 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
     # this machine say little (a CPU "device" answers in microseconds), while on an accelerator
     # each is a round trip to the device and a stall of the pipeline, every step.
     for f in findings:
-        per_step = f.cause == CauseName.IMPLICIT_SYNC and f.pattern == "every step" and f.execute_seconds > 0
+        per_step = (f.cause in (CauseName.IMPLICIT_SYNC, CauseName.LIBRARY) and f.pattern == "every step"
+                    and f.execute_seconds > 0)
         f.minor = not per_step and f.seconds < MINOR_SHARE * totals.wall_seconds and not unmeasured(f)
     notes = _notes(run, steps, syncs, totals, cols.dropped)
     if dropped:

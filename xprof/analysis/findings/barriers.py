@@ -94,10 +94,10 @@ def _training_without_barrier(end: Any, reads: pd.DataFrame, tail_ms: np.ndarray
     at = ""
     evidence = [f"{passes} backward passes (training steps that update the weights without an optimizer), and "
                 "no step barrier in the run"]
-    file = line = None
+    file = line = code = None
     if len(reads):
         first = reads.iloc[0]
-        file, line = str(first["file"]), int(first["line"])
+        file, line, code = str(first["file"]), int(first["line"]), str(first["code"])
         at = f" at {loc_text(file, line)}"
         evidence.append(f"every graph ran at a host read instead: {len(reads)} read{'s' if len(reads) != 1 else ''} "
                         f"(the first{at}: {first['code']})")
@@ -115,7 +115,7 @@ def _training_without_barrier(end: Any, reads: pd.DataFrame, tail_ms: np.ndarray
     return Finding(
         id="no_barrier", cause=CauseName.NO_BARRIER, kind="no_barrier", title=title, count=passes,
         compiles=n_compiles, seconds=max(wait_ms, compile_ms) / 1e3, compile_seconds=compile_ms / 1e3,
-        execute_seconds=0.0, advice=advice, evidence=evidence, steps=[], file=file, line=line)
+        execute_seconds=0.0, advice=advice, evidence=evidence, steps=[], file=file, line=line, code=code)
 
 
 def _reads_only(syncs: pd.DataFrame, tail_ms: np.ndarray, cut: int) -> Finding | None:

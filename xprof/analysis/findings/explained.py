@@ -200,12 +200,12 @@ def decay_advice(optimizers: tuple[dict[str, Any], ...], c: GraphLine) -> str | 
     if not decays:
         return None
     cls, wd = max(decays, key=lambda d: d[1])
-    floor = ROUNDS_TO_ONE / wd
+    floor = f"{ROUNDS_TO_ONE / wd:.0e}".replace("e-0", "e-")  # (3e-4)
     return (f"A value in the optimizer's update became 0 or 1 at {loc_text(c.file, c.line)}, and torch_xla bakes "
             f"those two into the graph as constants. With {cls}'s weight_decay={wd:g}, each weight is scaled by "
-            f"1 - lr * weight_decay, which rounds to 1.0 in float32 once the learning rate falls under {floor:.1g} "
+            f"1 - lr * weight_decay, which rounds to 1.0 in float32 once the learning rate falls under {floor} "
             f"(3e-8 / weight_decay), and a learning rate of 0 is a constant as well: a schedule decaying to 0 "
-            f"passes both. Keeping the final learning rate at {floor:.1g} or more (CosineAnnealingLR's eta_min, "
+            f"passes both. Keeping the final learning rate at {floor} or more (CosineAnnealingLR's eta_min, "
             "get_cosine_with_min_lr_schedule_with_warmup's min_lr) keeps one graph, but it changes the last steps' "
             "learning rate, so the model trains a little differently; the graphs otherwise compile once each "
             "and are cached, so accepting them costs only those compiles.")

@@ -1,0 +1,45 @@
+"""What a graph diff is read as, on exact records: a claim about what changed must agree with
+the graph itself (fewer inputs and new constants: an input became a constant, not ops that
+control flow added), and the advice at an optimizer step computes its example from the run's
+own weight decay."""
+
+from __future__ import annotations
+
+from xprof.analysis.findings.explained import ROUNDS_TO_ONE, _input_to_constant, decay_advice
+from xprof.runfile import GraphChange, GraphLine
+
+LOSS = GraphLine("/u/train.py", 27, "train", "loss = mse(model(x), y)", "3 ops added", "added", "multiply", 3)
+STEP = GraphLine("/u/train.py", 29, "train", "opt.step()", "20 ops added", "added", "constant", 20)
+
+
+def _graph(i: int, inputs: int, base: int | None, lines: tuple[GraphLine, ...]) -> GraphChange:
+    return GraphChange(i, "barrier", f"h{i}", 180, inputs, base, lines, 0, 0, 0, sum(c.ops for c in lines))
+
+
+def test_fewer_inputs_and_new_constants_read_as_an_input_become_a_constant() -> None:
+    base, new = _graph(7, 20, None, ()), _graph(8, 19, 7, (LOSS, STEP))
+    inputs_at = {(g.i, g.at): g.inputs for g in (base, new)}
+    found = _input_to_constant([new], inputs_at)
+    assert found is not None
+    line, said = found
+    assert line == STEP  # where the constants appear, not the first line that changed
+    assert said == "a graph input became a constant: 20 -> 19 inputs"
+
+
+def test_the_same_inputs_with_added_ops_are_not_a_constant() -> None:
+    base, new = _graph(7, 20, None, ()), _graph(8, 20, 7, (LOSS, STEP))
+    assert _input_to_constant([new], {(g.i, g.at): g.inputs for g in (base, new)}) is None
+    fewer_no_constant = _graph(9, 19, 7, (LOSS,))
+    assert _input_to_constant([fewer_no_constant], {(7, "barrier"): 20, (9, "barrier"): 19}) is None
+
+
+def test_the_learning_rate_floor_comes_from_the_runs_weight_decay() -> None:
+    said = decay_advice(({"cls": "AdamW", "groups": [{"lr": 1e-3, "weight_decay": 1e-4}]},), STEP)
+    assert said is not None
+    assert "AdamW's weight_decay=0.0001" in said and "falls under 3e-4" in said  # 2**-25 / 1e-4
+    assert abs(ROUNDS_TO_ONE / 1e-4 - 2.98e-4) < 1e-6
+    assert "trains a little differently" in said  # the change to training is said
+    wide = decay_advice(({"cls": "AdamW", "groups": [{"lr": 1e-3, "weight_decay": 0.01}]},), STEP)
+    assert wide is not None and "falls under 3e-6" in wide
+    assert decay_advice(({"cls": "SGD", "groups": [{"lr": 0.1, "weight_decay": 0}]},), STEP) is None
+    assert decay_advice((), STEP) is None
