@@ -59,7 +59,15 @@ def _forget_in_child() -> None:
             w.recorder.forget_in_child()
 
 
-os.register_at_fork(after_in_child=_forget_in_child)
+def _count_fork() -> None:
+    """After ``os.fork()`` in the parent: a process forked while recording (``xmp.spawn`` with
+    ``start_method="fork"`` around which the ``watch()`` was put) records none of its steps here."""
+    w = _ACTIVE
+    if w is not None and not w.inert:
+        w.forks += 1
+
+
+os.register_at_fork(after_in_child=_forget_in_child, after_in_parent=_count_fork)
 
 
 def rank_path(path: str, rank: int | None, world_size: int | None) -> str:
@@ -178,6 +186,8 @@ class watch:
         ``xprof run`` turns it off and prints the same lines in its own process."""
         self.forked = False
         """This is a child forked while the watch recorded: it leaves without writing."""
+        self.forks = 0
+        """Processes forked while this watch recorded (their steps are not in this run)."""
 
     def __enter__(self) -> watch:
         global _ACTIVE
@@ -351,9 +361,8 @@ class watch:
                     if self.exit_summary:  # (xprof run says it itself)
                         stderr_line(f"xprof: the run file {self.path} was not written: it was removed during "
                                     f"the run (at step {rec.lost_at}), with its folder or on its own")
-                elif self.notices is not None and self.exit_summary:
-                    for line in verdict.exit_lines(self.path):
-                        stderr_line(line)
+                elif self.exit_summary:
+                    self._say_verdict()
         finally:
             if self._ir_debug_before is not None:
                 _restore_ir_debug(self._ir_debug_before)
@@ -365,6 +374,32 @@ class watch:
             with _ACTIVE_LOCK:
                 _ACTIVE = None
         # Returning None lets the user's exception propagate unchanged.
+
+
+    def _say_verdict(self) -> None:
+        """The exit summary: HTML in a notebook cell (:mod:`xprof.notebook`; a process forked from
+        the kernel hands its file to the kernel instead), else the lines on stderr."""
+        from xprof import notebook
+
+        speak = self.notices is not None
+        if notebook.after_watch(self.requested_path, self.path, speak, forks=self.forks) or not speak:
+            return
+        for line in verdict.exit_lines(self.path):
+            stderr_line(line)
+
+    def _repr_html_(self) -> str | None:
+        """A finished watch as a cell's value: its run's summary (None while it records)."""
+        if self.recorder is None or self.recorder.active or self.inert or self.forked:
+            return None
+        from xprof import notebook
+
+        return notebook.summary_html_of([self.path])
+
+    def show(self) -> None:
+        """The full report of this run in the notebook cell (:func:`xprof.show`)."""
+        from xprof import notebook
+
+        notebook.show(self)
 
 
 def _restore_ir_debug(value: bool) -> None:
