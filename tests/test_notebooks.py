@@ -175,8 +175,9 @@ def test_an_error_in_the_cell_is_the_users_and_the_file_is_closed(tmp_path: Path
 CELL_FACTS = """(() => {
   const summaries = [...document.querySelectorAll('.xprof-nb')];
   const frames = [...document.querySelectorAll('iframe[title^="xprof report"]')];
-  const drawn = f => { try { const d = f.contentDocument; return d ? [...d.querySelectorAll('div[id$="-chart"], #timeline')]
-      .map(c => !!c.querySelector('svg.main-svg')) : []; } catch (e) { return ['blocked']; } };
+  const drawn = f => { try { const d = f.contentDocument;
+      return d ? [...d.querySelectorAll('div[id$="-chart"], #timeline')].map(c => !!c.querySelector('svg.main-svg'))
+               : []; } catch (e) { return ['blocked']; } };
   return {
     summaries: summaries.length,
     text: summaries.map(s => s.innerText).join('\\n'),
@@ -228,7 +229,8 @@ def test_the_executed_notebook_renders_in_chromium(padding: tuple[Any, Path], tm
         chromium.evaluate("document.querySelector('.xprof-nb details').open = false")
         box = chromium.evaluate(  # the loop cell's outputs: the live notice, the loop's line, the summary
             "(() => { const area = document.querySelector('.xprof-nb').closest('.jp-OutputArea');"
-            " area.scrollIntoView(); const top = area.firstElementChild.getBoundingClientRect(), r = area.getBoundingClientRect();"
+            " area.scrollIntoView(); const top = area.firstElementChild.getBoundingClientRect(),"
+            " r = area.getBoundingClientRect();"
             " return [r.x, top.y + window.scrollY, r.width, r.bottom - top.y + 8]; })()")
         shot = chromium.call("Page.captureScreenshot", {
             "format": "png", "captureBeyondViewport": False,
@@ -238,5 +240,31 @@ def test_the_executed_notebook_renders_in_chromium(padding: tuple[Any, Path], tm
 
         (REPORTS / "notebook-cell.png").write_bytes(base64.b64decode(shot["data"]))
         assert (REPORTS / "notebook-cell.png").stat().st_size > 10_000
+        chromium.open(page.resolve().as_uri(), width=420, mobile=True)  # a phone: the summary fits its cell
+        wide = chromium.evaluate("[...document.querySelectorAll('.xprof-nb')].map(s => s.scrollWidth - s.clientWidth)")
+        assert wide and max(wide) <= 1, f"the summary is wider than its cell at 420 px: {wide}"
     finally:
         chromium.close()
+
+
+def test_no_kernel_outside_a_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A script that imports ipykernel, and a terminal IPython (a shell without a kernel), are not
+    notebooks: watch() prints its lines there."""
+    pytest.importorskip("ipykernel")
+    import ipykernel  # noqa: F401  (loaded, as a library may load it, with no kernel running)
+    import IPython
+
+    from xprof import notebook
+
+    assert notebook.kernel() is None and not notebook.forked_from_kernel()
+    assert notebook.after_watch("run.json", "run.json", speak=True) is False
+
+    class TerminalShell:  # IPython's TerminalInteractiveShell has no ``kernel``
+        pass
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: TerminalShell())
+    assert notebook.kernel() is None
+    kernel_shell = TerminalShell()
+    kernel_shell.kernel = object()  # type: ignore[attr-defined]
+    monkeypatch.setattr(IPython, "get_ipython", lambda: kernel_shell)
+    assert notebook.kernel() is kernel_shell

@@ -99,7 +99,7 @@ def after_watch(requested: str, path: str, speak: bool, forks: int = 0) -> bool:
                 f.write(json.dumps({"requested": requested, "path": path}) + "\n")
             return True
         if speak:
-            _display(summary_html_of([path], forks=forks), _plain([path]))
+            _display(*summary_of([path], forks=forks))
         return True
     except Exception as exc:
         log.warning("xprof: no summary in the notebook (%s: %s)", type(exc).__name__, exc)
@@ -127,7 +127,7 @@ def _after_cell(_result: Any = None) -> None:
         for paths in runs.values():
             present = sorted(p for p in paths if os.path.exists(p))
             if present:
-                _display(summary_html_of(present), _plain(present))
+                _display(*summary_of(present))
     except Exception as exc:
         log.warning("xprof: the forked processes' runs not shown (%s: %s)", type(exc).__name__, exc)
 
@@ -163,22 +163,24 @@ def _forked_note(forks: int) -> str:
             "shows them side by side.")
 
 
-def summary_html_of(paths: Sequence[str], forks: int = 0) -> str:
-    """The summary fragment of one run file or a pod's rank files (with plotly.js the first time);
-    ``forks``: processes forked while the run recorded, said when it has no step of its own."""
+def summary_of(paths: Sequence[str], forks: int = 0) -> tuple[str, str]:
+    """(HTML, text) of one run file or a pod's rank files, from one analysis (the HTML with
+    plotly.js the first time); ``forks``: processes forked while the run recorded, said when it
+    has no step of its own."""
+    from xprof.report import prose
     from xprof.report.notebook import summary_html
 
     analysis, view = _analyses(paths)
     note = _forked_note(forks) if forks and analysis.totals.steps == 0 else ""
-    return _with_plotly(summary_html(analysis, ranks=view, footer=_footer(paths), note=note))
+    text = "\n".join(([note] if note else []) + prose.exit_lines(analysis, paths[0])[:-1])
+    if view is not None:
+        text = f"xprof: {len(paths)} rank files; rank {view.focus} shown\n" + text
+    return _with_plotly(summary_html(analysis, ranks=view, footer=_footer(paths), note=note)), text
 
 
-def _plain(paths: Sequence[str]) -> str:
-    """The summary as text (what a notebook shows where HTML is not rendered)."""
-    from xprof.report import prose
-
-    analysis, _ = _analyses(paths)
-    return "\n".join(prose.exit_lines(analysis, paths[0])[:-1])
+def summary_html_of(paths: Sequence[str]) -> str:
+    """The summary fragment of one run file or a pod's rank files."""
+    return summary_of(paths)[0]
 
 
 def _with_plotly(text: str) -> str:
@@ -223,6 +225,7 @@ def show(run: Any) -> None:
     """Show the full report of ``run`` in the cell: a run file's path, several rank files or
     their folder, a loaded run (``xprof.load``) or a ``watch``. Outside a notebook, writes the
     report as ``xprof report`` does and prints its path."""
+    from xprof.report import prose
     from xprof.report.notebook import report_frame
 
     paths = _paths_of(run)
@@ -232,4 +235,4 @@ def show(run: Any) -> None:
 
         print(write_report(analysis, default_report_path(analysis.run.name), view))
         return
-    _display(_with_plotly(report_frame(analysis, view)), _plain(paths))
+    _display(_with_plotly(report_frame(analysis, view)), "\n".join(prose.exit_lines(analysis, paths[0])[:-1]))
