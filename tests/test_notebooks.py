@@ -144,11 +144,19 @@ def test_spawned_processes_write_their_files_and_the_pod_shows(tmp_path: Path) -
     assert "2 of 2 ranks" in pod and 'class="xnb-ranks"' in pod
     first = _first_finding(tmp_path / "pod" / "run.rank1.json")
     assert first.title.rstrip(".") in pod, "the straggler's finding is not in the cell"
-    # A watch() around the spawn: the file is closed, and the cell says where the steps went.
+    # A watch() around the spawn: the process records its rank (on the CPU the ranks are threads of
+    # one process: the first thread's), the kernel shows it, and the notebook's own file is closed.
     run = load_run(tmp_path / "around.json")
     assert run.complete and run.end is not None and run.end.status == "ok"
+    ranks = sorted((tmp_path).glob("around.rank*.json"))
+    assert len(ranks) == 1, ranks
+    rank_run = load_run(ranks[0])
+    assert rank_run.complete and rank_run.end is not None and rank_run.end.status == "ok"
+    from xprof.analysis import analyze
+
+    assert analyze(rank_run).totals.steps == 3
     said = _html(around.outputs)
-    assert len(said) == 1 and "forked while this watch() recorded" in said[0]
+    assert len(said) == 1 and ranks[0].name in said[0] and "This run trained 3 steps" in said[0]
     assert any("spawn inside watch returned" in o.get("text", "") for o in around.outputs)
     _no_xprof_trouble(nb)
 

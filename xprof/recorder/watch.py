@@ -188,11 +188,22 @@ class watch:
         """This is a child forked while the watch recorded: it leaves without writing."""
         self.forks = 0
         """Processes forked while this watch recorded (their steps are not in this run)."""
+        self.spawned = False
+        """Started in a process of ``xmp.spawn`` by the notebook's watch around it (hooks/spawn.py)."""
+        self.spawned_ranks = False
+        """``xmp.spawn`` ran under this watch in a notebook, each process recording its rank."""
 
     def __enter__(self) -> watch:
         global _ACTIVE
         with _ACTIVE_LOCK:
             if _ACTIVE is not None:
+                if _ACTIVE._thread == threading.get_ident() and _ACTIVE.spawned:
+                    # fn has a watch() of its own, inside the rank watch the notebook's watch around
+                    # xmp.spawn started: that one records this rank already.
+                    log.warning("xprof: watch(%r) records nothing: the watch() around xmp.spawn records "
+                                "this process into %s", self.requested_path, _ACTIVE.path)
+                    self.inert = True
+                    return self
                 if _ACTIVE._thread == threading.get_ident():
                     raise XprofUsageError(
                         f"xprof.watch() is already recording to {_ACTIVE.path}; "
@@ -288,7 +299,23 @@ class watch:
             rec.error("install hooks", exc)
         if self.explain:
             self._explain_on(0, auto=False)
+        self._spawn_ranks(rec)
         rec.start()
+
+    def rank_options(self) -> dict[str, Any]:
+        """This watch's options, for the watch of each process ``xmp.spawn`` starts under it."""
+        return {"name": self.name, "inputs": self.inputs, "syncs": self.syncs, "live": self.live,
+                "explain": self.explain}
+
+    def _spawn_ranks(self, rec: Recorder) -> None:
+        """In a notebook kernel, ranks spawned under this watch record their own files."""
+        try:
+            from xprof import notebook
+
+            if notebook.kernel() is not None and not notebook.forked_from_kernel():
+                hooks.install_spawn(self, self._patches)
+        except Exception as exc:
+            rec.error("spawn hook", exc)
 
     def explain_tensors(self, *tensors: Any) -> None:
         """Add tensors whose graph ``--explain`` compares (beside the optimizers' parameters,
@@ -381,7 +408,7 @@ class watch:
         the kernel hands its file to the kernel instead), else the lines on stderr."""
         from xprof import notebook
 
-        speak = self.notices is not None
+        speak = self.notices is not None and not self.spawned_ranks  # (the kernel shows the ranks)
         if notebook.after_watch(self.requested_path, self.path, speak, forks=self.forks) or not speak:
             return
         for line in verdict.exit_lines(self.path):

@@ -16,7 +16,8 @@ reads and step closures (:mod:`~xprof.recorder.hooks.reads`), loaders
 (:mod:`~xprof.recorder.hooks.loaders`), the evidence of what a step is and where a warning
 came from (:mod:`~xprof.recorder.hooks.evidence`), data-dependent shapes
 (:mod:`~xprof.recorder.hooks.data_dependent`), torch.compile
-(:mod:`~xprof.recorder.hooks.dynamo`); the patches and their restore
+(:mod:`~xprof.recorder.hooks.dynamo`), ``xmp.spawn`` under a notebook's watch
+(:mod:`~xprof.recorder.hooks.spawn`); the patches and their restore
 (:mod:`~xprof.recorder.hooks.patching`). ``watch()`` takes them all from here.
 
 Each wrapper checks ``rec.active`` first, so a wrapper left behind by someone else's
@@ -52,6 +53,7 @@ from xprof.recorder.hooks.reads import (
     install_host_reads,
     install_sync_multi,
 )
+from xprof.recorder.hooks.spawn import RankWatch, install_spawn
 
 __all__ = [
     "DATA_DEPENDENT",
@@ -60,6 +62,7 @@ __all__ = [
     "MASK_INDEX_COUNTER",
     "_HOOKS_DIR",
     "Patches",
+    "RankWatch",
     "_first_per_entry",
     "_make_next",
     "_make_reader",
@@ -77,6 +80,7 @@ __all__ = [
     "install_loaders",
     "install_optimizer_steps",
     "install_phase_evidence",
+    "install_spawn",
     "install_sync_multi",
     "install_warning_location",
 ]
