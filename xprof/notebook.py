@@ -184,8 +184,10 @@ def summary_html_of(paths: Sequence[str]) -> str:
 
 
 def _with_plotly(text: str) -> str:
+    """``text`` after plotly.js the first time in this kernel; every time in Colab, where each
+    output is a page of its own and cannot use another output's copy."""
     global _plotly_sent
-    if _plotly_sent:
+    if _plotly_sent and "google.colab" not in sys.modules:
         return text
     from xprof.report.notebook import plotly_loader
 
@@ -199,13 +201,18 @@ def _display(html_text: str, plain: str) -> None:
     display({"text/html": html_text, "text/plain": plain}, raw=True)
 
 
-def _run_html(run: Any) -> str:
-    """A loaded run as a cell's value."""
+def _run_html(run: Any) -> str | None:
+    """A loaded run as a cell's value (None, the plain repr, when it cannot be analysed)."""
     from xprof.analysis import analyze
     from xprof.report.notebook import summary_html
 
-    return _with_plotly(summary_html(analyze(run), footer=f"{run.path} · the full report in a cell: "
-                                                          f"xprof.show({run.path!r})"))
+    try:
+        analysis = analyze(run)
+    except Exception as exc:
+        log.warning("xprof: no summary of %s (%s: %s)", run.path, type(exc).__name__, exc)
+        return None
+    return _with_plotly(summary_html(analysis, footer=f"{run.path} · the full report in a cell: "
+                                                      f"xprof.show({run.path!r})"))
 
 
 def _paths_of(run: Any) -> list[str]:

@@ -420,7 +420,11 @@ class watch:
             return None
         from xprof import notebook
 
-        return notebook.summary_html_of([self.path])
+        try:
+            return notebook.summary_html_of([self.path])
+        except Exception as exc:  # (a run file removed since: the plain repr)
+            log.warning("xprof: no summary of %s (%s: %s)", self.path, type(exc).__name__, exc)
+            return None
 
     def show(self) -> None:
         """The full report of this run in the notebook cell (:func:`xprof.show`)."""
