@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import sys as _sys
 from typing import TYPE_CHECKING, Any
 
 from xprof import openxla as _openxla
@@ -15,8 +16,13 @@ from xprof.runfile import Run, RunFileError
 from xprof.runfile import load_run as load
 
 _openxla.check()  # OpenXLA's xprof in the same environment: one line on stderr
+if "ipykernel" in _sys.modules:  # a notebook kernel: runs shown as HTML in cells (xprof.notebook)
+    from xprof import notebook as _notebook
+
+    _notebook.setup()
 
 if TYPE_CHECKING:
+    from xprof.notebook import show as show
     from xprof.recorder.watch import watch as watch
 
 
@@ -29,6 +35,10 @@ def __getattr__(name: str) -> Any:
         from xprof.analysis import analyze
 
         return analyze
+    if name == "show":
+        from xprof.notebook import show
+
+        return show
     if name == "compare":
         from xprof.comparison import compare
 
@@ -36,4 +46,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'xprof' has no attribute {name!r}")
 
 
-__all__ = ["Run", "RunFileError", "__version__", "analyze", "compare", "load", "watch"]
+__all__ = ["Run", "RunFileError", "__version__", "analyze", "compare", "load", "show", "watch"]

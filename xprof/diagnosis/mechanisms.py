@@ -76,6 +76,36 @@ _HF_GENERATE = Mechanism(
         "generation_max_length."),
 )
 
+# Lightning (checked on lightning 2.6.6 with its XLA strategy, torch_xla 2.9 on the CPU).
+_PL = "lightning.pytorch.trainer.connectors.logger_connector.logger_connector._LoggerConnector."
+_PL_PROG_BAR_METRICS = Mechanism(
+    key="lib:pl_prog_bar_metrics", kind="pl_prog_bar_metrics", what="Lightning's progress-bar metrics",
+    advice=(
+        "Lightning turns every value logged with self.log(..., prog_bar=True) into a Python number "
+        "(.item()) at the end of every batch (_LoggerConnector.on_batch_end), shown or not: "
+        "Trainer(enable_progress_bar=False) does not stop it. On XLA that is a host read every step "
+        "(before the step's barrier it runs the graph early and can compile it again: "
+        "Lightning-AI/pytorch-lightning#15743). Log per-step tensors with prog_bar=False (the logger "
+        "still gets them every log_every_n_steps), or with on_step=False, on_epoch=True."),
+)
+_PL_PROGRESS_BAR = Mechanism(
+    key="lib:pl_progress_bar", kind="pl_progress_bar", what="Lightning's progress bar",
+    advice=(
+        "Lightning's progress bar reads its metrics (Trainer.progress_bar_metrics, each value "
+        "logged with prog_bar=True turned into a number) every time it refreshes: on XLA a host read "
+        "per refresh. Refresh less often (TQDMProgressBar(refresh_rate=N) or "
+        "RichProgressBar(refresh_rate=N) in callbacks), turn the bar off "
+        "(Trainer(enable_progress_bar=False)), or log those values with prog_bar=False."),
+)
+_PL_LOGGER = Mechanism(
+    key="lib:pl_logger", kind="pl_logger", what="Lightning's logger",
+    advice=(
+        "Lightning hands the logged values to its logger as Python numbers every log_every_n_steps "
+        "training steps (_LoggerConnector.log_metrics): on XLA a host read for each value at those "
+        "steps. Raise Trainer(log_every_n_steps=...) (50 by default) so it happens rarely, or log "
+        "fewer values on_step."),
+)
+
 _KNOWN: tuple[tuple[str, Mechanism], ...] = (
     # (before the Trainer's evaluation: a site's innermost known function names it, and
     # predict_with_generate runs generate() inside the evaluation loop)
@@ -111,6 +141,15 @@ _KNOWN: tuple[tuple[str, Mechanism], ...] = (
     ("transformers.trainer.Trainer._finalize_training", Mechanism(
         key="lib:hf_trainer_final", kind="hf_trainer_final", what="The Trainer's end of training",
         advice="Once at the end of training (the final loss): nothing to change.")),
+    (_PL + "progress_bar_metrics", _PL_PROGRESS_BAR),
+    ("lightning.pytorch.callbacks.progress.", _PL_PROGRESS_BAR),
+    (_PL + "on_batch_end", _PL_PROG_BAR_METRICS),
+    (_PL + "log_metrics", _PL_LOGGER),
+    (_PL + "update_train_step_metrics", _PL_LOGGER),
+    ("lightning.pytorch.utilities.data.has_len_all_ranks", Mechanism(
+        key="lib:pl_data_check", kind="pl_data_check", what="Lightning's check of the data's length",
+        advice=("Once when fit() starts: Lightning checks that every rank's dataloader has batches "
+                "(has_len_all_ranks), a few reads of a small tensor: nothing to change."))),
 )
 
 

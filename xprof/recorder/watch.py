@@ -19,8 +19,9 @@ import socket
 import sys
 import threading
 import weakref
+from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from xprof._version import __version__
 from xprof.recorder import hooks, verdict
@@ -32,6 +33,20 @@ from xprof.recorder.spmd import process_rank, spmd_meta
 from xprof.runfile import RunWriter
 
 log = logging.getLogger("xprof")
+
+class Presenter(Protocol):
+    """Where a notebook shows a run (:mod:`xprof.notebook`, which registers itself as
+    :data:`PRESENTER` when imported: the recorder never imports the report side)."""
+
+    def kernel(self) -> Any | None: ...
+    def forked_from_kernel(self) -> bool: ...
+    def after_watch(self, requested: str, path: str, speak: bool, forks: int = 0) -> bool: ...
+    def summary_html_of(self, paths: Sequence[str]) -> str: ...
+    def show(self, run: Any) -> None: ...
+
+
+PRESENTER: Presenter | None = None
+"""The notebook's presenter, once ``xprof.notebook`` is imported (``import xprof`` in a kernel)."""
 
 _ACTIVE: watch | None = None
 _ACTIVE_LOCK = threading.Lock()
@@ -59,7 +74,15 @@ def _forget_in_child() -> None:
             w.recorder.forget_in_child()
 
 
-os.register_at_fork(after_in_child=_forget_in_child)
+def _count_fork() -> None:
+    """After ``os.fork()`` in the parent: a process forked while recording (``xmp.spawn`` with
+    ``start_method="fork"`` around which the ``watch()`` was put) records none of its steps here."""
+    w = _ACTIVE
+    if w is not None and not w.inert:
+        w.forks += 1
+
+
+os.register_at_fork(after_in_child=_forget_in_child, after_in_parent=_count_fork)
 
 
 def rank_path(path: str, rank: int | None, world_size: int | None) -> str:
@@ -178,11 +201,24 @@ class watch:
         ``xprof run`` turns it off and prints the same lines in its own process."""
         self.forked = False
         """This is a child forked while the watch recorded: it leaves without writing."""
+        self.forks = 0
+        """Processes forked while this watch recorded (their steps are not in this run)."""
+        self.spawned = False
+        """Started in a process of ``xmp.spawn`` by the notebook's watch around it (hooks/spawn.py)."""
+        self.spawned_ranks = False
+        """``xmp.spawn`` ran under this watch in a notebook, each process recording its rank."""
 
     def __enter__(self) -> watch:
         global _ACTIVE
         with _ACTIVE_LOCK:
             if _ACTIVE is not None:
+                if _ACTIVE._thread == threading.get_ident() and _ACTIVE.spawned:
+                    # fn has a watch() of its own, inside the rank watch the notebook's watch around
+                    # xmp.spawn started: that one records this rank already.
+                    log.warning("xprof: watch(%r) records nothing: the watch() around xmp.spawn records "
+                                "this process into %s", self.requested_path, _ACTIVE.path)
+                    self.inert = True
+                    return self
                 if _ACTIVE._thread == threading.get_ident():
                     raise XprofUsageError(
                         f"xprof.watch() is already recording to {_ACTIVE.path}; "
@@ -278,7 +314,22 @@ class watch:
             rec.error("install hooks", exc)
         if self.explain:
             self._explain_on(0, auto=False)
+        self._spawn_ranks(rec)
         rec.start()
+
+    def rank_options(self) -> dict[str, Any]:
+        """This watch's options, for the watch of each process ``xmp.spawn`` starts under it."""
+        return {"name": self.name, "inputs": self.inputs, "syncs": self.syncs, "live": self.live,
+                "explain": self.explain}
+
+    def _spawn_ranks(self, rec: Recorder) -> None:
+        """In a notebook kernel, ranks spawned under this watch record their own files."""
+        try:
+            shown = PRESENTER
+            if shown is not None and shown.kernel() is not None and not shown.forked_from_kernel():
+                hooks.install_spawn(self, self._patches, active)
+        except Exception as exc:
+            rec.error("spawn hook", exc)
 
     def explain_tensors(self, *tensors: Any) -> None:
         """Add tensors whose graph ``--explain`` compares (beside the optimizers' parameters,
@@ -351,9 +402,8 @@ class watch:
                     if self.exit_summary:  # (xprof run says it itself)
                         stderr_line(f"xprof: the run file {self.path} was not written: it was removed during "
                                     f"the run (at step {rec.lost_at}), with its folder or on its own")
-                elif self.notices is not None and self.exit_summary:
-                    for line in verdict.exit_lines(self.path):
-                        stderr_line(line)
+                elif self.exit_summary:
+                    self._say_verdict()
         finally:
             if self._ir_debug_before is not None:
                 _restore_ir_debug(self._ir_debug_before)
@@ -365,6 +415,35 @@ class watch:
             with _ACTIVE_LOCK:
                 _ACTIVE = None
         # Returning None lets the user's exception propagate unchanged.
+
+
+    def _say_verdict(self) -> None:
+        """The exit summary: HTML in a notebook cell (:mod:`xprof.notebook`; a process forked from
+        the kernel hands its file to the kernel instead), else the lines on stderr."""
+        speak = self.notices is not None and not self.spawned_ranks  # (the kernel shows the ranks)
+        shown = PRESENTER
+        if ((shown is not None and shown.after_watch(self.requested_path, self.path, speak, forks=self.forks))
+                or not speak):
+            return
+        for line in verdict.exit_lines(self.path):
+            stderr_line(line)
+
+    def _repr_html_(self) -> str | None:
+        """A finished watch as a cell's value: its run's summary (None while it records)."""
+        shown = PRESENTER
+        if self.recorder is None or self.recorder.active or self.inert or self.forked or shown is None:
+            return None
+        try:
+            return shown.summary_html_of([self.path])
+        except Exception as exc:  # (a run file removed since: the plain repr)
+            log.warning("xprof: no summary of %s (%s: %s)", self.path, type(exc).__name__, exc)
+            return None
+
+    def show(self) -> None:
+        """The full report of this run in the notebook cell (:func:`xprof.show`)."""
+        if PRESENTER is None:
+            raise RuntimeError("xprof: show() draws in a notebook: import xprof in the notebook's kernel")
+        PRESENTER.show(self)
 
 
 def _restore_ir_debug(value: bool) -> None:

@@ -157,7 +157,7 @@ def _meta_rows(analysis: Analysis) -> list[tuple[str, str]]:
     return [(k, str(v)) for k, v in pairs if v not in (None, "")]
 
 
-def _ranks_context(view: RanksView) -> dict[str, Any]:
+def ranks_context(view: RanksView) -> dict[str, Any]:
     groups, rows = prose.rank_rows(view)
     return {"count": len(view.table), "world_size": view.world_size, "columns": prose.RANK_COLUMNS,
             "groups": groups, "rows": rows,
@@ -224,7 +224,7 @@ def report_context(analysis: Analysis, ranks: RanksView | None = None) -> dict[s
         "fallback_ops": sorted(t.fallback_ops.items(), key=lambda kv: -kv[1]),
         "charts": charts,
         "plotly_js": plotly_js(),
-        "ranks": _ranks_context(ranks) if ranks is not None else None,
+        "ranks": ranks_context(ranks) if ranks is not None else None,
     }
 
 

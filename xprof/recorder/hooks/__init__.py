@@ -16,7 +16,8 @@ reads and step closures (:mod:`~xprof.recorder.hooks.reads`), loaders
 (:mod:`~xprof.recorder.hooks.loaders`), the evidence of what a step is and where a warning
 came from (:mod:`~xprof.recorder.hooks.evidence`), data-dependent shapes
 (:mod:`~xprof.recorder.hooks.data_dependent`), torch.compile
-(:mod:`~xprof.recorder.hooks.dynamo`); the patches and their restore
+(:mod:`~xprof.recorder.hooks.dynamo`), ``xmp.spawn`` under a notebook's watch
+(:mod:`~xprof.recorder.hooks.spawn`); the patches and their restore
 (:mod:`~xprof.recorder.hooks.patching`). ``watch()`` takes them all from here.
 
 Each wrapper checks ``rec.active`` first, so a wrapper left behind by someone else's
@@ -50,6 +51,7 @@ from xprof.recorder.hooks.reads import (
     make_reader,
     make_to,
 )
+from xprof.recorder.hooks.spawn import RankWatch, install_spawn
 
 __all__ = [
     "DATA_DEPENDENT",
@@ -57,6 +59,7 @@ __all__ = [
     "HOST_READS",
     "MASK_INDEX_COUNTER",
     "Patches",
+    "RankWatch",
     "dynamo_guard_counts",
     "dynamo_guard_failures",
     "install_barrier",
@@ -68,6 +71,7 @@ __all__ = [
     "install_loaders",
     "install_optimizer_steps",
     "install_phase_evidence",
+    "install_spawn",
     "install_sync_multi",
     "install_warning_location",
     "make_next",
