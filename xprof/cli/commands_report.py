@@ -142,6 +142,8 @@ def summary(
         "--json", help="Print the versioned summary object (docs/json.md) as JSON.")] = False,
     brief: Annotated[bool, typer.Option(
         "--brief", help="Print only the four lines watch() and xprof run end with.")] = False,
+    write_digest: Annotated[bool, typer.Option(
+        "--digest", hidden=True, help="With --brief: also write the run file's digest (watch() asks for it).")] = False,
 ) -> None:
     """Print what compiles and host reads cost, and what to change.
 
@@ -154,7 +156,7 @@ def summary(
     reads_only()
     files = _expand(runs)
     if brief:
-        _brief(files)
+        _brief(files, write_digest)
         return
     if len(files) == 1:
         _single_summary(files[0], as_json)
@@ -185,18 +187,26 @@ def _single_summary(path: str, as_json: bool) -> None:
     write_stdout(summary_cache.through(path, variant, make))
 
 
-def _brief(files: list[str]) -> None:
-    """The exit summary of one run file (``watch()`` prints it through this command)."""
+def _brief(files: list[str], digest: bool = False) -> None:
+    """The exit summary of one run file (``watch()`` prints it through this command), then
+    (``digest``) its digest, from the same analysis: after the lines, which are what the
+    training process waits for."""
     if len(files) != 1:
         fail(f"--brief takes one run file, not {len(files)}")
+    made: list[Any] = []
 
     def make() -> str:
         from xprof.report.prose import exit_lines
 
         analysis = _one(files[0], Progress(False))
+        made.append(analysis)
         return "".join(line + "\n" for line in exit_lines(analysis, files[0]))
 
     write_stdout(summary_cache.through(files[0], "brief", make))
+    if digest:
+        from xprof.cli.commands_digest import digest_quietly
+
+        digest_quietly(files[0], made[0] if made else None)
 
 
 def _summary_ranks(view: Any, focus: Any, as_json: bool) -> None:

@@ -30,7 +30,7 @@ def _env() -> dict[str, str]:
 def exit_lines(run_path: str, timeout: float = TIMEOUT_S) -> list[str]:
     """The lines to print when ``watch()`` ends: steps, compile share, the first thing to
     change and the command that opens the report (or one line saying why there are none)."""
-    cmd = [sys.executable, "-m", "xprof", "summary", "--brief", "--", run_path]
+    cmd = [sys.executable, "-m", "xprof", "summary", "--brief", "--digest", "--", run_path]  # (and its digest)
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(),
                               stdin=subprocess.DEVNULL, errors="replace")
