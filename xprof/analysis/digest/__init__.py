@@ -14,5 +14,16 @@ from xprof.analysis.digest.read import DigestRead, digest_state, read_digests, w
 from xprof.analysis.digest.schema import FORMAT, VERSION, DigestError, digest_path, source_key
 from xprof.analysis.digest.write import digest_file, write_digest
 
-__all__ = ["FORMAT", "VERSION", "DigestError", "DigestRead", "digest_file", "digest_state", "digest_path", "read_digests",
-           "source_key", "window_rows", "write_digest"]
+__all__ = [
+           "FORMAT",
+           "VERSION",
+           "DigestError",
+           "DigestRead",
+           "digest_file",
+           "digest_path",
+           "digest_state",
+           "read_digests",
+           "source_key",
+           "window_rows",
+           "write_digest",
+]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +21,17 @@ from typing import Any
 import numpy as np
 
 from xprof.analysis.digest.schema import (
-    COMPILE, FINDING, FORMAT, RANK, STEP, SUMMARY, SYNC, VERSION, DigestError, digest_path, source_key,
+    COMPILE,
+    FINDING,
+    FORMAT,
+    RANK,
+    STEP,
+    SUMMARY,
+    SYNC,
+    VERSION,
+    DigestError,
+    digest_path,
+    source_key,
 )
 from xprof.analysis.model import Finding
 from xprof.analysis.ranks import RankRun, rank_of_path
@@ -40,6 +50,8 @@ class DigestRead:
     ranks: dict[int, RankRun] = field(default_factory=dict)
     fallback: list[tuple[int, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    writers: dict[int, str] = field(default_factory=dict)
+    """The xprof version that wrote each digest used (by position)."""
 
 
 def _connect() -> Any:
@@ -159,6 +171,7 @@ def read_digests(items: Sequence[tuple[int, str]], summaries: bool = False) -> D
         if why is None and head is not None:
             try:
                 out.ranks[pos] = _rank_run(pos, path, d, head, found, summaries)
+                out.writers[pos] = str(head["xprof"])
                 continue
             except (ValueError, TypeError) as exc:
                 why = f"not a digest xprof can read ({_one_line(exc)})"
@@ -202,13 +215,17 @@ def window_rows(digests: Sequence[str], upto: int) -> dict[str, dict[str, Any]]:
 
 def digest_state(run_path: str) -> tuple[str, str]:
     """The state of ``run_path``'s digest and the line that says it: ``none`` (no digest),
-    ``fresh`` (usable), ``newer`` (a newer format: left as it is), ``stale`` or ``bad``
-    (to be made again)."""
+    ``fresh`` (usable, and written by this xprof), ``newer`` (a newer format: left as it is),
+    ``stale`` (other bytes, or another xprof's findings) or ``bad`` (to be made again)."""
+    from xprof._version import __version__
+
     d = digest_path(run_path)
     if not os.path.isfile(d):
         return "none", f"{d}: no digest"
     got = read_digests([(0, run_path)])
     if got.ranks:
+        if got.writers[0] != __version__:
+            return "stale", f"{d}: written by xprof {got.writers[0]}, this is {__version__}"
         return "fresh", f"{d}: up to date"
     why = got.notes[0].split("; read ")[0] if got.notes else f"{d}: its run file cannot be read"
     return ("newer" if "is newer than this xprof reads" in why else

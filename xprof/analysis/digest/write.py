@@ -16,8 +16,21 @@ import pandas as pd
 
 from xprof._version import __version__
 from xprof.analysis.digest.schema import (
-    COLUMNS, COMPILE, FINDING, FORMAT, RANK, ROW_GROUP_SIZE, SIG, SITE, STEP, SUMMARY, SYNC, VERSION, DigestError,
-    digest_path, source_key,
+    COLUMNS,
+    COMPILE,
+    FINDING,
+    FORMAT,
+    RANK,
+    ROW_GROUP_SIZE,
+    SIG,
+    SITE,
+    STEP,
+    SUMMARY,
+    SYNC,
+    VERSION,
+    DigestError,
+    digest_path,
+    source_key,
 )
 from xprof.analysis.model import Analysis
 from xprof.analysis.ranks import RankRun, rank_run, recompile_mask, steady_mask
