@@ -211,6 +211,7 @@ class watch:
         import torch_xla.core.xla_model as xm
 
         rank, world, device = _process_identity()
+        self._pod = bool(world and world > 1)  # (a silent rank still writes its digest at exit)
         spmd = spmd_meta()
         self.path = rank_path(self.requested_path, rank, world)
         now = _dt.datetime.now(_dt.timezone.utc)
@@ -354,6 +355,8 @@ class watch:
                 elif self.notices is not None and self.exit_summary:
                     for line in verdict.exit_lines(self.path):
                         stderr_line(line)
+                elif self.exit_summary and getattr(self, "_pod", False):
+                    verdict.digest(self.path)
         finally:
             if self._ir_debug_before is not None:
                 _restore_ir_debug(self._ir_debug_before)

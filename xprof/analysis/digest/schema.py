@@ -54,7 +54,7 @@ COLUMNS: dict[str, str] = {
     "complete": "BOOLEAN",
 }
 
-KEY_BYTES = 1 << 16
+KEY_BYTES = 1 << 14
 """The key hashes this many bytes at each end of the run file (and its size)."""
 
 
@@ -70,7 +70,7 @@ def digest_path(run_path: str) -> str:
 def source_key(run_path: str) -> tuple[int, str]:
     """(size, hash of the size and of the first and last :data:`KEY_BYTES`) of a run file: a
     digest made from other bytes (an older state of a file still being written, a file
-    written again) has another key. Reads 128 KiB whatever the file's size. ``OSError``
+    written again) has another key. Reads 32 KiB whatever the file's size. ``OSError``
     when it cannot be read."""
     with open(run_path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
