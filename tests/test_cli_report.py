@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -303,8 +304,10 @@ def test_summary_brief_is_the_exit_summary_of_watch_and_xprof_run(tmp_path: Path
 def test_the_exit_summary_of_watch_comes_from_the_child_and_says_why_when_it_cannot(tmp_path: Path) -> None:
     from xprof.recorder.verdict import exit_lines
 
-    sample = Path(__file__).resolve().parent.parent / "sample_runs" / "padded_longest.json"
+    sample = tmp_path / "padded_longest.json"  # (a copy: the child writes the run file's digest beside it)
+    shutil.copy(Path(__file__).resolve().parent.parent / "sample_runs" / "padded_longest.json", sample)
     lines = exit_lines(str(sample))
     assert len(lines) == 4 and lines[0].startswith("xprof: 24 steps (2 warm-up) in ")
+    assert Path(str(sample) + ".digest.parquet").is_file()
     missing = exit_lines(str(tmp_path / "gone.json"))
     assert len(missing) == 1 and missing[0].startswith("xprof: no summary (") and "gone.json" in missing[0]

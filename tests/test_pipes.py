@@ -32,7 +32,7 @@ def assert_fits_80(text: str) -> None:
     assert "…" not in text and "<bool>" not in text and "<str>" not in text and "<list" not in text, text
 
 
-@pytest.mark.parametrize("command", ["", "report", "summary", "compare", "run", "export", "ranks", "demo"])
+@pytest.mark.parametrize("command", ["", "report", "summary", "compare", "run", "export", "ranks", "demo", "digest"])
 def test_help_reads_plainly_at_80_columns(command: str) -> None:
     res = piped(*([command] if command else []), "--help")
     assert res.returncode == 0, res.stderr
@@ -74,6 +74,13 @@ def test_summary_and_ranks_fit_80_columns(tmp_path: Path) -> None:
     assert header.split() == ["rank", "steps", "compiles", "recompiles", "compile", "s", "host", "reads", "sync",
                               "wait", "s", "median", "step", "ms"]
     assert "recompiled 2 times where" in " ".join(res.stdout.split())
+    made = piped("digest", str(pod))
+    assert made.returncode == 0 and made.stderr == "", made.stderr
+    assert made.stdout.split() == [f"{pod}/run.rank{r}.json.digest.parquet" for r in (0, 1)]
+    res = piped("ranks", str(pod))
+    assert res.returncode == 0, res.stderr
+    assert_fits_80(res.stdout)
+    assert "read from digests: ranks 0, 1\n" in res.stdout
 
 
 def closed_pipe(*args: str) -> tuple[int, str]:

@@ -15,10 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
+from tests.pod_paths import digest_all, digesting, invoke, read_path  # noqa: F401  (read_path: both paths)
 from xprof.cli import commands  # noqa: F401  (registers the commands)
-from xprof.cli.app import app
 from xprof.runfile import RunWriter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +68,7 @@ def pod(folder: Path, world: int = 8, **faults: object) -> Path:
 
 
 def cli(*args: str) -> object:
-    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+    res = invoke(args, env={"COLUMNS": "200"})
     assert "Traceback" not in res.output, res.output
     return res
 
@@ -189,6 +188,8 @@ def test_parallel_workers_read_the_same_pod(faulty: Path) -> None:
     from xprof.analysis.pod import load_pod
 
     files = sorted(str(p) for p in faulty.iterdir())
+    if digesting():
+        digest_all(files)
     alone, together = load_pod(files, workers=1).view(), load_pod(files, workers=2).view()
     assert alone.to_json() == together.to_json()
     assert alone.per_rank == together.per_rank

@@ -100,15 +100,19 @@ def test_no_stragglers_when_alike() -> None:
     assert stragglers(table.iloc[:1]) == []
 
 
-def test_ranks_command(tmp_path: Path) -> None:
+@pytest.mark.parametrize("digests", [False, True])
+def test_ranks_command(tmp_path: Path, digests: bool) -> None:
     _write_rank(tmp_path, 0, 2, 0.01)
     _write_rank(tmp_path, 1, 3, 0.01)
+    if digests:
+        assert _cli().invoke(app, ["digest", str(tmp_path)]).exit_code == 0
     r = _cli().invoke(app, ["ranks", str(tmp_path), "--json"])
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     assert (data["schema"], data["version"]) == ("xprof-ranks", 1)
     assert [row["rank"] for row in data["ranks"]] == [0, 1]
     assert data["stragglers"][0]["rank"] == 1
+    assert data["read_from"]["digests" if digests else "run_files"] == [0, 1]
     r = _cli().invoke(app, ["ranks", str(tmp_path)])
     assert r.exit_code == 0 and "rank 1 recompiled" in r.output
     proc = subprocess.run([sys.executable, "-m", "xprof", "ranks", str(tmp_path / "missing")],
@@ -131,7 +135,9 @@ def test_real_xmp_spawn_two_ranks(tmp_path: Path) -> None:
                            str(SCRIPT), str(runs / "run.json")], env=env, capture_output=True,
                           text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert sorted(os.listdir(runs)) == ["run.rank0.json", "run.rank1.json"]
+    # Each rank's watch() wrote its run file and, at its exit, the digest beside it.
+    assert sorted(os.listdir(runs)) == ["run.rank0.json", "run.rank0.json.digest.parquet",
+                                        "run.rank1.json", "run.rank1.json.digest.parquet"]
     from xprof.runfile import load_run as _load
 
     launcher = _load(tmp_path / "launcher.json")
@@ -144,6 +150,12 @@ def test_real_xmp_spawn_two_ranks(tmp_path: Path) -> None:
     assert [row["steps"] for row in rows] == [5, 5]
     assert rows[1]["recompiles"] > rows[0]["recompiles"]
     assert any(s["rank"] == 1 and s["metric"] == "recompiles" for s in data["stragglers"])
+    assert data["read_from"] == {"digests": [0, 1], "run_files": []} and data["notes"] == []
+    for digest in runs.glob("*.parquet"):
+        digest.unlink()
+    again = json.loads(_cli().invoke(app, ["ranks", str(runs), "--json"]).output)
+    assert again["read_from"] == {"digests": [], "run_files": [0, 1]}
+    assert {**again, "read_from": None} == {**data, "read_from": None}  # the same view from the run files
     from xprof.runfile import load_run
 
     metas = [load_run(runs / f"run.rank{i}.json").meta for i in (0, 1)]

@@ -11,10 +11,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
+from tests.pod_paths import invoke, read_path  # noqa: F401  (read_path: both paths)
 from xprof.cli import commands  # noqa: F401  (registers the commands)
-from xprof.cli.app import app
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_runs"
 
@@ -32,7 +31,7 @@ def folders(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_summary_of_a_rank_folder_names_the_straggler(folders: tuple[Path, Path]) -> None:
-    res = CliRunner().invoke(app, ["summary", str(folders[1])], env={"COLUMNS": "120"})
+    res = invoke(["summary", str(folders[1])], env={"COLUMNS": "120"})
     assert res.exit_code == 0, res.output
     assert "straggler: rank 1 recompiled 2 times" in res.output
     assert "[ranks 1 (not 0)]" in res.output  # the padding finding is rank 1's alone
@@ -40,7 +39,7 @@ def test_summary_of_a_rank_folder_names_the_straggler(folders: tuple[Path, Path]
 
 
 def test_summary_json_of_ranks(folders: tuple[Path, Path]) -> None:
-    res = CliRunner().invoke(app, ["summary", str(folders[1] / "run.rank0.json"),
+    res = invoke(["summary", str(folders[1] / "run.rank0.json"),
                                    str(folders[1] / "run.rank1.json"), "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
@@ -54,7 +53,7 @@ def test_summary_json_of_ranks(folders: tuple[Path, Path]) -> None:
 
 def test_report_of_a_rank_folder_has_a_ranks_section(folders: tuple[Path, Path], tmp_path: Path) -> None:
     out = tmp_path / "ranks.html"
-    res = CliRunner().invoke(app, ["report", str(folders[1]), "-o", str(out)])
+    res = invoke(["report", str(folders[1]), "-o", str(out)])
     assert res.exit_code == 0, res.output
     html = out.read_text()
     assert '<section id="ranks">' in html
@@ -64,11 +63,11 @@ def test_report_of_a_rank_folder_has_a_ranks_section(folders: tuple[Path, Path],
 
 def test_compare_rank_folders_gates_per_rank(folders: tuple[Path, Path]) -> None:
     base, new = folders
-    res = CliRunner().invoke(app, ["compare", str(base), str(new), "--max-new-recompiles", "0"])
+    res = invoke(["compare", str(base), str(new), "--max-new-recompiles", "0"])
     assert res.exit_code == 1
     assert "regression: rank 1: --max-new-recompiles" in res.output
     assert "regression: rank 0" not in res.output
-    same = CliRunner().invoke(app, ["compare", str(base), str(base), "--max-new-recompiles", "0", "--json"])
+    same = invoke(["compare", str(base), str(base), "--max-new-recompiles", "0", "--json"])
     assert same.exit_code == 0, same.output
     doc = json.loads(same.output)
     assert (doc["schema"], doc["version"]) == ("xprof-compare-ranks", 1)
@@ -78,13 +77,13 @@ def test_compare_rank_folders_gates_per_rank(folders: tuple[Path, Path]) -> None
 def test_compare_folders_with_a_rank_missing_is_a_regression(folders: tuple[Path, Path]) -> None:
     base, new = folders
     (new / "run.rank1.json").unlink()
-    res = CliRunner().invoke(app, ["compare", str(base), str(new)])
+    res = invoke(["compare", str(base), str(new)])
     assert res.exit_code == 1
     assert f"rank 1: no file in {new}" in res.output
 
 
 def test_empty_folder_is_bad_input(tmp_path: Path) -> None:
-    res = CliRunner().invoke(app, ["summary", str(tmp_path)])
+    res = invoke(["summary", str(tmp_path)])
     assert res.exit_code == 2
     assert "no xprof run files in this folder" in res.output
     assert "Traceback" not in res.output

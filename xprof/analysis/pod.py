@@ -1,5 +1,7 @@
-"""Reading the rank files of a pod: in worker processes where that helps, each rank reduced
-to a :class:`~xprof.analysis.ranks.RankRun` as soon as it is analysed.
+"""Reading the rank files of a pod: from their digests first (one DuckDB query over all of
+them, :mod:`xprof.analysis.digest`), then the ranks without a usable digest from their run
+files, in worker processes where that helps, each rank reduced to a
+:class:`~xprof.analysis.ranks.RankRun` as soon as it is analysed.
 
 A pod of 256 ranks of 10k steps is 2.6 million step records. Each worker reads a few
 files at a time (one DuckDB query per batch, :func:`xprof.runcolumns.load_many`),
@@ -43,13 +45,15 @@ class Pod:
     unreadable: list[Unreadable] = field(default_factory=list)
     first: Analysis | None = None
     """The whole analysis of the first file (the rank shown in full when none stands out)."""
+    notes: list[str] = field(default_factory=list)
+    """One line for each digest that was there but not used."""
 
     def analysis_of(self, path: str | None) -> Analysis | None:
         """The whole analysis of ``path`` when it was kept (else read it again)."""
         return self.first if self.first is not None and path == self.first.run.path else None
 
     def view(self) -> RanksView:
-        return pod_view(self.ranks, self.unreadable)
+        return pod_view(self.ranks, self.unreadable, self.notes)
 
 
 def _read(items: Sequence[tuple[int, str]], summaries: bool = True,
@@ -79,15 +83,15 @@ def _read(items: Sequence[tuple[int, str]], summaries: bool = True,
     return out
 
 
-def _chunks(paths: Sequence[str], processes: int = 1) -> list[list[tuple[int, str]]]:
+def _chunks(items: Sequence[tuple[int, str]], processes: int = 1) -> list[list[tuple[int, str]]]:
     """Batches of files in order, up to :data:`CHUNK_BYTES` each; smaller towards the end (a
     batch is at most the bytes left over twice the processes), so that no process is left
     with a whole batch to read while the others have nothing more to take."""
-    sizes = [_size(p) for p in paths]
+    sizes = [_size(p) for _, p in items]
     left = sum(sizes)
     out: list[list[tuple[int, str]]] = []
     size = limit = 0
-    for pos, (p, s) in enumerate(zip(paths, sizes)):
+    for (pos, p), s in zip(items, sizes):
         if not out or size >= limit:
             out.append([])
             size = 0
@@ -140,18 +144,26 @@ def _context() -> Any:
 
 
 def load_pod(paths: Sequence[str], progress: Callable[[int, int], None] | None = None,
-             workers: int | None = None, summaries: bool = True) -> Pod:
-    """Read and analyse every rank file; ``progress(done, total)`` after each batch;
-    ``summaries``: keep each rank's ``xprof-summary`` object (for ``--json``).
+             workers: int | None = None, summaries: bool = True, digests: bool = True) -> Pod:
+    """Read every rank: from its digest where it has a usable one (``digests``), else from its
+    run file, analysed; ``progress(done, total)`` after each batch; ``summaries``: keep each
+    rank's ``xprof-summary`` object (for ``--json``).
 
     With ``workers`` > 1, ``workers - 1`` processes and this one take batches from one queue:
     a worker that finishes is handed the next batch at once, and this process starts at once
     while the others start."""
+    from xprof.analysis.digest import DigestRead, read_digests
+
     total = len(paths)
-    n = workers if workers is not None else workers_for(paths)
-    pending = deque(_chunks(paths, n))
-    found: dict[int, RankRun | Unreadable] = {}
+    items = list(enumerate(paths))
+    digested = read_digests(items, summaries) if digests else DigestRead(fallback=items)
+    rest = digested.fallback
+    n = workers if workers is not None else workers_for([p for _, p in rest])
+    pending = deque(_chunks(rest, n))
+    found: dict[int, RankRun | Unreadable] = dict(digested.ranks)
     lock = threading.Lock()
+    if found and progress is not None:
+        progress(len(found), total)
 
     def keep(results: list[tuple[int, RankRun | Unreadable]]) -> None:
         with lock:
@@ -196,7 +208,7 @@ def load_pod(paths: Sequence[str], progress: Callable[[int, int], None] | None =
                 wait(list(futures))
             for fut in list(futures):
                 fut.result()  # a worker's error is raised here
-    pod = Pod(first=first[0] if first else None)
+    pod = Pod(first=first[0] if first else None, notes=digested.notes)
     for pos in range(total):
         got = found[pos]
         if isinstance(got, RankRun):

@@ -18,7 +18,7 @@ pod costs the memory of one rank's tables at a time. pandas only: no torch.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -74,6 +74,12 @@ class RankRun:
     steady_steps: np.ndarray
     """Training step of each steady-state step (its median step time is judged)."""
     steady_ms: np.ndarray
+    digest: str | None = None
+    """The digest this rank was read from (then the arrays above are empty: :func:`judged` asks
+    the digest for its numbers over fewer steps), None when read from its run file."""
+    windows: Callable[[Sequence[str], int], dict[str, dict[str, Any]]] | None = None
+    """The digests' window query (``xprof.analysis.digest.window_rows``), set by the digest
+    reader with ``digest``: this module is below the digests and does not import them."""
 
     @property
     def steps(self) -> int:
@@ -97,6 +103,18 @@ def _world_size(run: Run) -> int | None:
     return w if isinstance(w, int) and not isinstance(w, bool) and w > 1 else None
 
 
+def recompile_mask(a: Analysis) -> np.ndarray:
+    """Which of the run's uncached compiles are recompiles (after warm-up)."""
+    if not len(a.compiles):
+        return np.zeros(0, bool)
+    return (a.compiles["cause"] != "warmup").to_numpy(dtype=bool)
+
+
+def steady_mask(a: Analysis) -> np.ndarray:
+    """Which barriers are steady-state steps (their median step time is judged)."""
+    return a.steps["work"].to_numpy(dtype=bool) & (a.steps["ordinal"].to_numpy() >= WARMUP_STEPS)
+
+
 def rank_run(analysis: Analysis, position: int, summary: bool = True) -> RankRun:
     """What the pod view keeps of one rank's analysis (``summary``: with its ``xprof-summary``
     object, which only ``--json`` prints)."""
@@ -114,9 +132,9 @@ def rank_run(analysis: Analysis, position: int, summary: bool = True) -> RankRun
 
     compiles = a.compiles
     compile_steps = training_step(compiles["step"]) if len(compiles) else np.zeros(0, dtype=np.int64)
-    recompile = (compiles["cause"] != "warmup").to_numpy(dtype=bool) if len(compiles) else np.zeros(0, bool)
+    recompile = recompile_mask(a)
     ordinal = a.steps["ordinal"].to_numpy()
-    steady = a.steps["work"].to_numpy(dtype=bool) & (ordinal >= WARMUP_STEPS)
+    steady = steady_mask(a)
     rank = rank_of(a.run, position)
     row = {
         "rank": rank,
@@ -375,21 +393,32 @@ def judged(ranks: Sequence[RankRun]) -> tuple[pd.DataFrame, str]:
     upto = min(r.steps for r in keep)
     if all(r.steps == upto for r in keep):
         return rank_table(keep), ""
-    rows = []
-    for r in keep:
-        row = dict(r.row)
-        compiled = r.compile_steps < upto
-        row["compiles"] = int(compiled.sum())
-        row["recompiles"] = int((r.recompile_steps < upto).sum())
-        row["compile_s"] = round(float(r.compile_ms[compiled].sum()) / 1e3, 6)
-        read = r.sync_steps < upto
-        row["syncs"] = int(read.sum())
-        row["sync_wait_s"] = round(float(r.sync_ms[read].sum()) / 1e3, 6)
-        steady = r.steady_ms[r.steady_steps < upto]
-        row["step_ms_median"] = float(np.median(steady)) if len(steady) else None
-        rows.append(row)
+    rows = [{**r.row, **counts} for r, counts in zip(keep, _windowed(keep, upto))]
     table = pd.DataFrame(rows, columns=COLUMNS).sort_values("rank", kind="stable").reset_index(drop=True)
     return table, f" in steps 0-{upto - 1} (the steps every rank judged reached)"
+
+
+def _windowed(ranks: Sequence[RankRun], upto: int) -> list[dict[str, Any]]:
+    """Each rank's counts and times over steps ``0 .. upto - 1``: from its arrays, or from its
+    digest (one query for every rank read from one)."""
+    from_digests: dict[str, dict[str, Any]] = {}
+    digests = [r.digest for r in ranks if r.digest is not None]
+    if digests:
+        query = next(r.windows for r in ranks if r.windows is not None)
+        from_digests = query(digests, upto)
+    out = []
+    for r in ranks:
+        if r.digest is not None:
+            out.append(from_digests[r.digest])
+            continue
+        compiled = r.compile_steps < upto
+        read = r.sync_steps < upto
+        steady = r.steady_ms[r.steady_steps < upto]
+        out.append({"compiles": int(compiled.sum()), "recompiles": int((r.recompile_steps < upto).sum()),
+                    "compile_s": round(float(r.compile_ms[compiled].sum()) / 1e3, 6), "syncs": int(read.sum()),
+                    "sync_wait_s": round(float(r.sync_ms[read].sum()) / 1e3, 6),
+                    "step_ms_median": float(np.median(steady)) if len(steady) else None})
+    return out
 
 
 @dataclass
@@ -461,6 +490,26 @@ class RanksView:
     focus_path: str | None = None
     per_rank: list[dict[str, Any]] = field(default_factory=list)
     """Each analysed rank's summary (``xprof summary --json`` of several ranks)."""
+    from_digests: list[int] = field(default_factory=list)
+    """The ranks of the table read from their digests (the others from their run files)."""
+    notes: list[str] = field(default_factory=list)
+    """One line for each digest that was there but not used (its rank was read from its run file)."""
+
+    @property
+    def from_run_files(self) -> list[int]:
+        digested = set(self.from_digests)
+        return [int(r) for r in self.table["rank"] if int(r) not in digested]
+
+    @property
+    def sources_line(self) -> str | None:
+        """Which ranks were read from digests and which from run files (None: no digest used)."""
+        if not self.from_digests:
+            return None
+        digested, files = self.from_digests, self.from_run_files
+        line = f"read from digests: {'rank' if len(digested) == 1 else 'ranks'} {span(digested)}"
+        if files:
+            line += f"; from run files: {'rank' if len(files) == 1 else 'ranks'} {span(files)}"
+        return line
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -482,11 +531,15 @@ class RanksView:
                 "stragglers": [s.to_json() for s in self.stragglers],
                 "findings": [f.to_json() for f in self.findings], "focus": self.focus,
                 "world_size": self.world_size, "faults": [f.to_json() for f in self.faults],
-                "groups": [g.to_json() for g in self.groups]}
+                "groups": [g.to_json() for g in self.groups],
+                "read_from": {"digests": self.from_digests, "run_files": self.from_run_files},
+                "notes": self.notes}
 
 
-def pod_view(ranks: Sequence[RankRun], unreadable: Sequence[tuple[str, int, str]] = ()) -> RanksView:
-    """The view of a pod's ranks (in the order given) and of its unreadable files."""
+def pod_view(ranks: Sequence[RankRun], unreadable: Sequence[tuple[str, int, str]] = (),
+             notes: Sequence[str] = ()) -> RanksView:
+    """The view of a pod's ranks (in the order given) and of its unreadable files; ``notes``:
+    the digests that were not used."""
     positions = {id(r): k for k, r in enumerate(ranks)}
     kept, faults, world = sort_out(ranks, unreadable)
     table = rank_table(kept)
@@ -500,7 +553,8 @@ def pod_view(ranks: Sequence[RankRun], unreadable: Sequence[tuple[str, int, str]
     return RanksView(table=table, stragglers=found, findings=merged_findings(kept),
                      focus=focus_run.rank if focus_run else None,
                      focus_index=positions[id(focus_run)] if focus_run else 0, faults=faults, world_size=world,
-                     focus_path=focus_run.path if focus_run else None, per_rank=[r.summary for r in kept])
+                     focus_path=focus_run.path if focus_run else None, per_rank=[r.summary for r in kept],
+                     from_digests=sorted(r.rank for r in kept if r.digest is not None), notes=list(notes))
 
 
 def ranks_view(analyses: Sequence[Analysis]) -> RanksView:

@@ -85,6 +85,16 @@ def load_or_fail(path: str) -> ColumnRun:
         fail(str(exc))
 
 
+def expand_or_fail(paths: list[str]) -> list[str]:
+    """The run files named (a folder stands for its run files); bad paths exit 2."""
+    from xprof.runfile import expand_run_paths
+
+    try:
+        return expand_run_paths(paths)
+    except ValueError as exc:
+        fail(str(exc))
+
+
 def load_records_or_fail(path: str) -> Run:
     """The run at ``path`` as typed records, for the renderers that walk them one by one;
     one line and exit 2 on a bad file."""

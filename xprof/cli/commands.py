@@ -6,7 +6,7 @@ Each module owns a group of commands: ``commands_report`` (report, summary, demo
 
 import importlib
 
-for _name in ("commands_report", "commands_compare", "commands_run"):
+for _name in ("commands_report", "commands_compare", "commands_run", "commands_digest"):
     try:
         importlib.import_module(f"xprof.cli.{_name}")
     except ModuleNotFoundError as _exc:  # a command group not built yet

@@ -15,7 +15,18 @@ from typing import Annotated, Any
 import typer
 
 from xprof.cli import summary_cache
-from xprof.cli.app import Command, app, console, err_console, fail, finite_json, load_or_fail, output_errors, reads_only
+from xprof.cli.app import (
+    Command,
+    app,
+    console,
+    err_console,
+    expand_or_fail,
+    fail,
+    finite_json,
+    load_or_fail,
+    output_errors,
+    reads_only,
+)
 from xprof.cli.outputs import checked_output
 from xprof.cli.progress import Progress, wanted
 from xprof.report.console import write_stdout
@@ -26,16 +37,6 @@ RunsArg = Annotated[list[str], typer.Argument(
     metavar="RUN...",
     help="Run file written by xprof.watch() or xprof run; several rank files (run.rank0.json ...) "
          "or their folder for a multi-process run.", show_default=False)]
-
-
-def _expand(paths: list[str]) -> list[str]:
-    """The run files named (a folder stands for its run files); bad paths exit 2."""
-    from xprof.runfile import expand_run_paths
-
-    try:
-        return expand_run_paths(paths)
-    except ValueError as exc:
-        fail(str(exc))
 
 
 def _one(path: str, bar: Progress) -> Any:
@@ -91,7 +92,7 @@ def report(
     reads_only()
     from xprof.report import default_report_path, write_report
 
-    files = _expand(runs)
+    files = expand_or_fail(runs)
     if output is not None:
         checked_output(output, files)  # before the work: a typo must not cost a minute
     with Progress(wanted(machine_output=False)) as bar:
@@ -142,6 +143,8 @@ def summary(
         "--json", help="Print the versioned summary object (docs/json.md) as JSON.")] = False,
     brief: Annotated[bool, typer.Option(
         "--brief", help="Print only the four lines watch() and xprof run end with.")] = False,
+    write_digest: Annotated[bool, typer.Option(
+        "--digest", hidden=True, help="With --brief: also write the run file's digest (watch() asks for it).")] = False,
 ) -> None:
     """Print what compiles and host reads cost, and what to change.
 
@@ -152,9 +155,9 @@ def summary(
       xprof summary run.json --json | jq .recompiles
     """
     reads_only()
-    files = _expand(runs)
+    files = expand_or_fail(runs)
     if brief:
-        _brief(files)
+        _brief(files, write_digest)
         return
     if len(files) == 1:
         _single_summary(files[0], as_json)
@@ -185,18 +188,26 @@ def _single_summary(path: str, as_json: bool) -> None:
     write_stdout(summary_cache.through(path, variant, make))
 
 
-def _brief(files: list[str]) -> None:
-    """The exit summary of one run file (``watch()`` prints it through this command)."""
+def _brief(files: list[str], digest: bool = False) -> None:
+    """The exit summary of one run file (``watch()`` prints it through this command), then
+    (``digest``) its digest, from the same analysis: after the lines, which are what the
+    training process waits for."""
     if len(files) != 1:
         fail(f"--brief takes one run file, not {len(files)}")
+    made: list[Any] = []
 
     def make() -> str:
         from xprof.report.prose import exit_lines
 
         analysis = _one(files[0], Progress(False))
+        made.append(analysis)
         return "".join(line + "\n" for line in exit_lines(analysis, files[0]))
 
     write_stdout(summary_cache.through(files[0], "brief", make))
+    if digest:
+        from xprof.cli.commands_digest import digest_quietly
+
+        digest_quietly(files[0], made[0] if made else None)
 
 
 def _summary_ranks(view: Any, focus: Any, as_json: bool) -> None:

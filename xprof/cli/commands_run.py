@@ -87,16 +87,21 @@ def run_command(
 
 def _exit_summary(path: str) -> None:
     """The exit summary from the analysis of the file just written, so it says what
-    `xprof summary` and the report will say. Never fails the command."""
+    `xprof summary` and the report will say, then the file's digest. Never fails the command."""
     try:
         from xprof.analysis import analyze
         from xprof.report.prose import exit_lines
         from xprof.runfile import load_run
 
-        for line in exit_lines(analyze(load_run(path)), path):
+        analysis = analyze(load_run(path))
+        for line in exit_lines(analysis, path):
             err_console.print(line, markup=False)
     except Exception as exc:  # the run itself succeeded: say why there is no summary
         err_console.print(f"xprof: no summary ({type(exc).__name__}: {exc})", markup=False)
+        return
+    from xprof.cli.commands_digest import digest_quietly
+
+    digest_quietly(path, analysis)
 
 
 @app.command("export", cls=Command)

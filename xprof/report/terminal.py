@@ -170,6 +170,10 @@ def render_ranks(view: RanksView, console: Console, details_below: bool = True) 
     stragglers and the findings across ranks of a multi-process run."""
     for fault in view.faults:
         console.print(Text(f"{fault.kind}: {fault.message}", style="bold yellow"))
+    for note in view.notes:
+        console.print(Text(f"digest not used: {note}", style="yellow"))
+    if view.sources_line:
+        console.print(Text(view.sources_line, style="dim"))
     groups, rows = prose.rank_rows(view)
     title = f"Ranks ({len(view.table)}" + (f" of {view.world_size}" if view.world_size else "") + ")"
     if groups:
