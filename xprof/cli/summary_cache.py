@@ -104,9 +104,13 @@ def put(name: str | None, text: str) -> None:
     if name is None or where is None:
         return
     try:
+        data = text.encode("utf-8")  # (read back as bytes: no newline translation either way)
+    except UnicodeError:
+        return  # (a name that is not UTF-8 made it through the output's own escaping: not kept)
+    try:
         where.mkdir(parents=True, exist_ok=True)
         tmp = where / f".{name}.{os.getpid()}"
-        tmp.write_bytes(text.encode("utf-8"))  # (read back as bytes: no newline translation either way)
+        tmp.write_bytes(data)
         os.replace(tmp, where / name)
         entries = sorted((p for p in where.iterdir() if not p.name.startswith(".")), key=lambda p: p.stat().st_mtime)
         for old in entries[:-KEEP]:
