@@ -4,6 +4,9 @@ Exact synthetic samples from fixed seeds: what the gate decides, not how fast it
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,6 +15,8 @@ from xprof.comparison import Gate, Noise
 from xprof.comparison.interval import MIN_STEPS, interval
 from xprof.comparison.metrics import SPECS, judge
 from xprof.comparison.model import PairComparison, RunInfo
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _steps(median_ms: float, n: int, seed: int, spread: float = 0.08) -> np.ndarray:
@@ -81,3 +86,23 @@ def test_too_few_steps_are_said_not_passed_silently() -> None:
     [line] = gate.unjudged(short)
     assert "not enough steps to judge" in line and "--max-step-time-increase 10%" in line
     assert gate.unjudged(_pair(_steps(0.5, 150, 10), _steps(0.5, 150, 11))) == []
+
+
+def test_the_command_shows_the_interval_and_says_when_it_cannot_judge(tmp_path: Path) -> None:
+    """Through ``xprof compare`` with its defaults: the table and the markdown show the interval;
+    a new run of 8 steps is not passed silently."""
+    from tests.test_cli_report import invoke
+
+    base = ROOT / "sample_runs" / "clean_a.json"
+    full = invoke(["compare", str(base), str(ROOT / "sample_runs" / "clean_b.json"), "--max-step-time-increase", "10%"])
+    assert full.exit_code == 0 and "95% CI" in full.stdout and "not checked" not in full.stderr
+    md = invoke(["compare", str(base), str(ROOT / "sample_runs" / "clean_b.json"), "--markdown"])
+    assert "95% CI" in md.stdout
+    short = tmp_path / "short.json"
+    kept = [line for line in base.read_text().splitlines()
+            if json.loads(line).get("type") != "step" or json.loads(line)["i"] < 8]
+    short.write_text("\n".join(line for line in kept if json.loads(line).get("type") != "end") + "\n")
+    res = invoke(["compare", str(base), str(short), "--max-step-time-increase", "10%"])
+    assert res.exit_code == 0, res.output
+    assert "not enough steps to judge" in res.stderr and "--max-step-time-increase 10% not checked" in res.stderr
+    assert "not enough steps" in res.stdout  # (the table's verdict column, or its note under the table)

@@ -63,7 +63,7 @@ def step_table(cols: RunColumns) -> pd.DataFrame:
         "backward": st["backward"],
         "mid_graphs": st["mid_graphs"],
         "grad_off": st["grad_off"],
-    })
+    }, copy=False)  # (the run's arrays as they are, not a second copy of each: 150 MB at 1M steps)
     # The step ran a graph: at its barrier, or before it outside the host reads (eager
     # mode's ops; its barrier then has nothing left to run).
     df["work"] = (barrier_graphs(df) > 0) | (df["mid_graphs"].to_numpy() > 0)

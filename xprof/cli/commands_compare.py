@@ -194,6 +194,9 @@ def _compare_ranks(runs: list[str], gate: Gate, as_json: bool, markdown: bool, o
         console.rule("ranks not compared")
         for p in problems:
             console.print(Text(f"{p.kind}: {p.message}", style="bold red"))
+    for rank, result, _ in results:
+        for line in (line for p in result.pairs for line in gate.unjudged(p)):
+            err_console.print(f"xprof: gate: rank {rank}: {line}", markup=False)
     failed = [(rank, v) for rank, _, violations in results for v in violations]
     for p in problems:
         err_console.print(f"xprof: regression: {p.message}", markup=False)

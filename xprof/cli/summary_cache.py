@@ -88,7 +88,11 @@ def get(name: str | None) -> str | None:
     if name is None or where is None:
         return None
     try:
-        return (where / name).read_text(encoding="utf-8")
+        fd = os.open(where / name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None  # (an entry is only ever a file xprof wrote)
+            return f.read().decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
 
@@ -100,9 +104,13 @@ def put(name: str | None, text: str) -> None:
     if name is None or where is None:
         return
     try:
+        data = text.encode("utf-8")  # (read back as bytes: no newline translation either way)
+    except UnicodeError:
+        return  # (a name that is not UTF-8 made it through the output's own escaping: not kept)
+    try:
         where.mkdir(parents=True, exist_ok=True)
         tmp = where / f".{name}.{os.getpid()}"
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(data)
         os.replace(tmp, where / name)
         entries = sorted((p for p in where.iterdir() if not p.name.startswith(".")), key=lambda p: p.stat().st_mtime)
         for old in entries[:-KEEP]:

@@ -58,11 +58,12 @@ WAKE_AT = 512
 second; a 1 ms step queues ~250 between two passes)."""
 
 QUEUE_CAP = 16384
-"""Events queued at most (~8 MB of tuples): past it an event is dropped and counted, never
-written by the thread that queued it. Only a writer thread stuck on a disk that does not take
-its writes (a hung NFS or FUSE mount, a full disk that blocks) falls this far behind; the
-training thread never waits on the disk. The count is in the ``end`` record
-(``events_dropped``) and the summary."""
+"""Events queued at most (~8 MB of tuples): past it the training thread drops the event it
+queued and counts it, never writing it itself. Only a writer thread stuck on a disk that does
+not take its writes (a hung NFS or FUSE mount, a full disk that blocks) falls this far behind;
+the training thread never waits on the disk. The count is in the ``end`` record
+(``events_dropped``) and the summary. Another thread that queues past half of it (a logging
+thread marking as fast as it can) writes the queue itself, as before."""
 
 EXIT_WAIT = 3.0
 """Seconds ``stop()`` waits for the writer thread to write what is queued and the ``end``
@@ -566,6 +567,12 @@ class Recorder(StepInputs, RecordEncoder, ArmedHooks, Ending):
 
     def _queue_full(self) -> None:
         events = self._events
+        if len(events) > QUEUE_CAP // 2 and threading.get_ident() != self.owner and not self._stopped.is_set():
+            # Another thread (a logging thread marking as fast as it can) that outruns the writer
+            # writes the queue itself, as before, from half the cap on: the other half is the
+            # training thread's, which never waits on the disk.
+            self._drain(flush=False)
+            return
         if len(events) > QUEUE_CAP:
             # The writer thread is stuck on the disk: drop the newest event rather than wait.
             try:
