@@ -45,7 +45,6 @@ KNOWN_SHIMS: dict[str, str] = {
 
 KNOWN_NOT_FROM_THE_OWNER: dict[str, str] = {
     # A module that takes a name from a module that only imported it -> the branch fixing it.
-    "xprof/recorder/core.py": "issue 38's branch (m.UNCACHED, m.CACHED, m.REPLICATED: from xprof.runfile)",
 }
 
 SHARED = {"xprof._version", "xprof.words", "xprof.untrusted", "xprof.openxla"}

@@ -40,7 +40,7 @@ from xprof.recorder.events import EVENT_KINDS, RawInput
 from xprof.recorder.fallback_sites import BackwardFallbacks
 from xprof.recorder.frames import FrameClassifier, Site
 from xprof.recorder.stepinputs import StepInputs
-from xprof.runfile import RunWriter
+from xprof.runfile import CACHED, REPLICATED, UNCACHED, RunWriter
 
 log = logging.getLogger("xprof")
 _STEP, _SYNC, _MARK, _RECORD, _LAZY = EVENT_KINDS  # (the kinds of queued event: events.py)
@@ -194,8 +194,8 @@ class Recorder(StepInputs, RecordEncoder, ArmedHooks, Ending):
                        self._size_cursor, self._xfer_cursor):
             self.guard("start", cursor.start)
         self._prev = self.guard("start", lambda: self.counters.snapshot(refresh=True)) or {}
-        self._last_uncached = self._prev.get(m.UNCACHED, 0)
-        self._end_compiles = self._last_uncached + self._prev.get(m.CACHED, 0)
+        self._last_uncached = self._prev.get(UNCACHED, 0)
+        self._end_compiles = self._last_uncached + self._prev.get(CACHED, 0)
         self._check_arms(at_start=True)
         self._t0 = time.time()
         self.active = True
@@ -445,7 +445,7 @@ class Recorder(StepInputs, RecordEncoder, ArmedHooks, Ending):
         self._read_compiles = 0
         # (an SPMD run counts its executions in ExecuteReplicated too: read right after the base)
         self._exec_mark = (vals[2] or 0) + ((vals[_BASE] or 0) if counters.spmd and len(names) > _BASE
-                                            and names[_BASE] == m.REPLICATED else 0)
+                                            and names[_BASE] == REPLICATED else 0)
         # Its graph ran (was compiled or looked up) but no execution was counted by now.
         self._exec_due = ran and len(before) > 2 and self._exec_mark == before[2]
         if mid < 0:

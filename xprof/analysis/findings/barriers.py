@@ -65,15 +65,7 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
               f"{max(wait_ms, compile_ms) / 1e3:.2f} s")
     evidence = [f"{opt} optimizer steps after the last barrier, and no barrier after them"
                 if work.any() else f"{opt} optimizer steps, and no step barrier in the run"]
-    if len(tail_reads):
-        first = tail_reads.iloc[0]
-        where = loc_text(str(first["file"]), int(first["line"]))
-        evidence.append(f"every graph ran at a host read instead: {len(tail_reads)} read"
-                        f"{'s' if len(tail_reads) != 1 else ''} (the first at {where}: {first['code']})")
-    if n_compiles >= 2:
-        ms = tail_ms.tolist()
-        evidence.append(f"the graphs grew with the steps they held: compiles of {dur_text(ms[0])} to "
-                        f"{dur_text(ms[-1])}")
+    evidence += _held_evidence(tail_reads, tail_ms)
     return Finding(
         id="no_barrier", cause=CauseName.NO_BARRIER, kind="no_barrier", title=title, count=opt, compiles=n_compiles,
         # The reads waited for the compiles and the executions: their waits are the cost (or the
@@ -84,6 +76,21 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
         line=int(tail_reads.iloc[0]["line"]) if len(tail_reads) else None,
     )
 
+
+
+def _held_evidence(reads: pd.DataFrame, tail_ms: np.ndarray) -> list[str]:
+    """A run with no barrier: its graphs ran at host reads, each holding every step since the
+    last barrier, and grew with them."""
+    out = []
+    if len(reads):
+        first = reads.iloc[0]
+        where = loc_text(str(first["file"]), int(first["line"]))
+        out.append(f"every graph ran at a host read instead: {len(reads)} read{'s' if len(reads) != 1 else ''} "
+                   f"(the first at {where}: {first['code']})")
+    if len(tail_ms) >= 2:
+        ms = tail_ms.tolist()
+        out.append(f"the graphs grew with the steps they held: compiles of {dur_text(ms[0])} to {dur_text(ms[-1])}")
+    return out
 
 
 def _training_without_barrier(end: Any, reads: pd.DataFrame, tail_ms: np.ndarray, wait_ms: float) -> Finding:
@@ -99,12 +106,7 @@ def _training_without_barrier(end: Any, reads: pd.DataFrame, tail_ms: np.ndarray
         first = reads.iloc[0]
         file, line, code = str(first["file"]), int(first["line"]), str(first["code"])
         at = f" at {loc_text(file, line)}"
-        evidence.append(f"every graph ran at a host read instead: {len(reads)} read{'s' if len(reads) != 1 else ''} "
-                        f"(the first{at}: {first['code']})")
-    if n_compiles >= 2:
-        ms = tail_ms.tolist()
-        evidence.append(f"the graphs grew with the steps they held: compiles of {dur_text(ms[0])} to "
-                        f"{dur_text(ms[-1])}")
+    evidence += _held_evidence(reads, tail_ms)
     title = (f"No step barrier: {passes} training steps ran without one, so each read{at} compiled every step "
              f"since the start: {n_compiles} compile{'s' if n_compiles != 1 else ''}, "
              f"{max(wait_ms, compile_ms) / 1e3:.2f} s")
