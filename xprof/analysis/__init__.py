@@ -353,7 +353,9 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, u
         after = auto.get("after")
         at = steps.loc[steps["i"] == after, "user_step"].tolist() if isinstance(after, int) and len(steps) else []
         when = f" at step {int(at[0])}" if at and int(at[0]) >= 0 else ""
-        notes.append(f"--explain switched itself on{when} (a new graph from inputs seen before): the new graphs "
+        why = ("its cost is under 1% of steps this long" if auto.get("why") == "long_steps"
+               else "a new graph from inputs seen before")
+        notes.append(f"--explain switched itself on{when} ({why}): the new graphs "
                      "after it are compared at their lines, those before are not. Record with --explain "
                      "(watch(explain=True)) to compare every one.")
     if run.errors:

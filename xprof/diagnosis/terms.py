@@ -50,3 +50,19 @@ notices and from the analysis alike (the report's 'Nothing to judge yet')."""
 def is_warmup(training_step: int) -> bool:
     """Whether a compile in training step ``training_step`` (0-based; -1 for none) is warm-up."""
     return 0 <= training_step < WARMUP_STEPS
+
+
+EXPLAIN_SHARE = 0.01
+"""``--explain`` switches itself on at warm-up's end when its cost is under this share of a
+step: then a graph that changes once (a learning rate reaching 0) is compared at its line too."""
+
+EXPLAIN_NODE_S = 6e-6
+EXPLAIN_STEP_S = 4e-4
+"""What ``--explain`` costs a step (benchmarks/explain.py, CPU): torch_xla's Python frames on each
+traced node (~5.7 µs a node) and the barrier's graph hash (~0.4 ms)."""
+
+
+def explain_affordable(step_s: float, nodes: int | None) -> bool:
+    """``--explain`` costs under :data:`EXPLAIN_SHARE` of a step of ``step_s`` seconds whose
+    graph has ``nodes`` nodes (unknown: never)."""
+    return nodes is not None and nodes > 0 and EXPLAIN_STEP_S + nodes * EXPLAIN_NODE_S < EXPLAIN_SHARE * step_s

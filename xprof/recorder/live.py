@@ -30,7 +30,7 @@ from xprof.diagnosis.rules.fallback import uncompiled_notice, uncompiled_ops
 from xprof.diagnosis.rules.graphs import GrowthRuns, grows_notice
 from xprof.diagnosis.rules.passes import dynamo_limit_notice
 from xprof.diagnosis.rules.reads import ReadSites, read_words, said_live
-from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, WARMUP_STEPS
+from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, WARMUP_STEPS, explain_affordable
 from xprof.runfile import (
     Compile,
     GraphChange,
@@ -55,13 +55,15 @@ class LiveNotices:
     """Follows the run's records as they are written; says what is new, once."""
 
     def __init__(self, started: float, emit: Callable[[str], None] | None = None,
-                 on_unexplained: Callable[[int], None] | None = None) -> None:
+                 on_unexplained: Callable[[int, str], None] | None = None) -> None:
         self.started = started
         self.emit = emit
         """Prints one line; None keeps quiet (the notices are still kept)."""
         self.on_unexplained = on_unexplained
-        """Called once, with the barrier's index, at the first barrier compile the rules can only
-        call a changed graph (``--explain`` switching itself on: ``registry.UNEXPLAINED``)."""
+        """Called once, with the barrier's index and why (``--explain`` switching itself on): at the
+        first barrier compile the rules can only call a changed graph (``graph_change``:
+        ``registry.UNEXPLAINED``), or at warm-up's end when steps are long enough that the mode
+        costs under 1% of one (``long_steps``: ``terms.explain_affordable``)."""
         self.lines: list[str] = []
         self.said: list[tuple[str, str]] = []
         """(finding id, line) of every notice, in order."""
@@ -184,6 +186,10 @@ class LiveNotices:
         for key, text in held:
             self._say(key, text)
         facts = self.facts.step_facts(step)
+        if (self.on_unexplained is not None and facts.phase == "train" and facts.ordinal == WARMUP_STEPS
+                and explain_affordable(step.t1 - step.t0, facts.nodes or self.walk.train_nodes)):
+            self.on_unexplained(facts.i, "long_steps")  # (a graph that changes once gets its line too)
+            self.on_unexplained = None
         compiles, carried = self.facts.step_compiles(step)
         causes = engine.judge([self.facts.compile_facts(c, facts.nodes) for c in compiles], facts, self.walk)
         self._notice(compiles, causes, facts)
@@ -198,7 +204,7 @@ class LiveNotices:
         judged = [(comp, cause) for comp, cause in zip(compiles, causes) if cause.cause != CauseName.WARMUP]
         if self.on_unexplained is not None and any(comp.at == "barrier" and cause.rule in UNEXPLAINED
                                                    for comp, cause in judged):
-            self.on_unexplained(facts.i)
+            self.on_unexplained(facts.i, "graph_change")
             self.on_unexplained = None
         self._recompiles += len(judged)
         self._recompile_s += sum(comp.ns for comp, _ in judged) / 1e9

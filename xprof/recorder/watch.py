@@ -278,7 +278,7 @@ class watch:
         source = self._source or XlaMetrics()
         # With explain=None the live diagnosis switches --explain on at the first compile its
         # rules can only call a changed graph; it runs (quietly) even with the notices off.
-        auto = (lambda i: self._explain_on(i, auto=True)) if self.explain is None else None
+        auto = (lambda i, why: self._explain_on(i, auto=True, why=why)) if self.explain is None else None
         if live_wanted(self.live, rank):
             self.notices = LiveNotices(now.timestamp(), stderr_line, on_unexplained=auto)
         observer: Any = self.notices
@@ -344,7 +344,7 @@ class watch:
         except Exception as exc:
             log.warning("xprof: explain_tensors failed (%s: %s)", type(exc).__name__, exc)
 
-    def _explain_on(self, step: int, auto: bool) -> None:
+    def _explain_on(self, step: int, auto: bool, why: str = "graph_change") -> None:
         """Turn ``--explain`` on (torch_xla's IR frames, the barrier's hash); never raises."""
         rec = self.recorder
         if rec is None or rec.explain is not None or (auto and not rec.active):
@@ -360,7 +360,7 @@ class watch:
             explain.register([r() for r in self._explained])
             rec.explain = explain
             if auto:
-                rec.mark("explain", auto=True, after=step)
+                rec.mark("explain", auto=True, after=step, why=why)
         except Exception as exc:
             rec.error("explain", exc)
 
