@@ -68,6 +68,8 @@ class LiveNotices:
         self.said: list[tuple[str, str]] = []
         """(finding id, line) of every notice, in order."""
         self._said: set[str] = set()
+        self._timed = False
+        """The first steady step that compiled nothing was timed for ``--explain``'s cost."""
         self.facts = RecordFacts()
         """What the records so far show, as the rules read them (xprof.diagnosis.online)."""
         self._held: list[tuple[str, str]] = []  # read notices waiting for their step's barrier
@@ -186,11 +188,14 @@ class LiveNotices:
         for key, text in held:
             self._say(key, text)
         facts = self.facts.step_facts(step)
-        if (self.on_unexplained is not None and facts.phase == "train" and facts.ordinal == WARMUP_STEPS
-                and explain_affordable(step.t1 - step.t0, facts.nodes or self.walk.train_nodes)):
-            self.on_unexplained(facts.i, "long_steps")  # (a graph that changes once gets its line too)
-            self.on_unexplained = None
         compiles, carried = self.facts.step_compiles(step)
+        if (self.on_unexplained is not None and not self._timed and not compiles and facts.phase == "train"
+                and facts.ordinal >= WARMUP_STEPS):
+            # The first steady step that compiled nothing: its wall time is the step's own
+            self._timed = True
+            if explain_affordable(step.t1 - step.t0, facts.nodes or self.walk.train_nodes):
+                self.on_unexplained(facts.i, "long_steps")  # (a graph that changes once gets its line too)
+                self.on_unexplained = None
         causes = engine.judge([self.facts.compile_facts(c, facts.nodes) for c in compiles], facts, self.walk)
         self._notice(compiles, causes, facts)
         self._fallback_notice(step, facts)

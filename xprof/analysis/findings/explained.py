@@ -159,8 +159,8 @@ def _name_line(f: Finding, changes: list[GraphChange], inputs_at: dict[tuple[int
     values = list(dict.fromkeys(g.lines[0].what for g in changes if g.lines and g.lines[0].line == c.line
                                 and g.lines[0].file == c.file))
     said = ", ".join(values[:3]) + (" ..." if len(values) > 3 else "")
-    f.evidence.insert(0, f"--explain: the graph changes at {loc_text(c.file, c.line)}: {c.code or '?'}: {said} "
-                         f"({c.op}) {of}" + (f"; {_backward(changes)}" if _backward(changes) else ""))
+    _add_evidence(f, f"--explain: the graph changes at {loc_text(c.file, c.line)}: {c.code or '?'}: {said} "
+                     f"({c.op}) {of}" + (f"; {_backward(changes)}" if _backward(changes) else ""))
     if f.kind not in GRAPH_KINDS:
         return
     f.file, f.line, f.func, f.code = c.file, c.line, c.func or None, c.code or None
@@ -171,11 +171,20 @@ def _name_line(f: Finding, changes: list[GraphChange], inputs_at: dict[tuple[int
         f.advice = advice
 
 
+def _add_evidence(f: Finding, line: str) -> None:
+    """A graph finding's diff leads its evidence; another finding's (its cause already told by
+    its rule: a shape, a read) follows it."""
+    if f.kind in GRAPH_KINDS:
+        f.evidence.insert(0, line)
+    else:
+        f.evidence.append(line)
+
+
 def _name_constant(f: Finding, c: GraphLine, said: str) -> None:
     """A graph finding whose new graph turned an input into a constant: named at the line the
     constants appear, with the analysis' own advice where it already told a baked scalar."""
-    f.evidence.insert(0, f"--explain: the graph changes at {loc_text(c.file, c.line)}: {c.code or '?'}: {said} "
-                         f"({c.what}, {c.op})")
+    _add_evidence(f, f"--explain: the graph changes at {loc_text(c.file, c.line)}: {c.code or '?'}: {said} "
+                     f"({c.what}, {c.op})")
     if f.kind not in GRAPH_KINDS:
         return
     f.file, f.line, f.func, f.code = c.file, c.line, c.func or None, c.code or None
