@@ -33,6 +33,9 @@ class Entry:
     """``{repo path: [[old, new], ...]}``: exact replacements, applied in order."""
     files: dict[str, str] = field(default_factory=dict)
     """``{path: text}``: local data files we write next to the script (no network)."""
+    setup: str = ""
+    """Python run once in the entry's folder after the files are written (binary local data:
+    image folders, token files); empty for none."""
     timeout_s: int = 300
 
     def script(self, scripts: Path) -> Path:

@@ -9,6 +9,7 @@ holding their code.
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 from benchmarks.referee.manifest import Entry
@@ -56,4 +57,8 @@ def prepare(entry: Entry, mirrors: Path, scripts: Path) -> Path:
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
+    if entry.setup:
+        done = subprocess.run([sys.executable, "-c", entry.setup], cwd=root, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise PrepareError(f"{entry.id}: its setup failed: {done.stderr.strip()[-300:]}")
     return entry.script(scripts)
