@@ -195,3 +195,15 @@ def test_the_table_has_a_row_per_script_and_the_tally():
     assert lines[2].startswith("| probe (`probe.py`) | o/r @ 0000000000 | 6 compiles (4 late), 10 exec, 4 barriers")
     assert "| =/= | right* |" in lines[2] and "| xprof-failed | boom |" in lines[3]
     assert "Whole verdict right on 1 of 1 judged scripts" in text
+
+
+def test_a_run_past_its_time_limit_is_a_timeout_not_a_failure(tmp_path: Path):
+    from benchmarks.referee.table import judge_all
+    e = Entry("slow", "o/r", "0" * 40, "slow.py", "none")
+    (tmp_path / "slow").mkdir()
+    (tmp_path / "slow" / "status.json").write_text(json.dumps({"truth_rc": 124, "xprof_rc": 0}))
+    (rows,) = judge_all([e], tmp_path, tmp_path / "scripts")
+    assert rows.judgement.verdict == "timeout" and rows.judgement.notes == ["a run passed the entry's 300 s"]
+    (tmp_path / "slow" / "status.json").write_text(json.dumps({"truth_rc": 0, "xprof_rc": 0}))
+    (rows,) = judge_all([e], tmp_path, tmp_path / "scripts")
+    assert rows.judgement.verdict == "xprof-failed"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +29,19 @@ def judge_all(entries: list[Entry], work: Path, scripts: Path) -> list[Row]:
         folder = work / e.id
         t = truth_mod.load(folder, scripts / e.id)
         s = xprof_side.load(folder)
-        rows.append(Row(e, t, s, judge(t, s)))
+        j = judge(t, s)
+        if _timed_out(folder) and j.verdict in ("no-truth", "xprof-failed", "script-error"):
+            j = Judgement("timeout", None, None, notes=[f"a run passed the entry's {e.timeout_s} s"])
+        rows.append(Row(e, t, s, j))
     return rows
+
+
+def _timed_out(folder: Path) -> bool:
+    try:
+        status = json.loads((folder / "status.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return 124 in (status.get("truth_rc"), status.get("xprof_rc"))
 
 
 def _cell(text: str) -> str:

@@ -25,7 +25,8 @@ has no frame in torch_xla's output: *unverifiable*, noted only).
 Verdict: ``right`` when every claim is matched and no major finding is unsupported (a script with
 no claim: xprof has no major finding, "nothing stands out"); ``right*`` the same with a
 ``recompiles`` claim whose cause is unchecked; else ``miss``; ``script-error`` when the script
-failed on its own, ``xprof-failed`` when xprof gave no summary.
+failed on its own, ``xprof-failed`` when xprof gave no summary (``timeout`` instead of either
+when a run passed the entry's time limit).
 """
 
 from __future__ import annotations
