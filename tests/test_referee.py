@@ -200,6 +200,8 @@ def test_the_table_has_a_row_per_script_and_the_tally():
 def test_a_run_past_its_time_limit_is_a_timeout_not_a_failure(tmp_path: Path):
     from benchmarks.referee.table import judge_all
     e = Entry("slow", "o/r", "0" * 40, "slow.py", "none")
+    (rows,) = judge_all([e], tmp_path, tmp_path / "scripts")
+    assert rows.judgement.verdict == "not-run"
     (tmp_path / "slow").mkdir()
     (tmp_path / "slow" / "status.json").write_text(json.dumps({"truth_rc": 124, "xprof_rc": 0}))
     (rows,) = judge_all([e], tmp_path, tmp_path / "scripts")

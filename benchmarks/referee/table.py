@@ -27,6 +27,9 @@ def judge_all(entries: list[Entry], work: Path, scripts: Path) -> list[Row]:
     rows = []
     for e in entries:
         folder = work / e.id
+        if not (folder / "status.json").exists():
+            rows.append(Row(e, None, Said(failure=""), Judgement("not-run", None, None)))
+            continue
         t = truth_mod.load(folder, scripts / e.id)
         s = xprof_side.load(folder)
         j = judge(t, s)
@@ -57,6 +60,8 @@ def _truth_cell(t: Truth | None) -> str:
 
 
 def _said_cell(s: Said) -> str:
+    if s.failure == "":
+        return "not run"
     if s.failure is not None:
         return "no summary"
     heads = ", ".join(f.cause + (f" {f.lines[0][0]}:{f.lines[0][1]}" if f.lines else "") for f in s.major)

@@ -26,7 +26,7 @@ Verdict: ``right`` when every claim is matched and no major finding is unsupport
 no claim: xprof has no major finding, "nothing stands out"); ``right*`` the same with a
 ``recompiles`` claim whose cause is unchecked; else ``miss``; ``script-error`` when the script
 failed on its own, ``xprof-failed`` when xprof gave no summary (``timeout`` instead of either
-when a run passed the entry's time limit).
+when a run passed the entry's time limit; ``not-run`` when the entry has not been run).
 """
 
 from __future__ import annotations
