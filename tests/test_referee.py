@@ -209,3 +209,11 @@ def test_a_run_past_its_time_limit_is_a_timeout_not_a_failure(tmp_path: Path):
     (tmp_path / "slow" / "status.json").write_text(json.dumps({"truth_rc": 0, "xprof_rc": 0}))
     (rows,) = judge_all([e], tmp_path, tmp_path / "scripts")
     assert rows.judgement.verdict == "xprof-failed"
+
+
+def test_a_library_read_without_a_script_frame_is_matched_by_a_library_finding_unchecked():
+    lib = truth.Site("/site-packages/transformers/masking_utils.py", 354, False)
+    t = make_truth(reads=Counter({lib: 9}), stacks={lib: [debuglog.Frame("f", lib.file, 354)]})
+    j = verdict.judge(t, xprof_side.Said(findings=[finding("library", [("train.py", 163)], minor=True)]))
+    assert j.verdict == "right*" and "no frame of the script" in j.notes[0]
+    assert verdict.judge(t, xprof_side.Said(findings=[finding("implicit_sync", [("train.py", 163)])])).verdict == "miss"

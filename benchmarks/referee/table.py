@@ -33,7 +33,8 @@ def judge_all(entries: list[Entry], work: Path, scripts: Path) -> list[Row]:
         t = truth_mod.load(folder, scripts / e.id)
         s = xprof_side.load(folder)
         j = judge(t, s)
-        if _timed_out(folder) and j.verdict in ("no-truth", "xprof-failed", "script-error"):
+        failed_first = t is not None and t.status == "error"
+        if _timed_out(folder) and not failed_first and j.verdict in ("no-truth", "xprof-failed", "script-error"):
             j = Judgement("timeout", None, None, notes=[f"a run passed the entry's {e.timeout_s} s"])
         rows.append(Row(e, t, s, j))
     return rows
