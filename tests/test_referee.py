@@ -203,9 +203,10 @@ def test_a_run_past_its_time_limit_is_a_timeout_not_a_failure(tmp_path: Path):
     (rows,) = judge_all([e], tmp_path, tmp_path / "scripts")
     assert rows.judgement.verdict == "not-run"
     (tmp_path / "slow").mkdir()
-    (tmp_path / "slow" / "status.json").write_text(json.dumps({"truth_rc": 124, "xprof_rc": 0}))
+    (tmp_path / "slow" / "status.json").write_text(json.dumps({"truth_rc": 124, "xprof_rc": 0, "truth_s": 281.5}))
     (rows,) = judge_all([e], tmp_path, tmp_path / "scripts")
-    assert rows.judgement.verdict == "timeout" and rows.judgement.notes == ["a run passed the entry's 300 s"]
+    assert rows.judgement.verdict == "timeout"
+    assert rows.judgement.notes == ["stopped at the time limit: truth run after 281.5 s"]
     (tmp_path / "slow" / "status.json").write_text(json.dumps({"truth_rc": 0, "xprof_rc": 0}))
     (rows,) = judge_all([e], tmp_path, tmp_path / "scripts")
     assert rows.judgement.verdict == "xprof-failed"

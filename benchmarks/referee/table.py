@@ -35,9 +35,16 @@ def judge_all(entries: list[Entry], work: Path, scripts: Path) -> list[Row]:
         j = judge(t, s)
         failed_first = t is not None and t.status == "error"
         if _timed_out(folder) and not failed_first and j.verdict in ("no-truth", "xprof-failed", "script-error"):
-            j = Judgement("timeout", None, None, notes=[f"a run passed the entry's {e.timeout_s} s"])
+            j = Judgement("timeout", None, None, notes=[_limit_note(folder)])
         rows.append(Row(e, t, s, j))
     return rows
+
+
+def _limit_note(folder: Path) -> str:
+    status = json.loads((folder / "status.json").read_text(encoding="utf-8"))
+    stopped = [side for side in ("truth", "xprof") if status.get(f"{side}_rc") == 124]
+    runs = ", ".join(f"{side} run after {status.get(side + '_s')} s" for side in stopped)
+    return "stopped at the time limit: " + runs
 
 
 def _timed_out(folder: Path) -> bool:
@@ -54,7 +61,7 @@ def _cell(text: str) -> str:
 
 def _truth_cell(t: Truth | None) -> str:
     if t is None:
-        return "not run"
+        return "no counters"
     late = "-" if t.late_compiles is None else str(t.late_compiles)
     return (f"{t.compiles} compiles ({late} late), {t.executions} exec, {t.barriers} barriers, "
             f"{sum(t.reads.values())} forced reads")
@@ -96,7 +103,8 @@ def render(rows: list[Row]) -> str:
     out.append("")
     out.append(f"Whole verdict right on {right} of {judged} judged scripts ({tally['right*']} of them right* ); "
                + ", ".join(f"{v}: {n}" for v, n in sorted(tally.items())) + ".")
-    counted = [r for r in rows if r.judgement.compiles_equal is not None]
-    out.append(f"Compiles equal on {sum(bool(r.judgement.compiles_equal) for r in counted)} of {len(counted)}, "
+    counted = [r for r in rows if r.judgement.verdict in ("right", "right*", "miss")]
+    same_compiles = sum(bool(r.judgement.compiles_equal) for r in counted)
+    out.append(f"On the judged scripts: compiles equal on {same_compiles} of {len(counted)}, "
                f"executions equal on {sum(bool(r.judgement.executions_equal) for r in counted)} of {len(counted)}.")
     return "\n".join(out) + "\n"
