@@ -1,0 +1,70 @@
+"""Running one manifest entry twice: plainly for the truth, then under ``xprof run``.
+
+Each run writes into ``WORK/<id>/``: ``counters.json`` and ``debug.txt`` (truth),
+``run.json`` and ``summary.json`` (xprof), and both runs' output (``truth.log``, ``xprof.log``).
+Both run at ``nice -n 10`` with ``PJRT_DEVICE=CPU``, one after the other.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.referee.manifest import Entry
+
+TRUTH_RUN = Path(__file__).resolve().parent / "truth_run.py"
+
+
+def _env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PT_XLA_DEBUG", "PYTHONPATH"))}
+    env.update({"PJRT_DEVICE": "CPU", "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled"})
+    env.update(extra)
+    return env
+
+
+def _call(cmd: list[str], cwd: Path, env: dict[str, str], log: Path, timeout_s: int) -> tuple[int, float]:
+    """Run ``cmd`` at ``nice -n 10``; past ``timeout_s`` it gets SIGINT (so both sides can still
+    write what they have: counters, a run file), and SIGKILL 60 s later."""
+    started = time.monotonic()
+    with open(log, "w", encoding="utf-8") as out:
+        proc = subprocess.Popen(["nice", "-n", "10", *cmd], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            rc = 124
+            out.write(f"\nreferee: timed out after {timeout_s} s\n")
+    return rc, time.monotonic() - started
+
+
+def run_entry(entry: Entry, scripts: Path, work: Path) -> dict[str, float | int]:
+    """Both runs of ``entry``; returns their exit codes and seconds."""
+    script = entry.script(scripts).resolve()
+    out = work / entry.id
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("counters.json", "debug.txt", "run.json", "summary.json"):
+        (out / stale).unlink(missing_ok=True)
+    py = sys.executable
+    root = {"PYTHONPATH": str((scripts / entry.id).resolve())}
+    # the entry's folder is importable, as the repository's root is to its own scripts
+    truth_env = _env({**root, "PT_XLA_DEBUG_LEVEL": "2", "PT_XLA_DEBUG_FILE": str(out / "debug.txt")})
+    t_rc, t_s = _call([py, str(TRUTH_RUN), str(out / "counters.json"), str(script), *entry.args],
+                      script.parent, truth_env, out / "truth.log", entry.timeout_s)
+    xprof = str(Path(py).parent / "xprof")
+    x_rc, x_s = _call([xprof, "run", "-o", str(out / "run.json"), str(script), *entry.args],
+                      script.parent, _env(root), out / "xprof.log", entry.timeout_s)
+    with open(out / "summary.json", "w", encoding="utf-8") as f:
+        s_rc = subprocess.run([xprof, "summary", "--json", str(out / "run.json")], env=_env({}),
+                              stdout=f, stderr=subprocess.PIPE, text=True).returncode
+    return {"truth_rc": t_rc, "truth_s": round(t_s, 1), "xprof_rc": x_rc, "xprof_s": round(x_s, 1),
+            "summary_rc": s_rc}
