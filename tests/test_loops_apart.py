@@ -73,3 +73,18 @@ def test_training_without_an_optimizer_or_a_barrier_is_told_as_a_missing_barrier
     said = " ".join(headline(a))
     assert "training steps ran" in said and "optimizer steps" not in said
     assert not any("nothing to judge" in line for line in exit_lines(a, "run.json"))
+
+
+def test_a_port_without_a_barrier_stopped_by_hand_is_still_told_as_one(tmp_path: Path) -> None:
+    """A device-only port is slow (each read compiles everything since the start), so people stop
+    it: the file has no end record, and the recorder's no_barrier mark stands in for its counts."""
+    for name in ("no_barrier_manual_sgd", "no_barrier"):
+        lines = (RUNS / f"{name}.json").read_text().splitlines()
+        cut = tmp_path / f"{name}.json"
+        cut.write_text("\n".join(line for line in lines if '"type":"end"' not in line.replace(" ", "")) + "\n")
+        run = load_run(cut)
+        assert run.end is None
+        a = analyze(run)
+        f = a.findings[0]
+        assert f.cause == CauseName.NO_BARRIER and f.kind == "no_barrier", (name, f.title)
+        assert any("without its end record" in e for e in f.evidence)

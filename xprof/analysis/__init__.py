@@ -22,7 +22,7 @@ from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.rules.reads import sync_kind
 from xprof.diagnosis.terms import MINOR_SHARE, WARMUP_STEPS
 from xprof.runcolumns import ColumnRun, RunColumns, columns_of, load_columns
-from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, Run, gc_paused, is_fallback_counter
+from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, End, Run, gc_paused, is_fallback_counter
 from xprof.words import plural
 
 __all__ = ["WARMUP_STEPS", "Analysis", "Finding", "Totals", "analyze", "analyze_path"]
@@ -93,7 +93,10 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
         syncs["saved_ms"] = pd.Series(dtype=float)
     limits = [d.fields for d in run.debug if d.kind == "dynamo_limit"]
     located = {str(d.fields.get("op")): d.fields for d in run.debug if d.kind == "fallback_site"}
-    missing = _findings.no_barrier(run.end, steps, syncs, tail_ms)
+    missing = _findings.no_barrier(run.end or _cut_end(run, len(steps), len(syncs)), steps, syncs, tail_ms)
+    if missing is not None and run.end is None:
+        missing.evidence.append("the run ended without its end record (stopped or killed): the counts are the "
+                                "recorder's when it saw the missing barrier, so at least as many steps ran")
     # No barrier and no optimizer step (model.generate()): the reads are all the run did.
     reads_only = not len(steps) and missing is None
     findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs, limits,
@@ -117,6 +120,18 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
         notes.append(dropped)
     return Analysis(run=run, steps=steps, compiles=compiles, syncs=syncs, inputs=inputs,
                     findings=findings, totals=totals, notes=notes)
+
+
+def _cut_end(run: Run, steps: int, syncs: int) -> End | None:
+    """A run cut before its ``end`` record (a slow port stopped by hand) that reached no barrier:
+    the recorder's ``no_barrier`` mark stands in for the end's counts of the steps that ran
+    without one (at least as many ran)."""
+    mark = next((d.fields for d in run.debug if d.kind == "no_barrier"), None)
+    if steps or mark is None:
+        return None
+    opt, bw = mark.get("opt"), mark.get("bw")
+    return End(None, "interrupted", None, 0, syncs, 0, {}, (), opt if isinstance(opt, int) else 0, 0,
+               tail_bw=bw if isinstance(bw, int) else 0)
 
 
 class _StepRows:
