@@ -93,10 +93,7 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
         syncs["saved_ms"] = pd.Series(dtype=float)
     limits = [d.fields for d in run.debug if d.kind == "dynamo_limit"]
     located = {str(d.fields.get("op")): d.fields for d in run.debug if d.kind == "fallback_site"}
-    missing = _findings.no_barrier(run.end or _cut_end(run, len(steps), len(syncs)), steps, syncs, tail_ms)
-    if missing is not None and run.end is None:
-        missing.evidence.append("the run ended without its end record (stopped or killed): the counts are the "
-                                "recorder's when it saw the missing barrier, so at least as many steps ran")
+    missing = _missing_barrier(run, steps, syncs, tail_ms)
     # No barrier and no optimizer step (model.generate()): the reads are all the run did.
     reads_only = not len(steps) and missing is None
     findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs, limits,
@@ -120,6 +117,16 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
         notes.append(dropped)
     return Analysis(run=run, steps=steps, compiles=compiles, syncs=syncs, inputs=inputs,
                     findings=findings, totals=totals, notes=notes)
+
+
+def _missing_barrier(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.ndarray) -> Finding | None:
+    """The no-barrier finding, from the end record, or from the recorder's mark in a run cut
+    before its end (:func:`_cut_end`)."""
+    missing = _findings.no_barrier(run.end or _cut_end(run, len(steps), len(syncs)), steps, syncs, tail_ms)
+    if missing is not None and run.end is None:
+        missing.evidence.append("the run ended without its end record (stopped or killed): the counts are the "
+                                "recorder's when it saw the missing barrier, so at least as many steps ran")
+    return missing
 
 
 def _cut_end(run: Run, steps: int, syncs: int) -> End | None:
