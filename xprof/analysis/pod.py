@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xprof.analysis.model import Analysis
-from xprof.analysis.ranks import RankRun, RanksView, pod_view, rank_of_path, rank_run
+from xprof.analysis.ranks import RankRun, RanksView, pod_view, rank_run
 from xprof.runcolumns import one_thread
+from xprof.runfile import rank_of_path
 
 Unreadable = tuple[str, int, str]
 """(path, rank from its name, why) of a file that could not be read."""

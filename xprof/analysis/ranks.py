@@ -27,7 +27,7 @@ import pandas as pd
 
 from xprof.analysis.model import Analysis, Finding
 from xprof.diagnosis.terms import WARMUP_STEPS
-from xprof.runfile import RANK_IN_NAME, Run
+from xprof.runfile import Run, rank_of_path
 from xprof.words import plural
 
 RANKS_SCHEMA = "xprof-ranks"
@@ -91,11 +91,6 @@ def rank_of(run: Run, position: int) -> int:
     if run.rank is not None:
         return run.rank
     return rank_of_path(run.path, position)
-
-
-def rank_of_path(path: str, position: int) -> int:
-    m = RANK_IN_NAME.search(path)
-    return int(m.group(1)) if m else position
 
 
 def _world_size(run: Run) -> int | None:

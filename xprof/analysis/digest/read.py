@@ -34,7 +34,8 @@ from xprof.analysis.digest.schema import (
     source_key,
 )
 from xprof.analysis.model import Finding
-from xprof.analysis.ranks import RankRun, rank_of_path
+from xprof.analysis.ranks import RankRun
+from xprof.runfile import rank_of_path
 
 _FINDING_FIELDS = {f.name for f in dataclasses.fields(Finding)}
 _RANK_COLUMNS = ["kind", "text", "format", "version", "xprof", "src_size", "src_hash", "rank", "world_size", "name",

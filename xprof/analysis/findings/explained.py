@@ -5,12 +5,12 @@ bound, a Python number that became a constant, a list that grows, ops a conditio
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from typing import Any
 
 import pandas as pd
 
+from xprof.analysis.findings.common import loc_text
 from xprof.analysis.model import Finding
 from xprof.diagnosis.cause import CauseName
 from xprof.runfile import GraphChange, GraphLine, Run
@@ -61,10 +61,6 @@ def per_compile(run: Run, compiles: pd.DataFrame) -> list[GraphChange | None]:
         found = by.get((int(step), "barrier" if at == "barrier" else "read"))
         out.append(found.pop(0) if found else None)
     return out
-
-
-def loc_text(file: str, line: int) -> str:
-    return f"{os.path.basename(file)}:{line}"
 
 
 def _line_json(c: GraphLine) -> dict[str, Any]:
