@@ -14,7 +14,7 @@ from xprof.analysis.model import Finding
 from xprof.analysis.tables import fallback_rows
 from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.keys import FindingKey
-from xprof.diagnosis.rules.fallback import op_advice, uncompiled
+from xprof.diagnosis.rules.fallback import FALLBACK_MECHANISM, op_advice, uncompiled
 from xprof.diagnosis.terms import WARMUP_STEPS
 
 
@@ -91,7 +91,7 @@ def fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.D
     checked = op_advice(ops)
     advice = ADVICE["cpu_fallback"]
     if checked:  # the mechanism, then what was checked in place of the generic "replace them"
-        advice = " ".join([advice.split(". ")[0] + ".", *checked])
+        advice = " ".join([FALLBACK_MECHANISM, *checked])
     finding = Finding(
         id=str(key), cause=CauseName.CPU_FALLBACK, kind=kind, title=title, count=calls, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,

@@ -113,11 +113,13 @@ def op_advice(ops: Iterable[str]) -> list[str]:
     return [CHECKED_REPLACEMENTS[op] for op in ops if op in CHECKED_REPLACEMENTS]
 
 
+FALLBACK_MECHANISM = ("These ops have no XLA lowering and run on the CPU, which cuts the graph and copies "
+                      "data to the host.")
+"""What a fallback does; the advice's first sentence, and all of it kept where the replacements
+checked for the op (:data:`CHECKED_REPLACEMENTS`) are said instead of the generic change."""
+
 CPU_FALLBACK_ADVICE: dict[str, str] = {
-    "cpu_fallback": (
-        "These ops have no XLA lowering and run on the CPU, which cuts the graph and copies "
-        "data to the host. Replace them with ops XLA supports, or move them out of the step."
-    ),
+    "cpu_fallback": FALLBACK_MECHANISM + " Replace them with ops XLA supports, or move them out of the step.",
 }
 """What to change, per kind of its findings."""
 
