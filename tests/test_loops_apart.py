@@ -88,3 +88,17 @@ def test_a_port_without_a_barrier_stopped_by_hand_is_still_told_as_one(tmp_path:
         f = a.findings[0]
         assert f.cause == CauseName.NO_BARRIER and f.kind == "no_barrier", (name, f.title)
         assert any("without its end record" in e for e in f.evidence)
+
+
+def test_gradient_accumulation_compiles_each_shape_once_per_micro_batch_role() -> None:
+    # accelerate with 2 micro-batches an update, a barrier per micro-batch (its loader) and
+    # batches padded to their longest row: torch_xla compiled 9 graphs, a 74-node one (the
+    # micro-batch that only accumulates) and a 141-node one (the one that steps the optimizer)
+    # for each length, the first update's 146-node one apart. Every compile after warm-up is
+    # the padding's, in the role the length was new to; nothing of the eval pass joined a
+    # training graph (grad was off at a barrier whose graph is the steady 141-node one).
+    a = _analysis("accelerate_accum_eval")
+    assert [(f.cause, f.count) for f in a.findings] == [(CauseName.INPUT_SHAPE, 6)]
+    assert a.totals.recompiles == 6
+    steps = a.findings[0].evidence
+    assert any("steps the optimizer with these inputs" in line for line in steps), steps

@@ -123,7 +123,8 @@ def _walk_of(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame, s
         entry_sig=_compile_entry_sigs(steps),
         # A recorder that counts backward passes marks eval barriers itself (steps.assign); the
         # graph-size guess is only for files without that evidence.
-        size_guess=not ("backward" in steps and bool(steps["backward"].to_numpy().any())))
+        size_guess=not ("backward" in steps and bool(steps["backward"].to_numpy().any())),
+        optimizer=bool((steps["opt"].to_numpy() > 0).any()))
     return walk
 
 
@@ -146,6 +147,8 @@ def _step_facts(row: Any, prev_kind: str, ahead: int, reads: list[Read], dynamo_
         barrier_site=None if pd.isna(row.site) else int(row.site),
         eval_mode=bool(row.eval_mode) and phase == "train", work=bool(row.work),
         pass_began=phase == "train" and bool(row.nograd) and int(row.backward) > 0,
+        accumulates=phase == "train" and int(row.backward) > 0 and not int(row.opt)
+        and walk.whole is not None and walk.whole.optimizer,
         nodes=None if pd.isna(row.graph_nodes) else int(row.graph_nodes),
         fallback=frozenset(row.fallback or ()), traced=traced, user_step=int(row.user_step), ahead=ahead)
 
@@ -170,7 +173,7 @@ def shardings(inputs: pd.DataFrame) -> Shardings:
 
 
 _ROW_COLUMNS = ["i", "sig", "ordinal", "user_step", "dynamo_graphs", "phase", "barrier", "site", "work",
-                "fallback", "graph_nodes", "eval_mode", "nograd", "backward"]
+                "fallback", "graph_nodes", "eval_mode", "nograd", "backward", "opt"]
 
 
 def _rows_that_matter(steps: pd.DataFrame, compiled: set[int], read: set[int],

@@ -51,6 +51,9 @@ class Cause:
     first_step_only: bool = False
     """``input_shape``: these inputs ran before, but only in the one-off first step (two tasks
     taking turns: each one's second step compiles its steady graph)."""
+    role: str = ""
+    """``input_shape`` under gradient accumulation: said of a compile for inputs earlier
+    micro-batches ran, but in the other role (:func:`~xprof.diagnosis.rules.shapes.micro_batch_role`)."""
     no_host: str = ""
     """``graph_change`` in a step with no input from the host: ``same`` when a graph of its
     size ran before (the same ops: other shapes or constants), ``new`` when none did."""

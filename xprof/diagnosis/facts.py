@@ -92,6 +92,10 @@ class StepFacts:
     """CPU-fallback ops that ran in this step and in no step before (set by the walk)."""
     compiled: bool = False
     """A graph compiled at its barrier (set by the walk when it judges the step's compiles)."""
+    accumulates: bool = False
+    """A training micro-batch of gradient accumulation: a backward pass with no optimizer step
+    before its barrier, in a run whose optimizer steps are recorded. Its graph and that of a
+    micro-batch which steps the optimizer are two graphs for the same inputs."""
 
 
 @dataclass
@@ -112,6 +116,8 @@ class WholeRun:
     """torch_xla.compile's entry barrier -> the signature of the call it leads to."""
     size_guess: bool
     """Tell eval graphs by their size (files recorded without backward-pass evidence)."""
+    optimizer: bool = False
+    """The run recorded optimizer steps (a backward pass without one is then a micro-batch)."""
 
 
 @dataclass
@@ -143,6 +149,9 @@ class Walk:
     seen_fallback: set[str] = field(default_factory=set)
     seen_nodes: set[int] = field(default_factory=set)
     """Graph sizes of steady training steps."""
+    seen_roles: dict[tuple[int, bool], None] = field(default_factory=dict)
+    """(signature, accumulates) of steady training steps, in order: which inputs ran as an
+    accumulating micro-batch and which as one that steps the optimizer."""
     seen_sites: set[int] = field(default_factory=set)
     """Read sites seen in earlier training steps (warm-up included)."""
     sig_step: dict[int, int] = field(default_factory=dict)

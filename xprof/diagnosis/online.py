@@ -129,6 +129,7 @@ class RecordFacts:
             dynamo=at_dynamo or self._prev_dynamo or traced or (sig is not None and sig in self.walk.dynamo_sigs),
             barrier_site=step.site, eval_mode=step.eval_mode and phase == "train", work=work, nodes=nodes,
             pass_began=phase == "train" and step.nograd and step.backward > 0,
+            accumulates=phase == "train" and step.backward > 0 and not step.opt and at.opt_seen,
             fallback=frozenset(k for k in step.counters if is_fallback_counter(k)),
             traced=traced, user_step=i, ahead=ahead)
         self._prev_dynamo = at_dynamo

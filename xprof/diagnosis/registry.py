@@ -51,6 +51,7 @@ AT_BARRIER: tuple[Rule, ...] = (
     Rule("no_host_input", graphs.no_host_input),
     Rule("joined_pass", shapes.joined_pass),
     Rule("input_shape", shapes.input_shape),
+    Rule("micro_batch_role", shapes.micro_batch_role),
     Rule("step_cut_by_pass", passes.step_cut_by_pass),
     Rule("dynamo_retrace", passes.dynamo_retrace),
     Rule("graph_grows", graphs.grows, whole_run=True, maybe=graphs.larger_graph),

@@ -75,6 +75,8 @@ def advance(step: StepFacts, walk: Walk) -> None:
             if sig_id in walk.sigs:
                 walk.seen_sig_list.append(walk.sigs[sig_id])
         walk.seen_keys.add((sig_id, step.sites))
+        if sig_id is not None:
+            walk.seen_roles.setdefault((sig_id, step.accumulates))
         if step.nodes is not None:
             walk.seen_nodes.add(step.nodes)
     if step.phase == "train" and step.work and sig_id is not None:

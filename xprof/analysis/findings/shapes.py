@@ -304,6 +304,7 @@ def _shape_evidence(ch: _ShapeChange, ks: list[int], causes: list[Cause], rows: 
             line = f"step {ordinal_of.get(int(barrier), int(barrier))}: {ch.name} {list(c.old)} -> {list(c.new)}"
             if c.first_step_only:
                 line += FIRST_STEP_ONLY
+            line += c.role
         else:
             line = c.evidence
         if line and line not in lines:

@@ -139,11 +139,14 @@ def step_cut_by_pass(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | No
     began before the step had a barrier of its own, and the pass's first barrier (its loader's
     first batch) ran the step's pending ops with the ops the pass made before it. With inputs
     seen before, that is a graph of its own; with new inputs the input rules, before this
-    one, give the compile to the new shape. Such a graph is not the training step's, so the
+    one, give the compile to the new shape. A graph the size of a steady training graph took
+    nothing of the pass: this rule does not name it. Such a graph is not the training step's, so the
     walk does not remember its inputs as seen."""
     if not step.pass_began or (step.sig_id is not None and step.sig_id not in walk.seen_sigs):
         return None
     nodes, train = c.nodes, walk.train_nodes
+    if nodes is not None and nodes in walk.seen_nodes:
+        return None  # the size of a steady training graph: nothing of a pass joined it
     size = f" ({nodes} nodes against the training step's {train})" if nodes is not None and train else ""
     site = walk.sites.get(step.barrier_site) if step.barrier_site is not None else None
     at = f", asked for at {os.path.basename(site.file)}:{site.line}" if site is not None else ""

@@ -51,6 +51,33 @@ def input_shape(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     return shape_cause(step.sig_id or 0, walk)
 
 
+def micro_batch_role(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
+    """``input_shape`` (gradient accumulation): inputs seen in steady training steps, but
+    never in this step's role. A micro-batch that only accumulates gradients (a backward pass,
+    no optimizer step before its barrier) and one that steps the optimizer are two graphs for
+    the same inputs, so each new input shape compiles once for each role: the compile belongs
+    to the shape, compared with the inputs earlier micro-batches of the same role had."""
+    sig_id = step.sig_id
+    if sig_id is None or step.phase != "train" or sig_id not in walk.seen_sigs:
+        return None
+    roles = walk.seen_roles
+    if (sig_id, step.accumulates) in roles or not any(acc for _, acc in roles):
+        return None
+    same_role = [walk.sigs[s] for s, acc in roles if acc == step.accumulates and s in walk.sigs]
+    role = ("; the first micro-batch that only accumulates gradients with these inputs" if step.accumulates
+            else "; the first micro-batch that steps the optimizer with these inputs")
+    role += (" (gradient accumulation: a micro-batch that steps the optimizer and one that only accumulates "
+             "are two graphs, so each input shape compiles once for each)")
+    _, name, dim, old, new = closest(walk.sigs.get(sig_id, ()), same_role)
+    if name is None:
+        key = walk.shape_key or FindingKey.input(None)
+        return Cause(CauseName.INPUT_SHAPE, key, input=key.detail or None, evidence=role[2:], role=role)
+    cause = _changed(name, dim, old, new, False)
+    cause.evidence += role
+    cause.role = role
+    return cause
+
+
 def new_inputs_mid_step(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     """Outside any read, in a step whose inputs are new: a graph cut mid-step (by an op on the
     CPU: a CTC loss and its backward cut each step in three) compiles for the new shape like
