@@ -5,7 +5,7 @@ own weight decay."""
 
 from __future__ import annotations
 
-from xprof.analysis.findings.explained import ROUNDS_TO_ONE, _input_to_constant, decay_advice
+from xprof.analysis.findings.explained import ROUNDS_TO_ONE, _input_to_constant, _reversed, decay_advice
 from xprof.runfile import GraphChange, GraphLine
 
 LOSS = GraphLine("/u/train.py", 27, "train", "loss = mse(model(x), y)", "3 ops added", "added", "multiply", 3)
@@ -21,9 +21,22 @@ def test_fewer_inputs_and_new_constants_read_as_an_input_become_a_constant() -> 
     inputs_at = {(g.i, g.at): g.inputs for g in (base, new)}
     found = _input_to_constant([new], inputs_at)
     assert found is not None
-    line, said = found
+    line, said, how = found
     assert line == STEP  # where the constants appear, not the first line that changed
-    assert said == "a graph input became a constant: 20 -> 19 inputs"
+    assert said == "a graph input became a constant: 20 -> 19 inputs" and how == ""
+
+
+def test_a_graph_with_nothing_before_it_is_read_from_the_next_steps_comparison_reversed() -> None:
+    # Step 8's graph was the first --explain hashed; step 9 went back to a graph seen before
+    # (no compile) and was compared with step 8's: 8 multiplies and an input more there.
+    more = GraphLine("/u/train.py", 29, "train", "opt.step()", "8 ops added", "added", "multiply", 8)
+    first, after = _graph(8, 19, None, ()), _graph(9, 20, 8, (more,))
+    got = _reversed(after, 8, 19)
+    assert got is not None and got.compared_after and (got.i, got.base, got.inputs) == (8, 9, 19)
+    assert [(c.kind, c.what) for c in got.lines] == [("removed", "8 ops removed")]
+    found = _input_to_constant([got], {(g.i, g.at): g.inputs for g in (first, after)})
+    assert found is not None and found[0].line == 29 and "20 -> 19 inputs" in found[1] and "step after" in found[2]
+    assert _reversed(_graph(9, 20, 8, (LOSS._replace(kind="bound", what="slice 4 -> 8"),)), 8, 19) is None
 
 
 def test_the_same_inputs_with_added_ops_are_not_a_constant() -> None:

@@ -102,3 +102,18 @@ def test_gradient_accumulation_compiles_each_shape_once_per_micro_batch_role() -
     assert a.totals.recompiles == 6
     steps = a.findings[0].evidence
     assert any("steps the optimizer with these inputs" in line for line in steps), steps
+
+
+def test_a_one_off_graph_change_is_told_by_the_graph_the_step_after_went_back_to() -> None:
+    # AdamW (weight_decay=1e-4) under a cosine schedule to 0: 1 - lr*wd rounds to 1.0 from step
+    # 6 and lr is 0 at step 8, so two graphs with one input fewer compiled (torch_xla: 4 compiles);
+    # --explain switched itself on after step 6's change and had no earlier graph to compare
+    # step 8's with, but step 9 went back to a graph seen before and was compared with step 8's.
+    a = _analysis("adamw_cosine_decay")
+    f = a.findings[0]
+    assert f.cause == CauseName.GRAPH_CHANGE and f.code == "opt.step()"
+    assert "a graph input became a constant: 20 -> 19 inputs" in f.title
+    assert any("step after it" in e for e in f.evidence), f.evidence
+    assert "3e-4" in f.advice and "weight_decay=0.0001" in f.advice  # the floor from the run's own wd
+    assert "trains a little differently" in f.advice  # the example value changes the model: said
+    assert "control flow" not in f.advice

@@ -249,6 +249,10 @@ class GraphChange(NamedTuple):
     library: int
     """Changed ops whose frames are all in libraries."""
     changed: int
+    compared_after: bool = False
+    """Not recorded: the analysis' reading of a new graph that had no earlier graph to be
+    compared with, told by the comparison of the next barrier's graph (one seen before, the
+    step after went back to) with it, reversed (:func:`xprof.analysis.findings.explained.per_compile`)."""
 
 
 class End(NamedTuple):

@@ -5,6 +5,7 @@ bound, a Python number that became a constant, a list that grows, ops a conditio
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -49,18 +50,46 @@ ADVICE = {
 
 def per_compile(run: Run, compiles: pd.DataFrame) -> list[GraphChange | None]:
     """The graph ``--explain`` compared for each compile: a barrier's at the barrier of its
-    step, a host read's at a read in its step (the first not yet taken), else None."""
+    step, a host read's at a read in its step (the first not yet taken), else None. A barrier's
+    new graph that had nothing to be compared with (the first ``--explain`` hashed: a change
+    that happened once, before it switched itself on for the step after) is told by the next
+    barrier's comparison with it, reversed, when that barrier ran a graph seen before (the
+    step after went back to the usual graph)."""
     if not run.graph_changes or not len(compiles):
         return [None] * len(compiles)
     by: dict[tuple[int, str], list[GraphChange]] = {}
     for g in run.graph_changes:
         if g.base is not None:
             by.setdefault((g.i, g.at), []).append(g)
+    barrier_compiles = {int(s) for s, at in zip(compiles["step"].tolist(), compiles["at"].tolist())
+                        if at == "barrier"}
+    inputs = {g.i: g.inputs for g in run.graph_changes if g.at == "barrier"}
+    after = {g.base: g for g in reversed(run.graph_changes)
+             if g.at == "barrier" and g.base is not None and g.i > g.base and g.i not in barrier_compiles}
     out: list[GraphChange | None] = []
     for step, at in zip(compiles["step"].tolist(), compiles["at"].tolist()):
         found = by.get((int(step), "barrier" if at == "barrier" else "read"))
-        out.append(found.pop(0) if found else None)
+        if found:
+            out.append(found.pop(0))
+        elif at == "barrier" and int(step) in after and int(step) in inputs:
+            out.append(_reversed(after.pop(int(step)), int(step), inputs[int(step)]))
+        else:
+            out.append(None)
     return out
+
+
+_FLIP = {"added": "removed", "removed": "added"}
+
+
+def _reversed(g: GraphChange, i: int, inputs: int) -> GraphChange | None:
+    """The change from ``g``'s graph to the graph of barrier ``i`` (``g`` compared the other
+    way): ops ``g`` added are ones ``i``'s graph lacks. Only ops added or removed reverse
+    plainly; anything else is not said."""
+    if not g.lines or any(c.kind not in _FLIP for c in g.lines):
+        return None
+    lines = tuple(c._replace(kind=_FLIP[c.kind], what=re.sub(r"\b(added|removed)\b", lambda m: _FLIP[m.group(1)],
+                                                               c.what)) for c in g.lines)
+    return g._replace(i=i, base=g.i, inputs=inputs, lines=lines, compared_after=True)
 
 
 def _line_json(c: GraphLine) -> dict[str, Any]:
@@ -119,18 +148,21 @@ def _backward(changes: list[GraphChange]) -> str:
 
 
 def _input_to_constant(changes: list[GraphChange],
-                       inputs_at: dict[tuple[int, str], int]) -> tuple[GraphLine, str] | None:
+                       inputs_at: dict[tuple[int, str], int]) -> tuple[GraphLine, str, str] | None:
     """What the graph itself shows when a new graph takes fewer inputs than the graph it was
-    compared with and gained constants: a value passed in before is a constant now (a Python
-    number that reached 0 or 1: ``1 - lr * weight_decay`` rounding to 1.0), not ops that
-    control flow added. The line where the constants appear, and the input counts."""
+    compared with and gained constants (or, compared with the graph of the step after it, lacks
+    ops that graph has): a value passed in before is a constant now (a Python number that
+    reached 0 or 1: ``1 - lr * weight_decay`` rounding to 1.0), not ops that control flow
+    added. The line where the change is, the input counts, and how it was compared."""
     for g in changes:
         was = inputs_at.get((g.base, g.at)) if g.base is not None else None
         if was is None or g.inputs >= was:
             continue
-        line = next((c for c in g.lines if c.op == "constant"), None)
+        line = next((c for c in g.lines if c.op == "constant" or (g.compared_after and c.kind == "removed")), None)
         if line is not None:
-            return line, f"a graph input became a constant: {was} -> {g.inputs} inputs"
+            how = ("; compared with the graph of the step after it, which went back to the usual one"
+                   if g.compared_after else "")
+            return line, f"a graph input became a constant: {was} -> {g.inputs} inputs", how
     return None
 
 
@@ -176,11 +208,11 @@ def _add_evidence(f: Finding, line: str) -> None:
         f.evidence.append(line)
 
 
-def _name_constant(f: Finding, c: GraphLine, said: str) -> None:
+def _name_constant(f: Finding, c: GraphLine, said: str, how: str) -> None:
     """A graph finding whose new graph turned an input into a constant: named at the line the
     constants appear, with the analysis' own advice where it already told a baked scalar."""
     _add_evidence(f, f"--explain: the graph changes at {loc_text(c.file, c.line)}: {c.code or '?'}: {said} "
-                     f"({c.what}, {c.op})")
+                     f"({c.what}, {c.op}){how}")
     if f.kind not in GRAPH_KINDS:
         return
     f.file, f.line, f.func, f.code = c.file, c.line, c.func or None, c.code or None
