@@ -41,7 +41,9 @@ def analyze(read: Run | ColumnRun) -> Analysis:
 
 def _analyze(read: Run | ColumnRun) -> Analysis:
     run = read.run if isinstance(read, ColumnRun) else read
-    cols, dropped, tail_ms = _consistent(columns_of(read), run.end.steps if run.end else None)
+    cols = columns_of(read)
+    eager = _ran_ops_eagerly(cols)
+    cols, dropped, tail_ms = _consistent(cols, run.end.steps if run.end else None)
     executions = cols.sample("executions")
     steps = tables.step_table(cols)
     _steps.assign(steps)
@@ -93,7 +95,7 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
         syncs["saved_ms"] = pd.Series(dtype=float)
     limits = [d.fields for d in run.debug if d.kind == "dynamo_limit"]
     located = {str(d.fields.get("op")): d.fields for d in run.debug if d.kind == "fallback_site"}
-    missing = _missing_barrier(run, steps, syncs, tail_ms)
+    missing = _missing_barrier(run, steps, syncs, tail_ms, eager)
     # No barrier and no optimizer step (model.generate()): the reads are all the run did.
     reads_only = not len(steps) and missing is None
     findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs, limits,
@@ -119,10 +121,19 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
                     findings=findings, totals=totals, notes=notes)
 
 
-def _missing_barrier(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.ndarray) -> Finding | None:
+def _ran_ops_eagerly(cols: RunColumns) -> bool:
+    """Eager mode compiled ops one by one (``op`` compiles): graphs run outside host reads are
+    then its ops, not the few a CPU-fallback op materializes in a lazy loop."""
+    at = cols.compiles["at"]
+    return bool(len(at) and (np.asarray(at) == "op").any())
+
+
+def _missing_barrier(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.ndarray,
+                     eager: bool) -> Finding | None:
     """The no-barrier finding, from the end record, or from the recorder's mark in a run cut
     before its end (:func:`_cut_end`)."""
-    missing = _findings.no_barrier(run.end or _cut_end(run, len(steps), len(syncs)), steps, syncs, tail_ms)
+    missing = _findings.no_barrier(run.end or _cut_end(run, len(steps), len(syncs)), steps, syncs, tail_ms,
+                                   eager)
     if missing is not None and run.end is None:
         missing.evidence.append("the run ended without its end record (stopped or killed): the counts are the "
                                 "recorder's when it saw the missing barrier, so at least as many steps ran")

@@ -19,10 +19,14 @@ from xprof.diagnosis.terms import WARMUP_STEPS
 from xprof.runfile import Site
 
 
-def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.ndarray) -> Finding | None:
+def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.ndarray,
+               eager: bool = True) -> Finding | None:
     """Optimizer steps that never reached a step barrier (a loop ported from CUDA without
     ``torch_xla.sync()`` and without a device loader): the pending graph holds every step
-    since the last barrier, and each host read compiles and runs that whole history."""
+    since the last barrier, and each host read compiles and runs that whole history.
+    ``eager``: the run compiled ops one by one (eager mode), so graphs run outside the host
+    reads after the last barrier are a last step run op by op; in a lazy loop they are the
+    few an op falling back to the CPU materializes (boolean-mask indexing in a library)."""
     if end is None:
         return None
     work = steps["work"].to_numpy(dtype=bool) if len(steps) else np.zeros(0, dtype=bool)
@@ -30,7 +34,7 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
         # (graphs run outside the reads, fewer than the reads: ops on the CPU cutting them;
         # more would be eager mode, op by op)
         return None if work.any() or end.tail_graphs > len(syncs) else _reads_only(syncs, tail_ms, end.tail_graphs)
-    if end.tail_graphs:
+    if end.tail_graphs and eager:
         return None  # (tail_graphs: the last step ran op by op, eager mode's tail step)
     if work.any():
         last = int(steps["i"].to_numpy()[work].max())
