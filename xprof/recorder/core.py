@@ -516,7 +516,10 @@ class Recorder(StepInputs, RecordEncoder, ArmedHooks, Ending):
         notices). Never raises."""
         try:
             uncached, cached = self.counters.compile_counts()
-            if uncached + cached - self._end_compiles - self._read_compiles <= 0:
+            outside = uncached + cached - self._end_compiles - self._read_compiles
+            # (a few graphs outside the reads in a lazy loop: an op falling back to the CPU
+            # materialized its inputs; eager mode is asked of torch_xla itself)
+            if outside <= 0 or not m.eager_mode():
                 self.mark("no_barrier", opt=self._opt_steps, bw=self._backwards)
         except Exception as exc:
             self.error("optimizer hook", exc)

@@ -170,6 +170,17 @@ class CounterReader:
         return value(UNCACHED) or 0, value(CACHED) or 0, executed
 
 
+def eager_mode() -> bool:
+    """torch_xla runs each op as it comes (``torch_xla.experimental.eager_mode(True)``); False
+    where that cannot be asked (no torch_xla, another version)."""
+    try:
+        import torch_xla
+
+        return bool(torch_xla._XLAC._get_use_eager_mode())
+    except Exception:
+        return False
+
+
 def increase(now: int, before: int) -> int:
     """How much a counter rose; never negative.
 
