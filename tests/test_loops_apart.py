@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from xprof.analysis import analyze
 from xprof.analysis.model import Analysis
@@ -117,3 +118,26 @@ def test_a_one_off_graph_change_is_told_by_the_graph_the_step_after_went_back_to
     assert "3e-4" in f.advice and "weight_decay=0.0001" in f.advice  # the floor from the run's own wd
     assert "trains a little differently" in f.advice  # the example value changes the model: said
     assert "control flow" not in f.advice
+
+
+def _read_finding(a: Analysis, line_text: str) -> Any:
+    return next(f for f in a.findings if f.code is not None and line_text in f.code)
+
+
+def test_a_rollouts_reads_in_two_styles_and_their_fixed_twins_match_the_advice() -> None:
+    # PPO's shape (Categorical, action.item() and value.item() per env step) and REINFORCE's
+    # (torch.multinomial, int(action), log-probs kept with grad): each read runs everything
+    # pending since the barrier, one compile per env step of the first rollout; the advice's
+    # fix (torch_xla.sync() right after the read) predicts one small graph, cached after the
+    # first. Recorded: 12 -> 8 compiles (PPO, 6 env steps) and 11 -> 7 (REINFORCE, 10).
+    for name, line, rollout in (("ppo_rollout", "action.item()", 6), ("reinforce_multinomial", "int(action)", 10)):
+        a, fixed = _analysis(name), _analysis(f"{name}_fixed")
+        f = _read_finding(a, line)
+        assert "torch_xla.sync() right after the read" in f.advice, f.advice
+        assert "micro-batch" not in f.advice and "accumulat" not in f.advice  # a rollout is not accumulation
+        # one per env step, in warm-up here (said in the evidence, counted with warm-up)
+        assert f"it compiled {rollout} graphs within step 0 alone" in " ".join(f.evidence), f.evidence
+        g = _read_finding(fixed, line)
+        assert g.compiles <= 1 and fixed.totals.recompiles == 0, (name, g.compiles)
+        assert fixed.totals.compiles < a.totals.compiles, name
+        assert a.totals.recompiles == 0  # its compiles are all in the first two updates: warm-up's

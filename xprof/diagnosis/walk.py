@@ -19,11 +19,13 @@ from xprof.diagnosis.terms import is_warmup
 
 def in_warmup(step: StepFacts) -> bool:
     """The step's compiles are warm-up's (:data:`~xprof.diagnosis.terms.WARMUP_STEPS`): those of
-    the first two training steps, and of the empty barriers between them, and torch.compile's
-    own syncs while it traces them."""
+    the first two training steps, and of the empty barriers between them; and, for barriers
+    that run no training step (torch.compile's own syncs while it traces, a rollout's or an
+    evaluation's forward-only barriers), those before the second training step's barrier:
+    they belong to the step they lead to."""
     if step.phase in ("train", "empty"):
         return is_warmup(step.user_step)
-    return step.phase == "dynamo" and is_warmup(step.ahead)
+    return step.phase in ("dynamo", "eval") and is_warmup(step.ahead)
 
 
 def judge(compiles: Sequence[CompileFacts], step: StepFacts, walk: Walk) -> list[Cause]:

@@ -159,7 +159,13 @@ def _ran_sentence(analysis: Analysis) -> str:
         # runs its graph at the exit: two barriers a call
         counted = (f" ({plural(t.barriers, 'barrier')}: torch_xla.compile syncs on entering the "
                    "compiled function and runs its graph on leaving it)")
-    if t.eval_steps:
+    if t.eval_steps and not _model_in_eval_mode(analysis.steps):
+        # Forward-only barriers under no_grad with the model left in train mode: an RL
+        # rollout, a sampling loop; "eval" would name what the loop does not do.
+        counted = (f" and ran {plural(max(t.eval_passes, 1), 'forward-only pass', 'forward-only passes')} "
+                   f"between them ({plural(t.eval_steps, 'barrier')} with grad off, the model in train mode; "
+                   f"{t.barriers} barriers in all)")
+    elif t.eval_steps:
         # "2 eval passes (4 eval steps; 35 barriers in all)": an eval step is an eval batch.
         counted = (f" and ran {plural(max(t.eval_passes, 1), 'eval pass', 'eval passes')} "
                    f"({plural(t.eval_steps, 'eval step')}; {t.barriers} barriers in all)")
@@ -170,6 +176,14 @@ def _ran_sentence(analysis: Analysis) -> str:
     if t.steps == 0:
         return f"This run reached no step barrier in {fmt.seconds(t.wall_seconds)}."
     return f"This run {verb} {plural(t.steps, 'step')}{counted} in {fmt.seconds(t.wall_seconds)}."
+
+
+def _model_in_eval_mode(steps: Any) -> bool:
+    """Some eval-phase barrier ran with the model in eval mode (files without the mark: True)."""
+    if not len(steps) or "eval_mode" not in steps or "phase" not in steps:
+        return True
+    ev = steps["phase"] == "eval"
+    return bool(steps.loc[ev, "eval_mode"].astype(bool).any())
 
 
 def _recompile_sentence(analysis: Analysis) -> str:
