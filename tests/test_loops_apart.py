@@ -141,3 +141,37 @@ def test_a_rollouts_reads_in_two_styles_and_their_fixed_twins_match_the_advice()
         assert g.compiles <= 1 and fixed.totals.recompiles == 0, (name, g.compiles)
         assert fixed.totals.compiles < a.totals.compiles, name
         assert a.totals.recompiles == 0  # its compiles are all in the first two updates: warm-up's
+
+
+CHANGES_THE_MODEL = {
+    # a change an advice may suggest -> words that must follow it in the same advice: what it
+    # changes (or that it changes nothing)
+    "drop_last=True": ("left out", "leaves", "leave"),
+    "capacity": ("changes what the model computes",),
+    "max_grad_norm=0": ("different training",),
+    "call it less often": ("different training",),
+    "keep it off 0 and 1": ("trains a little differently",),
+    "eta_min": ("trains a little differently",),
+    "validate_args=False": ("the same results on valid",),
+    "truncation=True": ("longer than max_length",),
+    "mode=": ("change what the model computes", "changes what the model computes"),
+}
+
+
+def test_advice_that_would_change_the_model_says_so_on_every_corpus_run() -> None:
+    # The audit of issue 39 over every recorded corpus run and sample run: an advice that
+    # suggests a change altering what the model computes (or sees) says so in the same advice.
+    runs = sorted(RUNS.glob("*.json")) + sorted((RUNS.parents[2] / "sample_runs").glob("*.json"))
+    seen = set()
+    for path in runs:
+        for f in _analysis_of(path).findings:
+            for change, said in CHANGES_THE_MODEL.items():
+                if change in f.advice:
+                    seen.add(change)
+                    assert any(s in f.advice for s in said), (path.name, change, f.advice)
+    assert {"drop_last=True", "capacity", "eta_min", "validate_args=False"} <= seen  # the audit saw them
+
+
+@cache
+def _analysis_of(path: Path) -> Analysis:
+    return analyze(load_run(path))

@@ -36,8 +36,8 @@ _HF_LOGGING = Mechanism(
         "logging step, in Trainer._maybe_log_save_evaluate: on XLA it syncs, gathers the loss "
         "with xm.mesh_reduce and compiles a small graph for it. Raise TrainingArguments."
         "logging_steps (logging_strategy=\"steps\") so it happens rarely; keep "
-        "include_num_input_tokens_seen off and skip grad-norm logging (max_grad_norm=0 stops "
-        "clipping, and with it the norm read) if you do not need them."),
+        "include_num_input_tokens_seen off and skip grad-norm logging if you do not need it "
+        "(max_grad_norm=0 stops the norm read but also stops clipping: a different training)."),
 )
 
 _HF_EVAL = Mechanism(
@@ -50,7 +50,8 @@ _HF_EVAL = Mechanism(
         "(eval_accumulation_steps=1 moves them to the host every step: 13 -> 8 graphs on a "
         "3-batch eval set, 14 -> 8 on another, though that one saved no time: its host reads "
         "doubled). Keep eval batches at one fixed shape (pad eval data to a fixed "
-        "max_length, dataloader_drop_last=True) and evaluate less often (larger eval_steps)."),
+        "max_length; dataloader_drop_last=True also works but leaves the last partial batch out of "
+        "training and the metric) and evaluate less often (larger eval_steps)."),
     evaluates=True,
 )
 

@@ -325,7 +325,8 @@ def trainer_loader_advice(run: _Run, findings: list[Finding]) -> list[Finding]:
     if any(str(site.via or "").startswith("transformers.trainer") for site in run.sites.values()):
         for f in findings:
             if f.kind in ("partial_batch", "batch_size_change"):
-                f.advice += " With transformers.Trainer: TrainingArguments(dataloader_drop_last=True)."
+                f.advice += (" With transformers.Trainer: TrainingArguments(dataloader_drop_last=True), which "
+                             "leaves the last partial batch out the same way.")
     return findings
 
 

@@ -29,12 +29,15 @@ def library_advice(via: str, where: str, code: str, site: Site | None, does: str
             + (f"The library's line that reads uses `{arg.split('=')[0]}`, which you pass as `{arg}`. "
                "Leaving it out may avoid the read but changes what the call computes; look instead for an "
                "option of the call that tells the library what it would otherwise check on the host (a flag "
-               "such as is_causal=True, validate_args=False). " if arg else "")
+               "such as is_causal=True or validate_args=False: the same results on valid inputs). " if arg else "")
             + (f"That line turns a tensor into a Python number (`{short_code(lib_code)}`): pass it a "
-               "value you read on the host anyway (at a logging step), or call it less often. "
+               "value you read on the host anyway (at a logging step), or call it less often (a scheduler's "
+               "patience then counts fewer calls, so the learning rate changes at other steps: a different "
+               "training). "
                if not arg and _TO_NUMBER.search(lib_code) else "")
             + (f"It happens in {where_in}a check of your inputs: libraries usually let you turn such checks "
-               "off (validate_args=False in torchmetrics and torch.distributions). " if checks and not arg else "")
+               "off (validate_args=False in torchmetrics and torch.distributions: the same results on valid "
+               "inputs; invalid ones are no longer caught). " if checks and not arg else "")
             + "Check whether it needs to run every step, or whether the library has an XLA-friendly option.")
 
 

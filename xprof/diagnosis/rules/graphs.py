@@ -225,7 +225,8 @@ GRAPH_CHANGE_ADVICE: dict[str, str] = {
     "periodic_graph": (
         "Step-dependent Python control flow switches between graphs. Each variant compiles "
         "once and is cached afterwards; if the number of variants is fixed this is a one-off "
-        "cost. To remove it, make the branch a tensor op (torch.where) or run it every step."
+        "cost. To remove it, make the branch a tensor op (torch.where: the same results), or run it every step "
+        "and weight it off on the others (running it unweighted every step changes what the loop computes)."
     ),
     "eval_pass": (
         "The evaluation pass compiles its own graphs (forward only). That is expected and "
@@ -235,7 +236,8 @@ GRAPH_CHANGE_ADVICE: dict[str, str] = {
     "eval_pass_nograd": (
         "The evaluation pass compiles its own graphs (forward only, under no_grad). That is "
         "expected and cached after the first pass; keep eval batches at one fixed shape (pad "
-        "the last one, or drop_last=True on the eval loader) so it stays at one graph per shape."
+        "the last one and mask it: the same metric; drop_last=True on the eval loader leaves the last samples "
+        "out of the metric) so it stays at one graph per shape."
     ),
     "graph_change": (
         "The same inputs produced a different graph: look for Python control flow that depends "
@@ -312,7 +314,7 @@ GRAPH_CHANGE_ADVICE: dict[str, str] = {
         "or the generated tokens extended with torch.cat, outputs stacked), preallocate it at its "
         "largest size and write each step in place at a position kept as a device tensor "
         "(index_copy_, or a slice assignment), with a mask for the part not written yet. If a "
-        "Python number changes (a position, a length, a momentum), keep it fixed or pass it as a "
+        "Python number changes (a position, a length, a momentum), pass it as a "
         "device tensor."
     ),
     "state_inputs": (

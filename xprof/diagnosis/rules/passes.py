@@ -217,7 +217,8 @@ DYNAMO_ADVICE: dict[str, str] = {
     "dynamo_recompile": (
         "torch.compile traces a new graph whenever one of its guards fails (often a new input "
         "size: torch.compile(..., dynamic=False) still guards on sizes). Keep input shapes fixed "
-        "(drop_last=True, pad to a fixed length). Marking the dim dynamic "
+        "(pad to a fixed length and mask it; drop_last=True also works but leaves the last samples "
+        "out of each epoch). Marking the dim dynamic "
         "(torch._dynamo.mark_dynamic) does not help on XLA: dynamo stops retracing, but "
         "torch_xla's bridge still compiles one XLA graph per concrete size."
     ),
@@ -230,8 +231,9 @@ DYNAMO_ADVICE: dict[str, str] = {
     ),
     "dynamo_batch": (
         "torch.compile guards on tensor sizes: each new batch size of {name} traces and "
-        "compiles new graphs. Keep the batch size fixed (drop_last=True, or pad the last "
-        "batch and mask it). torch._dynamo.mark_dynamic does not help on XLA: torch_xla's "
+        "compiles new graphs. Keep the batch size fixed (pad the last batch and mask it; "
+        "drop_last=True also works but leaves its samples out of each epoch). torch._dynamo.mark_dynamic does "
+        "not help on XLA: torch_xla's "
         "bridge still compiles one XLA graph per concrete size."
     ),
     "dynamo_limit": (

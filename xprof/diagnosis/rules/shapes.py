@@ -249,9 +249,11 @@ def sharding_notice(cause: Cause, step: StepFacts, walk: Walk) -> str:
 
 INPUT_SHAPE_ADVICE: dict[str, str] = {
     "dynamic_padding": (
-        "Pad to fixed shapes: tokenize with padding=\"max_length\" (and truncation=True), or "
-        "pad_to_multiple_of=N / a few length buckets in your collate function, so only a few "
-        "graphs are ever compiled. The what-if table shows what each choice would leave."
+        "Pad to fixed shapes: tokenize with padding=\"max_length\", or pad_to_multiple_of=N / a few "
+        "length buckets in your collate function, so only a few graphs are ever compiled; with the "
+        "attention mask passed, padded positions are masked out: the same outputs (truncation=True "
+        "would cut rows longer than max_length, so keep max_length at least your longest row). The "
+        "what-if table shows what each choice would leave."
     ),
     "dynamic_size": (
         "Pad it to a few fixed sizes along that dim (the largest it takes, or a multiple of N) "
@@ -292,13 +294,15 @@ INPUT_SHAPE_ADVICE: dict[str, str] = {
         "thin. To pay it once, pad every stage to the largest size and mask the padding."
     ),
     "partial_batch": (
-        "Drop the last partial batch (DataLoader(..., drop_last=True)) or pad it to the full "
-        "batch size and mask the padding out of the loss (where rows are compared with each "
-        "other, in-batch negatives or batch statistics, mask the padded columns too)."
+        "Drop the last partial batch (DataLoader(..., drop_last=True): its samples are left out of "
+        "each epoch) or pad it to the full batch size and mask the padding out of the loss: the same "
+        "results (where rows are compared with each other, in-batch negatives or batch statistics, "
+        "mask the padded columns too)."
     ),
     "batch_size_change": (
         "Keep the batch size fixed: every batch size is a separate graph. Pad short batches "
-        "to the usual size (and mask them), or use drop_last=True."
+        "to the usual size (and mask them: the same results), or use drop_last=True (which leaves "
+        "the last samples out of each epoch)."
     ),
     "shape_change": (
         "Keep this input's shape fixed between steps (pad, bucket or resize to a few fixed "

@@ -36,7 +36,8 @@ ADVICE = (
     "positions as the mask has, so each count is a new graph, and it runs on the CPU. For a mixture "
     "of experts, run each expert on every token and weigh its output by the routing weight "
     "(out += expert(x) * weights[:, e:e+1], the weights zero for tokens routed elsewhere), or give "
-    "each expert a fixed capacity (torch.topk over its weights, padding slots masked out). "
+    "each expert a fixed capacity (torch.topk over its weights, padding slots masked out; a capacity drops the "
+    "tokens past it, which changes what the model computes). "
     "Elsewhere, torch.where(mask, a, b) with three arguments keeps the shape.")
 
 

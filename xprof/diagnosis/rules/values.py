@@ -80,7 +80,8 @@ DATA_DEPENDENT_ADVICE: dict[str, str] = {
         "multiply by the mask (a loss over real tokens: the per-token loss times the mask over "
         "mask.sum(), or cross_entropy(..., ignore_index=-100) with labels set by "
         "torch.where(mask, labels, -100); experts in a mixture: run each on every token and "
-        "weigh by its routing mask, or give it a fixed capacity of tokens)."
+        "weigh by its routing mask, or give it a fixed capacity of tokens, which drops the tokens past it and "
+        "so changes what the model computes)."
     ),
     "mask_assign": (
         "t[mask] = v with a boolean mask finds the positions with nonzero() on the CPU: the "
