@@ -56,3 +56,18 @@ def test_the_learning_rate_floor_comes_from_the_runs_weight_decay() -> None:
     assert wide is not None and "falls under 3e-6" in wide
     assert decay_advice(({"cls": "SGD", "groups": [{"lr": 0.1, "weight_decay": 0}]},), STEP) is None
     assert decay_advice((), STEP) is None
+
+
+def test_a_transformers_moe_layer_gets_the_librarys_own_checked_option() -> None:
+    # HF Mixtral's "eager" experts find each expert's tokens with nonzero()/torch.where(mask);
+    # the library's experts_implementation="batched_mm" runs on torch_xla with fixed shapes.
+    from xprof.analysis.findings.library import library_advice
+    from xprof.runfile import Site
+
+    moe = Site(3, "nonzero", "/u/train.py", 17, "<module>", "transformers.models.mixtral.modeling_mixtral."
+               "MixtralForCausalLM.forward", "out = model(input_ids=ids, labels=ids)",
+               "transformers.models.mixtral.modeling_mixtral.MixtralExperts.forward")
+    said = library_advice(moe.via or "", "train.py:17", moe.code, moe, "runs an op on the CPU")
+    assert 'experts_implementation="batched_mm"' in said and "the same outputs" in said
+    other = moe._replace(inner="transformers.masking_utils._ignore_causal_mask_sdpa")
+    assert "batched_mm" not in library_advice(other.via or "", "train.py:17", other.code, other, "reads")
