@@ -71,3 +71,21 @@ def test_a_transformers_moe_layer_gets_the_librarys_own_checked_option() -> None
     assert 'experts_implementation="batched_mm"' in said and "the same outputs" in said
     other = moe._replace(inner="transformers.masking_utils._ignore_causal_mask_sdpa")
     assert "batched_mm" not in library_advice(other.via or "", "train.py:17", other.code, other, "reads")
+
+
+def test_the_causal_mask_check_is_named_at_the_module_the_user_called_with_its_own_flag() -> None:
+    # nn.Transformer(src, tgt, tgt_mask=causal): the decoder checks tgt_mask every forward;
+    # tgt_is_causal=True skips it (checked on torch_xla 2.9: 12 -> 6 executions in 6 steps, the
+    # same loss). nn.TransformerEncoder(x, mask=causal) keeps its own flag, is_causal=True.
+    from xprof.diagnosis.mechanisms import mechanism
+    from xprof.runfile import Site
+
+    check = "torch.nn.modules.transformer._detect_is_causal_mask"
+    seq2seq = Site(0, "bool", "/u/train.py", 19, "<module>", "torch.nn.modules.transformer.Transformer.forward",
+                   "out = model(src, tgt, tgt_mask=tgt_mask)", check)
+    m = mechanism(seq2seq)
+    assert m is not None and m.what == "nn.Transformer's causal-mask check" and "tgt_is_causal=True" in m.advice
+    encoder = seq2seq._replace(via="torch.nn.modules.transformer.TransformerEncoder.forward")
+    e = mechanism(encoder)
+    assert e is not None and e.what == "nn.TransformerEncoder's causal-mask check" and "is_causal=True" in e.advice
+    assert "tgt_is_causal" not in e.advice

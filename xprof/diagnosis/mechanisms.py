@@ -107,6 +107,30 @@ _PL_LOGGER = Mechanism(
         "fewer values on_step."),
 )
 
+def _causal_check(module: str, mask: str, flag: str, key: str) -> Mechanism:
+    return Mechanism(
+        key=key, kind="causal_mask_check", what=f"nn.{module}'s causal-mask check",
+        advice=(
+            f"Given {mask} without {flag}, nn.{module} compares the mask with a causal one on the host "
+            "every forward (torch.nn.modules.transformer._detect_is_causal_mask): a host read and one "
+            "more execution a step. When the mask you pass is the causal one (nn.Transformer."
+            f"generate_square_subsequent_mask), also pass {flag}: the same mask and the same "
+            f"outputs, and the check is skipped. Dropping {mask} instead would let tokens attend to "
+            "later ones: a different model."))
+
+
+_CAUSAL_ENCODER = _causal_check("TransformerEncoder", "mask=", "is_causal=True", "lib:torch_causal_mask_check")
+_CAUSAL_BY_CALLER: tuple[tuple[str, Mechanism], ...] = (
+    # the module the user called owns the check, and its flag is the fix (torch 2.9's
+    # TransformerDecoder checks tgt_mask; nn.Transformer passes tgt_is_causal on to it)
+    ("torch.nn.modules.transformer.TransformerDecoder.", _causal_check(
+        "TransformerDecoder", "tgt_mask=", "tgt_is_causal=True", "lib:torch_causal_mask_check_decoder")),
+    ("torch.nn.modules.transformer.Transformer.", _causal_check(
+        "Transformer", "tgt_mask=", "tgt_is_causal=True", "lib:torch_causal_mask_check_transformer")),
+)
+"""The causal-mask check's owner, by the library call the user made (its ``via``)."""
+
+
 _KNOWN: tuple[tuple[str, Mechanism], ...] = (
     # (before the Trainer's evaluation: a site's innermost known function names it, and
     # predict_with_generate runs generate() inside the evaluation loop)
@@ -128,17 +152,7 @@ _KNOWN: tuple[tuple[str, Mechanism], ...] = (
             "attention path checks too); fixed-length padding keeps its graph cached, and "
             "batches without padding can be passed without attention_mask."))),
     ("transformers.trainer.Trainer._maybe_log_save_evaluate", _HF_LOGGING),
-    ("torch.nn.modules.transformer._detect_is_causal_mask", Mechanism(
-        key="lib:torch_causal_mask_check", kind="causal_mask_check",
-        what="nn.TransformerEncoder's causal-mask check",
-        advice=(
-            "Given mask= without is_causal, nn.TransformerEncoder (and nn.Transformer's decoder) "
-            "compares the mask with a causal one on the host every forward "
-            "(torch.nn.modules.transformer._detect_is_causal_mask): a host read and one more "
-            "execution a step. When the mask you pass is the causal one (nn.Transformer."
-            "generate_square_subsequent_mask), also pass is_causal=True: the same mask and the same "
-            "outputs, and the check is skipped. Dropping mask= instead would let tokens attend to "
-            "later ones: a different model."))),
+    ("torch.nn.modules.transformer._detect_is_causal_mask", _CAUSAL_ENCODER),
     ("transformers.trainer.Trainer._finalize_training", Mechanism(
         key="lib:hf_trainer_final", kind="hf_trainer_final", what="The Trainer's end of training",
         advice="Once at the end of training (the final loss): nothing to change.")),
@@ -165,8 +179,15 @@ def mechanism(site: Site | None) -> Mechanism | None:
     for name in names:
         for prefix, mech in _KNOWN:
             if name.startswith(prefix):
-                return mech
+                return _owner(mech, site)
     return None
+
+
+def _owner(mech: Mechanism, site: Site) -> Mechanism:
+    """A mechanism named by the call the user made, where that call owns it."""
+    if mech is _CAUSAL_ENCODER and site.via:
+        return next((m for prefix, m in _CAUSAL_BY_CALLER if site.via.startswith(prefix)), mech)
+    return mech
 
 
 def mechanisms_through(site: Site | None) -> list[Mechanism]:
@@ -265,7 +286,7 @@ def loop_lines(sites: dict[int, Site], train_sites: frozenset[int] = frozenset()
 
 
 def known(key: str) -> Mechanism | None:
-    for _, mech in _KNOWN:
+    for _, mech in (*_KNOWN, *_CAUSAL_BY_CALLER):
         if mech.key == key:
             return mech
     return None
