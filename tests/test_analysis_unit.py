@@ -701,6 +701,7 @@ def test_optimizer_steps_that_never_reach_a_barrier_are_the_finding(tmp_path: Pa
     # library) materializes a few graphs outside the reads: still a missing barrier
     fallback = _no_barrier_run(tmp_path / "f.json", tail_graphs=2)
     assert [g.count for g in fallback.findings if g.cause == "no_barrier"] == [10]
+    assert fallback.totals.steps == 0 and not any("after the last barrier" in n for n in fallback.notes)
 
 
 def test_padding_what_if_counts_graphs_with_the_other_padded_input(tmp_path: Path) -> None:

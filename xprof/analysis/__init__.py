@@ -20,6 +20,7 @@ from xprof.analysis.findings import explained as _explained
 from xprof.analysis.model import Analysis, Finding, Totals, unmeasured
 from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.rules.reads import sync_kind
+from xprof.diagnosis.signatures import Shardings, Signature
 from xprof.diagnosis.terms import MINOR_SHARE, WARMUP_STEPS
 from xprof.runcolumns import ColumnRun, RunColumns, columns_of, load_columns
 from xprof.runfile import CACHED, EXECUTION_COUNTERS, TO_CPU, UNCACHED, End, Run, gc_paused, is_fallback_counter
@@ -93,32 +94,51 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
         syncs["kind"] = pd.Series(dtype=object)
         syncs["exec_ms"] = pd.Series(dtype=float)
         syncs["saved_ms"] = pd.Series(dtype=float)
-    limits = [d.fields for d in run.debug if d.kind == "dynamo_limit"]
-    located = {str(d.fields.get("op")): d.fields for d in run.debug if d.kind == "fallback_site"}
     missing = _missing_barrier(run, steps, syncs, tail_ms, eager)
-    # No barrier and no optimizer step (model.generate()): the reads are all the run did.
-    reads_only = not len(steps) and missing is None
-    findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs, limits,
-                               reads_only=reads_only, fallback_sites=located)
+    findings = _built(run, steps, compiles, found, syncs, sigs, specs, missing)
     _explained.attach(findings, compiles, _explained.per_compile(run, compiles), steps, tuple(run.graph_changes),
                       tuple(d.fields for d in run.debug if d.kind == "optimizer"))
     if missing is not None and not any(e.where == "barrier" for e in run.errors):
         # (a barrier hook that failed records no step: its barriers are not missing)
         findings.insert(0, missing)
-    totals = _totals(run, steps, compiles, syncs, execute_s, found, float(tail_ms.sum()))
+    totals = _totals(run, steps, compiles, syncs, execute_s, found, float(tail_ms.sum()), eager)
     # Minor: under 1% of the run. Never minor: a finding whose time lost is not measured
     # (model.unmeasured), and a read that runs the device early at every step: its seconds on
     # this machine say little (a CPU "device" answers in microseconds), while on an accelerator
     # each is a round trip to the device and a stall of the pipeline, every step.
     for f in findings:
-        per_step = (f.cause in (CauseName.IMPLICIT_SYNC, CauseName.LIBRARY) and f.pattern == "every step"
+        per_step = (f.cause in _PER_STEP_CAUSES and f.pattern == "every step"
                     and f.execute_seconds > 0)
         f.minor = not per_step and f.seconds < MINOR_SHARE * totals.wall_seconds and not unmeasured(f)
-    notes = _notes(run, steps, syncs, totals, cols.dropped)
+    notes = _notes(run, steps, syncs, totals, cols.dropped, eager)
     if dropped:
         notes.append(dropped)
     return Analysis(run=run, steps=steps, compiles=compiles, syncs=syncs, inputs=inputs,
                     findings=findings, totals=totals, notes=notes)
+
+
+_PER_STEP_CAUSES = frozenset({CauseName.IMPLICIT_SYNC, CauseName.LIBRARY, CauseName.DATA_DEPENDENT})
+"""Causes whose findings are never minor when they run the device early at every step."""
+
+_OWN_MECHANISM = frozenset({CauseName.DATA_DEPENDENT, CauseName.CPU_FALLBACK})
+"""Findings kept beside a missing barrier's in a run with no barrier at all."""
+
+
+def _built(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, found: list[Cause], syncs: pd.DataFrame,
+           sigs: dict[int, Signature], specs: Shardings, missing: Finding | None) -> list[Finding]:
+    """The findings of the compiles' causes and the reads (the missing barrier's apart)."""
+    limits = [d.fields for d in run.debug if d.kind == "dynamo_limit"]
+    located = {str(d.fields.get("op")): d.fields for d in run.debug if d.kind == "fallback_site"}
+    # No barrier at all: the reads are all the run did (model.generate(), or a loop that
+    # misses its barrier, whose finding then owns the reads' compiles: an op with a
+    # value-dependent shape or none on the device is a mechanism of its own, left when the
+    # barrier is added).
+    reads_only = not len(steps)
+    findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs, limits,
+                               reads_only=reads_only, fallback_sites=located)
+    if reads_only and missing is not None:
+        findings = [f for f in findings if f.cause in _OWN_MECHANISM]
+    return findings
 
 
 def _ran_ops_eagerly(cols: RunColumns) -> bool:
@@ -287,7 +307,7 @@ def _pct(values: np.ndarray, q: float) -> float | None:
 
 
 def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
-            execute_s: float, found: list[Cause], tail_compile_ms: float = 0.0) -> Totals:
+            execute_s: float, found: list[Cause], tail_compile_ms: float = 0.0, eager: bool = True) -> Totals:
     tail = run.end.tail if run.end else {}
     per_step_uncached = steps["uncached"].to_numpy()
     uncached = int(per_step_uncached.sum()) + int(tail.get(UNCACHED, 0))
@@ -297,14 +317,14 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     # Masks over plain arrays: a boolean filter of the table copies every column it keeps.
     work = steps["work"].to_numpy(dtype=bool)
     ordinal = steps["ordinal"].to_numpy()
-    n_work = _steps.training_steps(steps) + (run.end.tail_opt if run.end is not None and _tail_step(run) else 0)
+    n_work = _steps.training_steps(steps) + (run.end.tail_opt if run.end is not None and _tail_step(run, eager) else 0)
     graph_barriers = int(work.sum())
     warm = sum(1 for c in found if c.cause == CauseName.WARMUP)
     # Compiles without a recorded event (the CompileTime ring dropped it) count as recompiles
     # only when they happened after warm-up.
     missing = max(uncached - len(compiles), 0)
     recompiles = max(uncached - warm, 0) if missing == 0 else (len(found) - warm) + missing
-    if not _tail_step(run) or _steps.training_steps(steps) < WARMUP_STEPS:
+    if not _tail_step(run, eager) or _steps.training_steps(steps) < WARMUP_STEPS:
         # Compiled after the last barrier, in no step (a final evaluation or print), or in a
         # last step that is still warm-up (eager mode's only step): not a recompile of the
         # loop (the notes count the former).
@@ -353,16 +373,18 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     )
 
 
-def _tail_step(run: Run) -> bool:
+def _tail_step(run: Run, eager: bool) -> bool:
     """A last training step after the last barrier: an optimizer step, and graphs run outside
-    host reads (eager mode runs each op at once; a lazy loop's pending ops never ran)."""
+    host reads in eager mode (it runs each op at once; a lazy loop's pending ops never ran, and
+    the few graphs a CPU-fallback op materialized there are not a step)."""
     end = run.end
-    return end is not None and end.tail_opt > 0 and end.tail_graphs > 0
+    return end is not None and end.tail_opt > 0 and end.tail_graphs > 0 and eager
 
 
-def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, unreadable: int = 0) -> list[str]:
+def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, unreadable: int = 0,
+           eager: bool = True) -> list[str]:
     notes = []
-    if _tail_step(run):
+    if _tail_step(run, eager):
         notes.append("The last training step ran after the last barrier (its ops ran one by one, and no "
                      "barrier followed): it is counted in the steps, not in the per-step tables.")
     if not run.complete:
@@ -414,7 +436,7 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, u
     if len(syncs) and len(steps):
         live = tables.live_reads(syncs)
         after = live[live["step"] > int(steps["i"].max())]
-        tail_compiles = 0 if _tail_step(run) or run.end is None else int(run.end.tail.get(UNCACHED, 0))
+        tail_compiles = 0 if _tail_step(run, eager) or run.end is None else int(run.end.tail.get(UNCACHED, 0))
         if len(after):
             notes.append(f"{plural(len(after), 'host read')} after the last step barrier "
                          + ("is" if len(after) == 1 else "are") + " not counted as "
