@@ -544,6 +544,27 @@ def test_a_read_inside_a_user_function_names_the_call(tmp_path: Path) -> None:
     assert "update() was called from train.py:32: ml.update(loss=loss)" in f.evidence
 
 
+def test_one_line_read_through_two_calls_of_its_function_is_one_finding(tmp_path: Path) -> None:
+    # minGPT's eval_split() reads int(t) at one line and is called for the train and the test
+    # split (two sites, one per caller): one finding at the line, naming both calls.
+    w = RunWriter(tmp_path / "r.json", {"name": "unit", "started_unix": T0, "meta": {}})
+    for sid, line, code in ((1, 193, "eval_split('train')"), (2, 194, "eval_split('test')")):
+        w.write({"type": "site", "id": sid, "kind": "scalar", "file": "/u/adder.py", "line": 173,
+                 "func": "eval_split", "via": None, "code": "print(int(t))", "caller": ["/u/adder.py", line, code]})
+    for i in range(8):
+        t = T0 + i
+        for k, sid in enumerate((1, 2)):
+            t0 = t + 0.1 * (k + 1)
+            w.write({"type": "sync", "i": i, "site": sid, "t0": t0, "t1": t0 + 0.01, "x": 1})
+        w.write({"type": "step", "i": i, "t0": t, "tb": t + 0.5, "t1": t + 0.6, "barrier": "sync",
+                 "c": {"MarkStep": 1, "ExecuteComputation": 3}, "o": 1, "bw": 1})
+    w.write({"type": "end", "t": T0 + 9, "status": "ok", "exception": None, "steps": 8})
+    w.close()
+    (f,) = analyze(load_run(tmp_path / "r.json")).findings
+    assert f.count == 16 and "at adder.py:173 (called from adder.py:193 and :194)" in f.title, f.title
+    assert sum("eval_split() was called from" in e for e in f.evidence) == 2
+
+
 def test_steps_run_in_worker_processes_are_said(tmp_path: Path) -> None:
     # xprof run around a script that trains in torch_xla.launch workers: no step here, but
     # torch_xla's debug output (from the worker) counted compiles and executions.

@@ -270,6 +270,20 @@ def finding_id(key: FindingKey, sites: dict[int, Site], loops: frozenset[tuple[s
     return group_key(site, sites.get(site), loops, sites.get(lead) if lead is not None else None)
 
 
+def same_line_sites(sites: Mapping[int, Site]) -> dict[int, int]:
+    """Each user read inside a user function called from several lines (a site with a
+    ``caller``) -> the first site reading the same way at the same line: one finding for the
+    line, whichever call reached it (an eval function called for two splits)."""
+    first: dict[tuple[str, int, str], int] = {}
+    out: dict[int, int] = {}
+    for sid in sorted(sites):
+        s = sites[sid]
+        if s.via or s.caller is None or s.access in DATA_DEPENDENT_ACCESSES:
+            continue
+        out[sid] = first.setdefault((s.file, s.line, s.access), sid)
+    return out
+
+
 def own_barrier(site: Site | None) -> bool:
     """A barrier a library call asked for itself (``xm.mesh_reduce``'s rendezvous syncs,
     ``broadcast_master_param``): not one of the loop's step APIs, nor a known mechanism's."""

@@ -133,8 +133,10 @@ def _read_findings(run: _Run, groups: dict[FindingKey, list[int]],
 
     leaders = _dd_leaders(syncs)
 
+    alike = _mech.same_line_sites(site_info)
+
     def gkey(site: int) -> str:
-        return _mech.finding_id(FindingKey.sync(site), site_info, loops, leaders)
+        return _mech.finding_id(FindingKey.sync(alike.get(site, site)), site_info, loops, leaders)
 
     for key in [k for k in groups if k.site is not None]:
         nk = FindingKey.parse(gkey(key.site or 0))

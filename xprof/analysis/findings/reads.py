@@ -214,9 +214,10 @@ def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], 
     lines = _group_lines(g, sites) if kind == "data_dependent" or value_shape else [(file, line, code)]
     where = _lines_where(lines)
     caller = site.caller if site is not None and not isinstance(via, str) else None
-    if caller is not None:
-        # (a read inside a user function: which call of it, when it is called from several lines)
-        where += f" (called from {loc_text(caller[0], caller[1])})"
+    callers = _callers(g, sites) if caller is not None else []
+    if callers:
+        # (a read inside a user function: which calls of it, when it is called from several lines)
+        where += f" (called from {_lines_where([(f, n, '') for f, n, _ in callers])})"
     n = len(g)
     parts = [f"{n} read{'s' if n != 1 else ''}"]
     if len(ks):
@@ -236,6 +237,17 @@ def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], 
         executions=executions, read_steps=read_steps, pattern=pattern,
         seconds=(max(saved_ms - theirs_ms, 0.0) + barrier_compile_ms) / 1e3, where=where, caller=caller,
         parts=parts, when=f" {pattern}" if pattern else "", mid_step=mid_step, severity=severity, lines=lines)
+
+
+def _callers(g: pd.DataFrame, sites: dict[int, Site]) -> list[tuple[str, int, str]]:
+    """The user lines that called the function holding the group's reads, in order of first
+    read (one line read through several calls is one finding)."""
+    out: list[tuple[str, int, str]] = []
+    for sid in dict.fromkeys(int(s) for s in g["site"]):
+        site = sites.get(sid)
+        if site is not None and site.caller is not None and site.caller not in out:
+            out.append(site.caller)
+    return out
 
 
 def _group_lines(g: pd.DataFrame, sites: dict[int, Site]) -> list[tuple[str, int, str]]:
@@ -325,9 +337,9 @@ def _read_evidence(r: _Reads, kind: str, sites: dict[int, Site], causes: list[Ca
     evidence = [f"{here}: {r.code}" if r.code else here]
     for file, line, code in r.lines[1:]:
         evidence.append(f"{loc_text(file, line)}: {code}" if code else loc_text(file, line))
-    if r.caller is not None:
-        evidence.append(f"{first['func']}() was called from {loc_text(r.caller[0], r.caller[1])}"
-                        + (f": {r.caller[2]}" if r.caller[2] else ""))
+    for caller in _callers(g, sites) if r.caller is not None else []:
+        evidence.append(f"{first['func']}() was called from {loc_text(caller[0], caller[1])}"
+                        + (f": {caller[2]}" if caller[2] else ""))
     evidence += _inside_library(r, sites)
     if r.value_shape:
         evidence.append("its value is read on the host and sets a shape, so every new value is a new "
