@@ -67,9 +67,8 @@ def compare(
              "or seconds (2s).")] = None,
     max_step_time_increase: Annotated[str | None, typer.Option(
         "--max-step-time-increase", metavar="LIMIT",
-        help="Fail when the execute time of steady-state steps (the device's part; the whole "
-             "step's time holds the host's work and is too noisy to judge), its 10th percentile, "
-             "which another process on the machine does not move, rose by more than LIMIT (5%, "
+        help="Fail when the execute time of steady-state steps (the device's part), its 10th "
+             "percentile (which load on the machine does not move), rose by more than LIMIT (5%, "
              "or 3ms): the whole 95% interval of the change above it.")] = None,
     max_new_syncs: Annotated[str | None, typer.Option(
         "--max-new-syncs", metavar="N",
