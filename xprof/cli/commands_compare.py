@@ -67,9 +67,9 @@ def compare(
              "or seconds (2s).")] = None,
     max_step_time_increase: Annotated[str | None, typer.Option(
         "--max-step-time-increase", metavar="LIMIT",
-        help="Fail when the median execute time of a steady-state step (the device's part; "
-             "the whole step's time holds the host's work and is too noisy to judge) rose by "
-             "more than LIMIT (5%, or 3ms).")] = None,
+        help="Fail when the execute time of steady-state steps (the device's part), its 10th "
+             "percentile (which load on the machine does not move), rose by more than LIMIT (5%, "
+             "or 3ms): the whole 95% interval of the change above it.")] = None,
     max_new_syncs: Annotated[str | None, typer.Option(
         "--max-new-syncs", metavar="N",
         help="Fail when there are more than N implicit host syncs beyond what the base makes "
@@ -79,8 +79,9 @@ def compare(
 
     Compiles, compile time, step and execute time, syncs, findings and graphs.
 
-    Counts are exact; times are judged on medians of steady-state steps (the execute time on
-    a 95% interval of the change), so two recordings of the same loop report no regression.
+    Counts are exact; times are judged on medians of steady-state steps (the execute time's
+    median and 10th percentile on a 95% interval of the change), so two recordings of the same
+    loop report no regression.
     """
     reads_only()
     gate = _checked_arguments(runs, as_json, markdown, output, max_new_recompiles, max_compile_seconds_increase,

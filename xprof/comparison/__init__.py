@@ -55,8 +55,9 @@ def compare_pair(base: Analysis, new: Analysis, noise: Noise | None = None,
     va, vb = values(base), values(new)
     steady = (steady_steps(base), steady_steps(new))
     dc = int((vb["compiles"] or 0) - (va["compiles"] or 0))
-    iv = interval(steady_execute_ms(base), steady_execute_ms(new))
-    changes = [judge(spec, va[spec.key], vb[spec.key], noise, steady, dc, iv if spec.sampled else None)
+    samples = (steady_execute_ms(base), steady_execute_ms(new))
+    changes = [judge(spec, va[spec.key], vb[spec.key], noise, steady, dc,
+                     interval(*samples, spec.percentile) if spec.sampled else None)
                for spec in METRICS]
     frame = pd.DataFrame([c.to_json() for c in changes]).set_index("key")
     return PairComparison(
