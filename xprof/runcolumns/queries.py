@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from xprof.runcolumns.columns import ColumnsRead, RunColumns, py_list, shared_strings
-from xprof.runcolumns.connection import thread_connection
+from xprof.runcolumns.connection import one_reader, thread_connection
 from xprof.runcolumns.fields import (
     BULK,
     BULK_TYPES,
@@ -27,7 +27,7 @@ from xprof.runcolumns.fields import (
     SYNC_FIELDS,
     Field,
 )
-from xprof.runfile import MAX_COUNT, MAX_NS, MAX_SECONDS
+from xprof.runfile import MAX_COUNT, MAX_LINE, MAX_NS, MAX_SECONDS
 
 _GLOB = re.compile(r"[*?\[\]{}]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -74,21 +74,35 @@ def _sql_literal(v: Any) -> str:
     return repr(v)
 
 
+MAX_OBJECT = 256 << 20
+"""DuckDB's ``maximum_object_size`` where a line is longer than :data:`xprof.runfile.MAX_LINE`."""
+
+
+def object_size(longest: int) -> int:
+    """DuckDB's ``maximum_object_size`` for files whose longest line has ``longest`` bytes.
+
+    DuckDB's JSON reader holds a buffer of about this size while it reads: 256 MB for every
+    file was most of the peak memory of a million-step report. Twice the longest line (at
+    least 1 MB) reads every line that 256 MB did (DuckDB 2.0 reads a longer object anyway;
+    the 1.x versions the project allows stop at it)."""
+    return MAX_OBJECT if longest > MAX_LINE else min(MAX_OBJECT, max(1 << 20, 2 * longest + 2))
+
+
 _FILE = "xprof_f"
 """The column holding which file of the batch a row came from (its index)."""
 
 
-def read_bulk(paths: list[str]) -> list[_Read_and_seen]:
+def read_bulk(paths: list[str], longest: int = MAX_OBJECT) -> list[_Read_and_seen]:
     """The bulk records of each file as columns, and how many rows of bulk types DuckDB read
-    from it: one query over all of them."""
+    from it: one query over all of them (``longest``: bytes in the files' longest line)."""
     con = thread_connection()
-    with _readable_paths(paths) as sources:
+    with _readable_paths(paths) as sources, one_reader(con):
         columns = "{" + ", ".join(f"{_sql_str(k)}: {_sql_str(t)}" for k, t in _KEY_TYPES.items()) + "}"
         types = ", ".join(_sql_str(t) for t in BULK_TYPES)
         con.execute(
             f"CREATE OR REPLACE TEMP TABLE xprof_bulk AS SELECT list_position(?::VARCHAR[], filename) - 1 AS {_FILE}, "
-            "* EXCLUDE (filename) FROM read_json(?, format='newline_delimited', "
-            f"columns={columns}, ignore_errors=true, maximum_object_size=268435456, filename=true) "
+            f"* EXCLUDE (filename, samples), {_PAIRS} AS samples FROM read_json(?, format='newline_delimited', "
+            f"columns={columns}, ignore_errors=true, maximum_object_size={object_size(longest)}, filename=true) "
             f"WHERE type IN ({types})", [sources, sources])
     n = len(paths)
     try:
@@ -258,8 +272,9 @@ def _query_table(con: Any, record: str, fields: Sequence[Field]) -> dict[str, np
 
 _COUNTERS = f"CASE WHEN json_type({_sql_ident(COUNTERS_KEY)}) = 'OBJECT' THEN {_sql_ident(COUNTERS_KEY)} END"
 """A step's counters object (NULL where ``c`` is something else)."""
-_SAMPLE_ROWS = (f"FROM xprof_bulk WHERE type IN ({', '.join(_sql_str(t) for t in SAMPLES)}) "
-                "AND samples IS NOT NULL")
+_PAIRS = "flatten([s FOR s IN samples IF len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL])"
+"""A sample record's pairs that are two numbers (the record reader drops the others), one after
+the other in one list: a list of pairs costs twice the memory in DuckDB's table."""
 
 
 def _facts(con: Any) -> dict[str, Any]:
@@ -350,24 +365,19 @@ def _json_str(s: str) -> str:
 
 
 def _query_samples(con: Any, n: int) -> list[dict[str, np.ndarray]]:
-    """Every ``samples`` pair of the sample records, by file and record type (pairs that are
-    not two numbers are dropped, as the record reader drops them): one query, one row a pair."""
-    kinds = list(SAMPLES)
-    code = "CASE type " + " ".join(f"WHEN {_sql_str(t)} THEN {k}" for k, t in enumerate(kinds)) + " END"
-    got = con.execute(f"SELECT f, k, s[1] AS a, s[2] AS b, len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL "
-                      f"AS good FROM (SELECT {_FILE} AS f, {code} AS k, unnest(samples) AS s {_SAMPLE_ROWS})"
-                      ).fetchnumpy()
-    good = np.asarray(np.ma.filled(got["good"], False), dtype=bool)
-    f, k = np.asarray(got["f"])[good], np.asarray(got["k"])[good]
-    pairs = np.column_stack([np.asarray(np.ma.getdata(got["a"]), dtype=np.float64)[good],
-                             np.asarray(np.ma.getdata(got["b"]), dtype=np.float64)[good]])
+    """Every ``samples`` pair of the sample records, by file and record type: one query a
+    record type, each number a row, read straight into the (pairs, 2) arrays."""
     out: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
-    if not len(pairs):
-        return out
-    for j in range(n):
-        mine = f == j
-        for m, record in enumerate(kinds):
-            got_pairs = pairs[mine & (k == m)]
-            if len(got_pairs):
-                out[j][SAMPLES[record]] = got_pairs
+    for record, name in SAMPLES.items():
+        got = con.execute(f"SELECT {_FILE} AS f, unnest(samples) AS v FROM xprof_bulk WHERE type = ? "
+                          "AND samples IS NOT NULL", [record]).fetchnumpy()
+        values = np.asarray(got.pop("v"), dtype=np.float64)
+        if not len(values):
+            continue
+        pairs = values.reshape(-1, 2)
+        files = np.asarray(got.pop("f"))[::2] if n > 1 else None
+        for j in range(n):
+            mine = pairs if files is None else pairs[files == j]
+            if len(mine):
+                out[j][name] = mine
     return out
