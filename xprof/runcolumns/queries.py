@@ -8,12 +8,12 @@ import os
 import re
 import tempfile
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from xprof.runcolumns.columns import ColumnsRead, RunColumns, py_list, shared_strings
-from xprof.runcolumns.connection import one_reader, thread_connection
+from xprof.runcolumns.connection import close, one_reader, thread_connection
 from xprof.runcolumns.fields import (
     BULK,
     BULK_TYPES,
@@ -88,20 +88,37 @@ def object_size(longest: int) -> int:
     return MAX_OBJECT if longest > MAX_LINE else min(MAX_OBJECT, max(1 << 20, 2 * longest + 2))
 
 
+_KINDS = {t: k for k, t in enumerate((*BULK, *SAMPLES))}
+_KIND = "CASE type " + " ".join(f"WHEN {_sql_str(t)} THEN {k}" for t, k in _KINDS.items()) + " END::UTINYINT"
+"""A row's record type as a number (``xprof_kind``): a string a row would cost 16 bytes."""
+_RARE = [k for k in dict.fromkeys(f.key for f in (*SYNC_FIELDS, *COMPILE_FIELDS))
+         if k not in {f.key for f in STEP_FIELDS} | {COUNTERS_KEY}]
+"""The keys only reads and compiles have (a few rows of a million): packed into one list
+column, 16 bytes a row, where a column each cost 8 or 16 bytes a row, most of them empty."""
+_PACKED = (f"CASE WHEN type IN ({', '.join(_sql_str(t) for t, fs in BULK.items() if any(f.key in _RARE for f in fs))}) "
+           "THEN [{" + ", ".join(f"{_sql_str(k)}: {_sql_ident(k)}" for k in _RARE) + "}] END")
+_UNPACKED = ("(SELECT * EXCLUDE (xprof_rare), "
+             + ", ".join(f"struct_extract(xprof_rare[1], {_sql_str(k)}) AS {_sql_ident(k)}" for k in _RARE)
+             + " FROM xprof_bulk)")
+
+
 _FILE = "xprof_f"
 """The column holding which file of the batch a row came from (its index)."""
 
 
-def read_bulk(paths: list[str], longest: int = MAX_OBJECT) -> list[_Read_and_seen]:
+def read_bulk(paths: list[str], longest: int = MAX_OBJECT, release: bool = False) -> list[_Read_and_seen]:
     """The bulk records of each file as columns, and how many rows of bulk types DuckDB read
-    from it: one query over all of them (``longest``: bytes in the files' longest line)."""
+    from it: one query over all of them (``longest``: bytes in the files' longest line;
+    ``release``: close the connection once the table is read, before the steps' counters are
+    made: DuckDB keeps the memory of its table until then)."""
     con = thread_connection()
     with _readable_paths(paths) as sources, one_reader(con):
         columns = "{" + ", ".join(f"{_sql_str(k)}: {_sql_str(t)}" for k, t in _KEY_TYPES.items()) + "}"
         types = ", ".join(_sql_str(t) for t in BULK_TYPES)
         con.execute(
             f"CREATE OR REPLACE TEMP TABLE xprof_bulk AS SELECT list_position(?::VARCHAR[], filename) - 1 AS {_FILE}, "
-            f"* EXCLUDE (filename, samples), {_PAIRS} AS samples FROM read_json(?, format='newline_delimited', "
+            f"{_KIND} AS xprof_kind, * EXCLUDE (filename, type, samples, {', '.join(map(_sql_ident, _RARE))}), "
+            f"{_PACKED} AS xprof_rare, {_PAIRS} AS samples FROM read_json(?, format='newline_delimited', "
             f"columns={columns}, ignore_errors=true, maximum_object_size={object_size(longest)}, filename=true) "
             f"WHERE type IN ({types})", [sources, sources])
     n = len(paths)
@@ -110,12 +127,15 @@ def read_bulk(paths: list[str], longest: int = MAX_OBJECT) -> list[_Read_and_see
         seen, skipped = [0] * n, [0] * n
         for f, total, missing in zip(facts["files"], facts["rows"], facts["missing"]):
             seen[int(f)], skipped[int(f)] = int(total), int(missing)
-        steps, counters = _split(*_query_steps(con, facts), n)
         syncs = _split(_query_table(con, "sync", SYNC_FIELDS), {}, n)[0]
         compiles = _split(_query_table(con, "compile", COMPILE_FIELDS), {}, n)[0]
         samples = _query_samples(con, n)
+        step_rows, coded = _query_steps(con, facts)  # (last: the most rows, with the least left in the table)
     finally:
         con.execute("DROP TABLE IF EXISTS xprof_bulk")
+    if release:
+        close()
+    steps, counters = _split(step_rows, coded if isinstance(coded, dict) else coded.spread(thread_connection()), n)
     out = []
     odd = set(facts["odd_counters"])
     for k in range(n):
@@ -245,8 +265,8 @@ def _fetch(con: Any, fields: Sequence[Field], where: str, extra: Sequence[str] =
 def _required(fields: Sequence[Field], record: str) -> tuple[str, str]:
     """WHERE clauses for the rows of ``record`` with every required field, and without."""
     need = [f"({_select(f, _KEY_TYPES[f.key])}) IS NOT NULL" for f in fields if f.default is REQUIRED]
-    ok = " AND ".join([f"type = {_sql_str(record)}", *need])
-    bad = f"type = {_sql_str(record)} AND NOT ({' AND '.join(need)})" if need else "FALSE"
+    ok = " AND ".join([f"xprof_kind = {_KINDS[record]}", *need])
+    bad = f"xprof_kind = {_KINDS[record]} AND NOT ({' AND '.join(need)})" if need else "FALSE"
     return ok, bad
 
 
@@ -267,7 +287,7 @@ def _finish(raw: dict[str, Any], fields: Sequence[Field]) -> dict[str, np.ndarra
 
 
 def _query_table(con: Any, record: str, fields: Sequence[Field]) -> dict[str, np.ndarray]:
-    return _finish(_fetch(con, fields, _required(fields, record)[0]), fields)
+    return _finish(_fetch(con, fields, _required(fields, record)[0], source=_UNPACKED), fields)
 
 
 _COUNTERS = f"CASE WHEN json_type({_sql_ident(COUNTERS_KEY)}) = 'OBJECT' THEN {_sql_ident(COUNTERS_KEY)} END"
@@ -316,12 +336,18 @@ CODED_COUNTERS = 64
 the steps point at theirs; more, and every step's object is parsed."""
 
 
-def _query_steps(con: Any, facts: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _query_steps(con: Any, facts: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | _Coded]:
+    """The step rows and their counters, or (where few distinct counters objects) each step's
+    object as an index, the counters made from it later (:class:`_Coded`)."""
     ok = _required(STEP_FIELDS, "step")[0]
     names = facts["counters"]
     objects = facts.get("counter_objects")
     if names and objects is not None:
-        return _query_steps_coded(con, facts, names, objects)
+        listed = "[" + ", ".join(_sql_str(o) for o in objects) + "]::VARCHAR[]"
+        code = f"COALESCE(list_position({listed}, {_sql_ident(COUNTERS_KEY)}::VARCHAR), 0) AS xprof_code"
+        raw = _fetch(con, STEP_FIELDS, ok, [code], strings=facts["strings"])
+        which = np.asarray(np.ma.filled(raw.pop("xprof_code"), 0), dtype=np.int64)
+        return _finish(raw, STEP_FIELDS), _Coded(names, objects, which)
     extra = [f"struct_extract(xprof_c, {_sql_str(n)}) AS {_sql_ident('counter:' + n)}" for n in names]
     source = "xprof_bulk"
     if names:
@@ -335,27 +361,29 @@ def _query_steps(con: Any, facts: dict[str, Any]) -> tuple[dict[str, np.ndarray]
     return _finish(raw, STEP_FIELDS), counters
 
 
-def _query_steps_coded(con: Any, facts: dict[str, Any], names: list[str],
-                       objects: list[str]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """The steps with each one's counters object as an index into the distinct ``objects``
-    (0: none), and the counters of each object parsed once: as :func:`_query_steps` reads them."""
-    ok = _required(STEP_FIELDS, "step")[0]
-    listed = "[" + ", ".join(_sql_str(o) for o in objects) + "]::VARCHAR[]"
-    code = f"COALESCE(list_position({listed}, {_sql_ident(COUNTERS_KEY)}::VARCHAR), 0) AS xprof_code"
-    raw = _fetch(con, STEP_FIELDS, ok, [code], strings=facts["strings"])
-    which = np.asarray(np.ma.filled(raw.pop("xprof_code"), 0), dtype=np.int64)
-    struct = "{" + ", ".join(f'{_json_str(n)}: "BIGINT"' for n in names) + "}"
-    parsed = f"json_transform(CASE WHEN json_type(o) = 'OBJECT' THEN o END, {_sql_str(struct)})"
-    values = ", ".join(f"struct_extract({parsed}, {_sql_str(n)}) AS {_sql_ident('counter:' + n)}" for n in names)
-    got = con.execute(f"SELECT {values} FROM (SELECT unnest(?::JSON[]) AS o, unnest(range(?)) AS k) ORDER BY k",
-                      [objects, len(objects)]).fetchnumpy()
-    counters: dict[str, np.ndarray] = {}
-    for n in names:
-        v = got["counter:" + n]
-        per_object = np.zeros(len(objects) + 1, dtype=np.int64)
-        per_object[1:] = np.asarray(np.ma.filled(v, 0) if isinstance(v, np.ma.MaskedArray) else v, dtype=np.int64)
-        counters[n] = per_object[which]
-    return _finish(raw, STEP_FIELDS), counters
+class _Coded(NamedTuple):
+    """Each step's counters object as an index into the distinct ``objects`` (0: none)."""
+
+    names: list[str]
+    objects: list[str]
+    which: np.ndarray
+
+    def spread(self, con: Any) -> dict[str, np.ndarray]:
+        """The counters of each object parsed once, then given to its steps: as
+        :func:`_query_steps` reads them where every step's object is parsed."""
+        struct = "{" + ", ".join(f'{_json_str(n)}: "BIGINT"' for n in self.names) + "}"
+        parsed = f"json_transform(CASE WHEN json_type(o) = 'OBJECT' THEN o END, {_sql_str(struct)})"
+        values = ", ".join(f"struct_extract({parsed}, {_sql_str(n)}) AS {_sql_ident('counter:' + n)}"
+                           for n in self.names)
+        got = con.execute(f"SELECT {values} FROM (SELECT unnest(?::JSON[]) AS o, unnest(range(?)) AS k) ORDER BY k",
+                          [self.objects, len(self.objects)]).fetchnumpy()
+        counters: dict[str, np.ndarray] = {}
+        for n in self.names:
+            v = got["counter:" + n]
+            per_object = np.zeros(len(self.objects) + 1, dtype=np.int64)
+            per_object[1:] = np.asarray(np.ma.filled(v, 0) if isinstance(v, np.ma.MaskedArray) else v, dtype=np.int64)
+            counters[n] = per_object[self.which]
+        return counters
 
 
 def _json_str(s: str) -> str:
@@ -369,8 +397,8 @@ def _query_samples(con: Any, n: int) -> list[dict[str, np.ndarray]]:
     record type, each number a row, read straight into the (pairs, 2) arrays."""
     out: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
     for record, name in SAMPLES.items():
-        got = con.execute(f"SELECT {_FILE} AS f, unnest(samples) AS v FROM xprof_bulk WHERE type = ? "
-                          "AND samples IS NOT NULL", [record]).fetchnumpy()
+        got = con.execute(f"SELECT {_FILE} AS f, unnest(samples) AS v FROM xprof_bulk WHERE xprof_kind = ? "
+                          "AND samples IS NOT NULL", [_KINDS[record]]).fetchnumpy()
         values = np.asarray(got.pop("v"), dtype=np.float64)
         if not len(values):
             continue
