@@ -195,3 +195,22 @@ def test_a_long_file_is_read_in_file_order_on_many_threads(tmp_path: Path, monke
         assert_same_run(load_columns(path, engine="duckdb"), load_run(path))
     finally:
         close()
+
+
+def test_step_columns_at_their_default_are_one_shared_read_only_array(tmp_path: Path) -> None:
+    """A step field no step sets (``dz``, ``mg``, ``site``...) is not fetched from DuckDB: its
+    column is one read-only array shared by the columns holding the same default, with the
+    record reader's dtype and values; a field some step sets is fetched as before."""
+    lines = _lines(SAMPLES[0].with_name("item_every_step.json"))
+    k = _step_rows(lines)[2]
+    lines[k] = lines[k].replace('"type":"step",', '"type":"step","mg":2,', 1)
+    path = tmp_path / "one_mid_graph.json"
+    path.write_text("".join(lines), encoding="utf-8")
+    st, typed = load_columns(path, engine="duckdb").columns.steps, columns_of(load_run(path)).steps
+    assert {name: v.dtype for name, v in st.items()} == {name: v.dtype for name, v in typed.items()}
+    constant = ["dynamo_graphs", "backward", "site"]
+    assert not any(st[name].flags.writeable for name in constant)
+    assert np.shares_memory(np.ma.getdata(st["dynamo_graphs"]), np.ma.getdata(st["site"]))
+    assert np.ma.getmaskarray(st["site"]).all() and not np.ma.getdata(st["site"]).any()
+    assert st["mid_graphs"].flags.writeable and st["mid_graphs"].tolist().count(2) == 1
+    assert_same_run(load_columns(path, engine="duckdb"), load_run(path))

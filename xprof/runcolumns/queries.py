@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -232,16 +232,20 @@ def _sorted_steps(steps: dict[str, np.ndarray],
 
 
 def _fetch(con: Any, fields: Sequence[Field], where: str, extra: Sequence[str] = (),
-           source: str = "xprof_bulk", strings: dict[str, list[Any]] | None = None) -> dict[str, Any]:
+           source: str = "xprof_bulk", strings: dict[str, list[Any]] | None = None,
+           constant: Collection[str] = ()) -> dict[str, Any]:
     """Rows of one record type (with the file each came from), each field with its default
     (missing values flagged).
 
     ``strings``: the distinct values of string fields, which then come as an index into them,
-    so a million steps do not make a million Python strings."""
+    so a million steps do not make a million Python strings; ``constant``: the fields that
+    are their default on every row, not fetched (:func:`_constant`)."""
     parts = [_FILE]
     coded = strings or {}
     for f in fields:
         expr = _select(f, _KEY_TYPES[f.key])
+        if f.column in constant:
+            continue
         if f.kind == "str" and f.column in coded:
             listed = "[" + ", ".join(_sql_str(v) for v in coded[f.column] if v is not None) + "]::VARCHAR[]"
             parts.append(f"COALESCE(list_position({listed}, {expr}), 0) AS {_sql_ident(f.column)}")
@@ -254,6 +258,12 @@ def _fetch(con: Any, fields: Sequence[Field], where: str, extra: Sequence[str] =
             parts.append(f"{expr} AS {_sql_ident(f.column)}")
     parts.extend(extra)
     got = dict(con.execute(f"SELECT {', '.join(parts)} FROM {source} WHERE {where}").fetchnumpy())
+    made: dict[tuple[Any, ...], np.ndarray] = {}
+    for f in fields:
+        if f.column in constant:
+            got[f.column] = _constant(f, len(got[_FILE]), made)
+            if f.default is None:
+                got[f.column + ":missing"] = _constant(Field("", "", "bool", True, ""), len(got[_FILE]), made)
     for column, found in coded.items():
         known = [v for v in found if v is not None]
         table = np.empty(len(known) + 1, dtype=object)
@@ -318,12 +328,38 @@ def _facts(con: Any) -> dict[str, Any]:
         # (files with a counter value that is not a count DuckDB reads as one: NaN, a fraction, past 64 bits)
         f"(SELECT list(DISTINCT f) FROM (SELECT DISTINCT {_FILE} AS f, {_sql_ident(COUNTERS_KEY)}::VARCHAR AS o "
         f"FROM xprof_bulk WHERE {ok_step}) WHERE regexp_matches(o, {_sql_str(_ODD_COUNT)}))",
+        f"(SELECT [{', '.join(map(_varies, _MAYBE_CONSTANT))}] FROM xprof_bulk WHERE {ok_step})",
     ]
     got = con.execute("SELECT " + ", ".join(parts)).fetchone()
     files, rows, miss, names = (v or [] for v in got[:4])
     return {"files": files, "rows": rows, "missing": miss, "counters": sorted(names),
             "strings": {f.column: list(v or []) for f, v in zip(strings, got[4:4 + len(strings)])},
-            "counter_objects": got[-2], "odd_counters": got[-1] or []}
+            "counter_objects": got[-3], "odd_counters": got[-2] or [],
+            "constant": {f.column for f, varies in zip(_MAYBE_CONSTANT, got[-1]) if not varies}}
+
+
+_MAYBE_CONSTANT = [f for f in STEP_FIELDS if f.kind in ("int", "bool") and f.default is not REQUIRED]
+"""Step fields that most runs leave at their default on every step (``dz``, ``mg``, ``site``...):
+such a column is not fetched but given as one read-only array (:func:`_constant`)."""
+
+
+def _varies(f: Field) -> str:
+    """Whether any step has ``f`` other than its default (missing, for a field without one)."""
+    expr = _select(f, _KEY_TYPES[f.key])
+    return f"bool_or(({expr}) IS NOT NULL)" if f.default is None else f"bool_or(({expr}) <> {_sql_literal(f.default)})"
+
+
+def _constant(f: Field, rows: int, made: dict[tuple[Any, ...], np.ndarray]) -> np.ndarray:
+    """A column of ``rows`` defaults of ``f`` (0 for a field without one), read-only and shared by
+    the columns of one fetch that hold the same (``made``): a million steps' column of zeros
+    fetched costs 8 MB, each."""
+    kind = NUMPY_TYPES[f.kind]
+    value = 0 if f.default is None else f.default
+    key = (kind, value)
+    if key not in made:
+        made[key] = np.full(rows, value, dtype=kind)
+        made[key].flags.writeable = False
+    return made[key]
 
 
 _ODD_COUNT = r":\s*(-|N|I|[0-9]*\.|[0-9]+[eE]|[0-9]{14})"
@@ -345,7 +381,7 @@ def _query_steps(con: Any, facts: dict[str, Any]) -> tuple[dict[str, np.ndarray]
     if names and objects is not None:
         listed = "[" + ", ".join(_sql_str(o) for o in objects) + "]::VARCHAR[]"
         code = f"COALESCE(list_position({listed}, {_sql_ident(COUNTERS_KEY)}::VARCHAR), 0) AS xprof_code"
-        raw = _fetch(con, STEP_FIELDS, ok, [code], strings=facts["strings"])
+        raw = _fetch(con, STEP_FIELDS, ok, [code], strings=facts["strings"], constant=facts["constant"])
         which = np.asarray(np.ma.filled(raw.pop("xprof_code"), 0), dtype=np.int64)
         return _finish(raw, STEP_FIELDS), _Coded(names, objects, which)
     extra = [f"struct_extract(xprof_c, {_sql_str(n)}) AS {_sql_ident('counter:' + n)}" for n in names]
@@ -353,7 +389,7 @@ def _query_steps(con: Any, facts: dict[str, Any]) -> tuple[dict[str, np.ndarray]
     if names:
         struct = "{" + ", ".join(f'{_json_str(n)}: "BIGINT"' for n in names) + "}"
         source = f"(SELECT *, json_transform({_COUNTERS}, {_sql_str(struct)}) AS xprof_c FROM xprof_bulk)"
-    raw = _fetch(con, STEP_FIELDS, ok, extra, source, strings=facts["strings"])
+    raw = _fetch(con, STEP_FIELDS, ok, extra, source, strings=facts["strings"], constant=facts["constant"])
     counters: dict[str, np.ndarray] = {}
     for n in names:
         v = raw.pop("counter:" + n)
