@@ -22,6 +22,8 @@ than 7.5 s).
     .venv/bin/python benchmarks/report_scale.py [--quick]     # --quick: skip 1M steps
     .venv/bin/python benchmarks/report_scale.py --issue12     # 1M steps, then pods of 32 and 256 ranks
     .venv/bin/python benchmarks/report_scale.py --sizes 1000000 --pods 256
+    .venv/bin/python benchmarks/report_scale.py --sizes 1000000 --pods 256 --baseline /work/main --rounds 2
+                                   # the real commands only, main's and this tree's in turn
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import json
 import os
 import random
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -202,15 +206,19 @@ def _tree_rss_kb(root: int) -> int:
     return total
 
 
-def run_cli(args: list[str]) -> dict[str, Any]:
+def run_cli(args: list[str], tree: str | None = None) -> dict[str, Any]:
     """``python -m xprof ARGS`` with its stdout discarded: wall seconds and the peak RSS of its
-    process tree (sampled every 20 ms; the peak of the main process alone where /proc is missing)."""
+    process tree (sampled every 20 ms; the peak of the main process alone where /proc is missing).
+    ``tree``: the checkout whose xprof runs (first on PYTHONPATH, started outside any checkout);
+    the summary cache is off (a second run would be served from it)."""
     import threading
 
-    env = {**os.environ, "XPROF_PROGRESS": "0"}
+    env = {**os.environ, "XPROF_PROGRESS": "0", "XPROF_NO_CACHE": "1"}
+    if tree is not None:
+        env["PYTHONPATH"] = os.path.abspath(tree)
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "xprof", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=env)
+                            stderr=subprocess.PIPE, env=env, cwd=tempfile.gettempdir() if tree else None)
     peak = [0]
     done = threading.Event()
 
@@ -222,14 +230,19 @@ def run_cli(args: list[str]) -> dict[str, Any]:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    _, err = proc.communicate()
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    # (this child's own peak: RUSAGE_CHILDREN is the largest of every child reaped so far)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t
     done.set()
     sampler.join()
-    main_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    main_peak = usage.ru_maxrss
     if proc.returncode != 0:
         raise RuntimeError(f"xprof {' '.join(args)}: exit {proc.returncode}: {err.decode()[-400:]}")
-    return {"wall_s": wall, "peak_rss_mb": max(peak[0], main_peak) / 1024}
+    return {"wall_s": wall, "peak_rss_mb": max(peak[0], main_peak) / 1024,
+            "cpu_s": usage.ru_utime + usage.ru_stime}  # (the command's own process, its workers not counted)
 
 
 # -- a pod of rank files ---------------------------------------------------------------------------------
@@ -294,6 +307,49 @@ def measure_pod(ranks: int, steps: int, folder: str) -> dict[str, Any]:
     return out
 
 
+# -- the real commands of this tree against another checkout's, alternated -----------------------------
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def versus(baseline: str, rounds: int, sizes: list[int], pods: list[int], pod_steps: int) -> list[dict[str, Any]]:
+    """The real ``xprof report`` of each size and ``xprof summary`` of each pod, run by another
+    checkout (``baseline``, e.g. main's) and by this tree in turn (ABBA over ``rounds``), on one
+    file written once: on a shared machine only figures taken side by side compare."""
+    out: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="xprof-versus-") as tmp:
+        for n in sizes:
+            path = os.path.join(tmp, f"synthetic_{n}.json")
+            write_synthetic(path, n)
+            out += _alternate(f"{n} steps: xprof report", ["report", path, "-o", os.path.join(tmp, "r.html")],
+                              baseline, rounds)
+            os.remove(path)
+        for ranks in pods:
+            folder = os.path.join(tmp, f"pod{ranks}")
+            write_pod(folder, ranks, pod_steps)
+            out += _alternate(f"{ranks} x {pod_steps} steps: xprof summary", ["summary", folder], baseline, rounds)
+            shutil.rmtree(folder)
+    for what in dict.fromkeys(r["what"] for r in out):
+        for tree in ("baseline", "this tree"):
+            mine = [r for r in out if r["what"] == what and r["tree"] == tree]
+            print(f"{what}, {tree}: median {statistics.median(r['wall_s'] for r in mine):.2f} s "
+                  f"({statistics.median(r['cpu_s'] for r in mine):.2f} s CPU), "
+                  f"{statistics.median(r['peak_rss_mb'] for r in mine):.0f} MB over {len(mine)} runs")
+    return out
+
+
+def _alternate(what: str, args: list[str], baseline: str, rounds: int) -> list[dict[str, Any]]:
+    trees = [("baseline", baseline), ("this tree", HERE)]
+    out = []
+    for k in range(rounds):
+        for label, tree in trees if k % 2 == 0 else trees[::-1]:
+            r = run_cli(args, tree)
+            out.append({"what": what, "tree": label, **r, "load": _load()})
+            print(f"{what}, {label}: {r['wall_s']:.2f} s ({r['cpu_s']:.2f} s CPU), peak RSS {r['peak_rss_mb']:.0f} MB "
+                  f"(load average {out[-1]['load']})", flush=True)
+    return out
+
+
 def _subprocess(args: list[str], tmp: str, label: str) -> dict[str, Any] | None:
     out = os.path.join(tmp, f"{label}.json")
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), *args, "--json", out],
@@ -335,7 +391,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--one-distinct", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--one-pod", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--json", help="write the figures here (for run_all.py)")
+    ap.add_argument("--baseline", metavar="DIR", help="another checkout (e.g. main's): only the real commands, "
+                                                      "its and this tree's in turn, on --sizes and --pods")
+    ap.add_argument("--rounds", type=int, default=2, help="with --baseline: rounds of both (default 2)")
     args = ap.parse_args(argv)
+    if args.baseline:
+        print(f"load average before: {_load()}", flush=True)
+        rows = versus(args.baseline, args.rounds, [int(x) for x in (args.sizes or "").split(",") if x],
+                      [int(x) for x in (args.pods or "").split(",") if x], args.pod_steps)
+        print(f"load average after: {_load()}")
+        emit_json(args.json, {"versus": rows})
+        return {"versus": rows}
     if args.one:
         with tempfile.TemporaryDirectory(prefix="xprof-scale-") as tmp:
             emit_json(args.json, measure_one(args.one, tmp, distinct=args.one_distinct))

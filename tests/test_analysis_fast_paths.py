@@ -195,3 +195,33 @@ def test_shape_series_per_signature_matches_step_by_step(rows: list[tuple[int, i
     assert list(got.value_counts(0).items()) == list(want_counts.items())  # first-seen order too
     assert got.ordinals_where(lambda s: s[0] % 2 == 0) == [o for o, s in series if s[0] % 2 == 0]
     assert sorted(got.values(1)) == sorted(s[1] for _, s in series if len(s) > 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.integers(-3, 5).flatmap(lambda a: st.integers(0, 30).map(lambda n: list(range(a, a + n)))),
+                 st.lists(st.integers(-5, 60), max_size=30, unique=True).map(sorted),
+                 st.lists(st.integers(-5, 60), max_size=30)),
+       st.data())
+def test_user_steps_answer_like_the_dict_they_replaced(index: list[int], data: st.DataObject) -> None:
+    """The barrier -> training step lookup read from two columns (dense, with gaps, or a table
+    built by hand: unordered, repeated) answers ``get``, ``in``, ``[]``, ``len`` and iteration
+    as ``dict(zip(index, user))`` did, for integer, float and other keys."""
+    from xprof.analysis.findings.common import UserSteps
+
+    user = data.draw(st.lists(st.integers(-1, 9), min_size=len(index), max_size=len(index)))
+    want = dict(zip(index, user))
+    got = UserSteps(np.asarray(index, dtype=np.int64), np.asarray(user, dtype=np.int64))
+    keys = data.draw(st.lists(st.one_of(st.integers(-8, 64), st.integers(-8, 64).map(float),
+                                        st.floats(-8, 64), st.none(), st.just("3"),
+                                        st.integers(-8, 64).map(np.int64)), max_size=20))
+    for k in keys:
+        assert got.get(k, -7) == want.get(k, -7), k
+        assert got.get(k) == want.get(k), k
+        assert (k in got) == (k in want), k
+        if k in want:
+            assert got[k] == want[k]
+        else:
+            with pytest.raises(KeyError):
+                got[k]
+    assert len(got) == len(want)
+    assert dict(got.items()) == want

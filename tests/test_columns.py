@@ -110,6 +110,8 @@ CASES: dict[str, Any] = {
     "samples_with_odd_pairs": lambda ls: ls + ['{"type":"exec","samples":[[1.0,2.0],[3.0],"x",[4.0,5.0]]}\n'],
     "counters_not_an_object": lambda ls: ls + ['{"type":"step","i":77,"t0":1.0,"tb":1.1,"t1":1.2,"c":5}\n'],
     "only_the_header": lambda ls: ls[:1],
+    # (longer than DuckDB's smallest buffer: xprof.runcolumns.queries.object_size)
+    "a_line_of_megabytes": lambda ls: ls + ['{"type":"exec","samples":[' + ",".join(["[1.5,2.25]"] * 300_000) + "]}\n"],
     "odd_counter_values": lambda ls: ls + [
         '{"type":"step","i":78,"t0":1.0,"tb":1.1,"t1":1.2,"c":{"UncachedCompile":"x","it\'s":3,"Z":null}}\n',
         '{"type":"step","i":79,"t0":1.3,"tb":1.4,"t1":1.5,"c":{"MarkStep":99999999999999999999999,"it\'s":2}}\n',
@@ -166,3 +168,51 @@ def test_bad_files_fail_with_one_line_like_the_record_reader(tmp_path: Path) -> 
         with pytest.raises(RunFileError) as b:
             load_run(p)
         assert str(a.value) == str(b.value)
+
+
+def test_a_long_file_is_read_in_file_order_on_many_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file of many DuckDB buffers (~27 MB; at 2 threads or more DuckDB 2.0 gave one row of
+    such a file out of order), read with 4 threads allowed: its rows come in file order, so
+    DuckDB's reading stands (rows out of order would send the file to the record reader). Read
+    as a big file is: the connection closed once the table is read, the counters made after."""
+    import xprof.runcolumns.load
+    from xprof.runcolumns import close
+
+    head = [s for s in _lines(SAMPLES[0].with_name("item_every_step.json")) if not s.startswith('{"type":"step"')]
+    pad = "x" * 850  # (a key no reader reads: bytes without records to compare)
+    steps = [json.dumps({"type": "step", "i": i, "t0": 10.0 + i, "tb": 10.5 + i, "t1": 11.0 + i, "bc": 1, "sig": 0,
+                         "o": 1, "c": {"MarkStep": 1, "CachedCompile": 1}, "pad": pad}, separators=(",", ":")) + "\n"
+             for i in range(1, 30_000)]
+    path = tmp_path / "long.json"
+    path.write_text("".join(head[:-1] + steps + head[-1:]), encoding="utf-8")
+
+    def records_reader(p: str) -> None:
+        raise AssertionError(f"{p} was read record by record")
+
+    monkeypatch.setenv("XPROF_THREADS", "4")
+    monkeypatch.setattr(xprof.runcolumns.load, "_records_as_columns", records_reader)
+    monkeypatch.setattr(xprof.runcolumns.load, "BIG_FILE", 1)  # (as a big file: the connection closed mid-read)
+    close()  # (a fresh connection with 4 threads)
+    try:
+        assert_same_run(load_columns(path, engine="duckdb"), load_run(path))
+    finally:
+        close()
+
+
+def test_step_columns_at_their_default_are_one_shared_read_only_array(tmp_path: Path) -> None:
+    """A step field no step sets (``dz``, ``mg``, ``site``...) is not fetched from DuckDB: its
+    column is one read-only array shared by the columns holding the same default, with the
+    record reader's dtype and values; a field some step sets is fetched as before."""
+    lines = _lines(SAMPLES[0].with_name("item_every_step.json"))
+    k = _step_rows(lines)[2]
+    lines[k] = lines[k].replace('"type":"step",', '"type":"step","mg":2,', 1)
+    path = tmp_path / "one_mid_graph.json"
+    path.write_text("".join(lines), encoding="utf-8")
+    st, typed = load_columns(path, engine="duckdb").columns.steps, columns_of(load_run(path)).steps
+    assert {name: v.dtype for name, v in st.items()} == {name: v.dtype for name, v in typed.items()}
+    constant = ["dynamo_graphs", "backward", "site"]
+    assert not any(st[name].flags.writeable for name in constant)
+    assert np.shares_memory(np.ma.getdata(st["dynamo_graphs"]), np.ma.getdata(st["site"]))
+    assert np.ma.getmaskarray(st["site"]).all() and not np.ma.getdata(st["site"]).any()
+    assert st["mid_graphs"].flags.writeable and st["mid_graphs"].tolist().count(2) == 1
+    assert_same_run(load_columns(path, engine="duckdb"), load_run(path))

@@ -72,6 +72,18 @@ def one_thread() -> Iterator[None]:
             con.execute(f"SET threads = {_threads()}")
 
 
+@contextmanager
+def one_reader(con: Any) -> Iterator[None]:
+    """DuckDB on one thread while it reads JSON lines into a table: with more, DuckDB 2.0 gave
+    rows of a file of many buffers out of file order (one row of a 26 MB file, at 2 and at 4
+    threads), and the readers rely on file order. One file is one thread's work anyway."""
+    con.execute("SET threads = 1")
+    try:
+        yield
+    finally:
+        con.execute(f"SET threads = {_threads()}")
+
+
 def _threads() -> int:
     wanted = os.environ.get("XPROF_THREADS")
     if wanted and wanted.isdigit() and int(wanted) > 0:

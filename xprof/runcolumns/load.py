@@ -91,6 +91,7 @@ def _prepare(p: str, engine: str) -> ColumnRun | _Pending:
         with open(p, "rb") as b:
             offset = len(b.readline())
         scan = scan_lines(p, offset)
+        scan = scan._replace(longest=max(scan.longest, offset))  # (DuckDB reads the header line too)
     except OSError as exc:
         raise RunFileError(f"{p}: cannot read ({exc.strerror or exc})")
     run = Run(path=p, header=header)
@@ -124,7 +125,8 @@ def _prepare(p: str, engine: str) -> ColumnRun | _Pending:
 
 def _read_batch(batch: list[_Pending], out: list[ColumnRun | RunFileError | None]) -> None:
     todo = [b for b in batch if b.scan.bulk_lines]
-    reads = read_bulk([b.run.path for b in todo]) if todo else []
+    big = sum(b.size for b in batch) >= BIG_FILE
+    reads = read_bulk([b.run.path for b in todo], max(b.scan.longest for b in todo), release=big) if todo else []
     got = {id(b): r for b, r in zip(todo, reads)}
     for b in batch:
         read, seen = got.get(id(b), (no_columns(), 0))
@@ -139,7 +141,7 @@ def _read_batch(batch: list[_Pending], out: list[ColumnRun | RunFileError | None
             bad_bulk -= 1
         run.skipped_lines += bad_bulk + read.skipped
         out[b.position] = ColumnRun(run, read.columns)
-    if sum(b.size for b in batch) >= BIG_FILE:
+    if big:
         close_connection()
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Collection, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from xprof.runcolumns.columns import ColumnsRead, RunColumns, py_list, shared_strings
-from xprof.runcolumns.connection import thread_connection
+from xprof.runcolumns.connection import close, one_reader, thread_connection
 from xprof.runcolumns.fields import (
     BULK,
     BULK_TYPES,
@@ -27,7 +27,7 @@ from xprof.runcolumns.fields import (
     SYNC_FIELDS,
     Field,
 )
-from xprof.runfile import MAX_COUNT, MAX_NS, MAX_SECONDS
+from xprof.runfile import MAX_COUNT, MAX_LINE, MAX_NS, MAX_SECONDS
 
 _GLOB = re.compile(r"[*?\[\]{}]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -74,21 +74,52 @@ def _sql_literal(v: Any) -> str:
     return repr(v)
 
 
+MAX_OBJECT = 256 << 20
+"""DuckDB's ``maximum_object_size`` where a line is longer than :data:`xprof.runfile.MAX_LINE`."""
+
+
+def object_size(longest: int) -> int:
+    """DuckDB's ``maximum_object_size`` for files whose longest line has ``longest`` bytes.
+
+    DuckDB's JSON reader holds a buffer of about this size while it reads: 256 MB for every
+    file was most of the peak memory of a million-step report. Twice the longest line (at
+    least 1 MB) reads every line that 256 MB did (DuckDB 2.0 reads a longer object anyway;
+    the 1.x versions the project allows stop at it)."""
+    return MAX_OBJECT if longest > MAX_LINE else min(MAX_OBJECT, max(1 << 20, 2 * longest + 2))
+
+
+_KINDS = {t: k for k, t in enumerate((*BULK, *SAMPLES))}
+_KIND = "CASE type " + " ".join(f"WHEN {_sql_str(t)} THEN {k}" for t, k in _KINDS.items()) + " END::UTINYINT"
+"""A row's record type as a number (``xprof_kind``): a string a row would cost 16 bytes."""
+_RARE = [k for k in dict.fromkeys(f.key for f in (*SYNC_FIELDS, *COMPILE_FIELDS))
+         if k not in {f.key for f in STEP_FIELDS} | {COUNTERS_KEY}]
+"""The keys only reads and compiles have (a few rows of a million): packed into one list
+column, 16 bytes a row, where a column each cost 8 or 16 bytes a row, most of them empty."""
+_PACKED = (f"CASE WHEN type IN ({', '.join(_sql_str(t) for t, fs in BULK.items() if any(f.key in _RARE for f in fs))}) "
+           "THEN [{" + ", ".join(f"{_sql_str(k)}: {_sql_ident(k)}" for k in _RARE) + "}] END")
+_UNPACKED = ("(SELECT * EXCLUDE (xprof_rare), "
+             + ", ".join(f"struct_extract(xprof_rare[1], {_sql_str(k)}) AS {_sql_ident(k)}" for k in _RARE)
+             + " FROM xprof_bulk)")
+
+
 _FILE = "xprof_f"
 """The column holding which file of the batch a row came from (its index)."""
 
 
-def read_bulk(paths: list[str]) -> list[_Read_and_seen]:
+def read_bulk(paths: list[str], longest: int = MAX_OBJECT, release: bool = False) -> list[_Read_and_seen]:
     """The bulk records of each file as columns, and how many rows of bulk types DuckDB read
-    from it: one query over all of them."""
+    from it: one query over all of them (``longest``: bytes in the files' longest line;
+    ``release``: close the connection once the table is read, before the steps' counters are
+    made: DuckDB keeps the memory of its table until then)."""
     con = thread_connection()
-    with _readable_paths(paths) as sources:
+    with _readable_paths(paths) as sources, one_reader(con):
         columns = "{" + ", ".join(f"{_sql_str(k)}: {_sql_str(t)}" for k, t in _KEY_TYPES.items()) + "}"
         types = ", ".join(_sql_str(t) for t in BULK_TYPES)
         con.execute(
             f"CREATE OR REPLACE TEMP TABLE xprof_bulk AS SELECT list_position(?::VARCHAR[], filename) - 1 AS {_FILE}, "
-            "* EXCLUDE (filename) FROM read_json(?, format='newline_delimited', "
-            f"columns={columns}, ignore_errors=true, maximum_object_size=268435456, filename=true) "
+            f"{_KIND} AS xprof_kind, * EXCLUDE (filename, type, samples, {', '.join(map(_sql_ident, _RARE))}), "
+            f"{_PACKED} AS xprof_rare, {_PAIRS} AS samples FROM read_json(?, format='newline_delimited', "
+            f"columns={columns}, ignore_errors=true, maximum_object_size={object_size(longest)}, filename=true) "
             f"WHERE type IN ({types})", [sources, sources])
     n = len(paths)
     try:
@@ -96,12 +127,15 @@ def read_bulk(paths: list[str]) -> list[_Read_and_seen]:
         seen, skipped = [0] * n, [0] * n
         for f, total, missing in zip(facts["files"], facts["rows"], facts["missing"]):
             seen[int(f)], skipped[int(f)] = int(total), int(missing)
-        steps, counters = _split(*_query_steps(con, facts), n)
         syncs = _split(_query_table(con, "sync", SYNC_FIELDS), {}, n)[0]
         compiles = _split(_query_table(con, "compile", COMPILE_FIELDS), {}, n)[0]
         samples = _query_samples(con, n)
+        step_rows, coded = _query_steps(con, facts)  # (last: the most rows, with the least left in the table)
     finally:
         con.execute("DROP TABLE IF EXISTS xprof_bulk")
+    if release:
+        close()
+    steps, counters = _split(step_rows, coded if isinstance(coded, dict) else coded.spread(thread_connection()), n)
     out = []
     odd = set(facts["odd_counters"])
     for k in range(n):
@@ -198,16 +232,20 @@ def _sorted_steps(steps: dict[str, np.ndarray],
 
 
 def _fetch(con: Any, fields: Sequence[Field], where: str, extra: Sequence[str] = (),
-           source: str = "xprof_bulk", strings: dict[str, list[Any]] | None = None) -> dict[str, Any]:
+           source: str = "xprof_bulk", strings: dict[str, list[Any]] | None = None,
+           constant: Collection[str] = ()) -> dict[str, Any]:
     """Rows of one record type (with the file each came from), each field with its default
     (missing values flagged).
 
     ``strings``: the distinct values of string fields, which then come as an index into them,
-    so a million steps do not make a million Python strings."""
+    so a million steps do not make a million Python strings; ``constant``: the fields that
+    are their default on every row, not fetched (:func:`_constant`)."""
     parts = [_FILE]
     coded = strings or {}
     for f in fields:
         expr = _select(f, _KEY_TYPES[f.key])
+        if f.column in constant:
+            continue
         if f.kind == "str" and f.column in coded:
             listed = "[" + ", ".join(_sql_str(v) for v in coded[f.column] if v is not None) + "]::VARCHAR[]"
             parts.append(f"COALESCE(list_position({listed}, {expr}), 0) AS {_sql_ident(f.column)}")
@@ -220,6 +258,12 @@ def _fetch(con: Any, fields: Sequence[Field], where: str, extra: Sequence[str] =
             parts.append(f"{expr} AS {_sql_ident(f.column)}")
     parts.extend(extra)
     got = dict(con.execute(f"SELECT {', '.join(parts)} FROM {source} WHERE {where}").fetchnumpy())
+    made: dict[tuple[Any, ...], np.ndarray] = {}
+    for f in fields:
+        if f.column in constant:
+            got[f.column] = _constant(f, len(got[_FILE]), made)
+            if f.default is None:
+                got[f.column + ":missing"] = _constant(Field("", "", "bool", True, ""), len(got[_FILE]), made)
     for column, found in coded.items():
         known = [v for v in found if v is not None]
         table = np.empty(len(known) + 1, dtype=object)
@@ -231,8 +275,8 @@ def _fetch(con: Any, fields: Sequence[Field], where: str, extra: Sequence[str] =
 def _required(fields: Sequence[Field], record: str) -> tuple[str, str]:
     """WHERE clauses for the rows of ``record`` with every required field, and without."""
     need = [f"({_select(f, _KEY_TYPES[f.key])}) IS NOT NULL" for f in fields if f.default is REQUIRED]
-    ok = " AND ".join([f"type = {_sql_str(record)}", *need])
-    bad = f"type = {_sql_str(record)} AND NOT ({' AND '.join(need)})" if need else "FALSE"
+    ok = " AND ".join([f"xprof_kind = {_KINDS[record]}", *need])
+    bad = f"xprof_kind = {_KINDS[record]} AND NOT ({' AND '.join(need)})" if need else "FALSE"
     return ok, bad
 
 
@@ -253,13 +297,14 @@ def _finish(raw: dict[str, Any], fields: Sequence[Field]) -> dict[str, np.ndarra
 
 
 def _query_table(con: Any, record: str, fields: Sequence[Field]) -> dict[str, np.ndarray]:
-    return _finish(_fetch(con, fields, _required(fields, record)[0]), fields)
+    return _finish(_fetch(con, fields, _required(fields, record)[0], source=_UNPACKED), fields)
 
 
 _COUNTERS = f"CASE WHEN json_type({_sql_ident(COUNTERS_KEY)}) = 'OBJECT' THEN {_sql_ident(COUNTERS_KEY)} END"
 """A step's counters object (NULL where ``c`` is something else)."""
-_SAMPLE_ROWS = (f"FROM xprof_bulk WHERE type IN ({', '.join(_sql_str(t) for t in SAMPLES)}) "
-                "AND samples IS NOT NULL")
+_PAIRS = "flatten([s FOR s IN samples IF len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL])"
+"""A sample record's pairs that are two numbers (the record reader drops the others), one after
+the other in one list: a list of pairs costs twice the memory in DuckDB's table."""
 
 
 def _facts(con: Any) -> dict[str, Any]:
@@ -283,12 +328,38 @@ def _facts(con: Any) -> dict[str, Any]:
         # (files with a counter value that is not a count DuckDB reads as one: NaN, a fraction, past 64 bits)
         f"(SELECT list(DISTINCT f) FROM (SELECT DISTINCT {_FILE} AS f, {_sql_ident(COUNTERS_KEY)}::VARCHAR AS o "
         f"FROM xprof_bulk WHERE {ok_step}) WHERE regexp_matches(o, {_sql_str(_ODD_COUNT)}))",
+        f"(SELECT [{', '.join(map(_varies, _MAYBE_CONSTANT))}] FROM xprof_bulk WHERE {ok_step})",
     ]
     got = con.execute("SELECT " + ", ".join(parts)).fetchone()
     files, rows, miss, names = (v or [] for v in got[:4])
     return {"files": files, "rows": rows, "missing": miss, "counters": sorted(names),
             "strings": {f.column: list(v or []) for f, v in zip(strings, got[4:4 + len(strings)])},
-            "counter_objects": got[-2], "odd_counters": got[-1] or []}
+            "counter_objects": got[-3], "odd_counters": got[-2] or [],
+            "constant": {f.column for f, varies in zip(_MAYBE_CONSTANT, got[-1]) if not varies}}
+
+
+_MAYBE_CONSTANT = [f for f in STEP_FIELDS if f.kind in ("int", "bool") and f.default is not REQUIRED]
+"""Step fields that most runs leave at their default on every step (``dz``, ``mg``, ``site``...):
+such a column is not fetched but given as one read-only array (:func:`_constant`)."""
+
+
+def _varies(f: Field) -> str:
+    """Whether any step has ``f`` other than its default (missing, for a field without one)."""
+    expr = _select(f, _KEY_TYPES[f.key])
+    return f"bool_or(({expr}) IS NOT NULL)" if f.default is None else f"bool_or(({expr}) <> {_sql_literal(f.default)})"
+
+
+def _constant(f: Field, rows: int, made: dict[tuple[Any, ...], np.ndarray]) -> np.ndarray:
+    """A column of ``rows`` defaults of ``f`` (0 for a field without one), read-only and shared by
+    the columns of one fetch that hold the same (``made``): a million steps' column of zeros
+    fetched costs 8 MB, each."""
+    kind = NUMPY_TYPES[f.kind]
+    value = 0 if f.default is None else f.default
+    key = (kind, value)
+    if key not in made:
+        made[key] = np.full(rows, value, dtype=kind)
+        made[key].flags.writeable = False
+    return made[key]
 
 
 _ODD_COUNT = r":\s*(-|N|I|[0-9]*\.|[0-9]+[eE]|[0-9]{14})"
@@ -301,18 +372,24 @@ CODED_COUNTERS = 64
 the steps point at theirs; more, and every step's object is parsed."""
 
 
-def _query_steps(con: Any, facts: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _query_steps(con: Any, facts: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | _Coded]:
+    """The step rows and their counters, or (where few distinct counters objects) each step's
+    object as an index, the counters made from it later (:class:`_Coded`)."""
     ok = _required(STEP_FIELDS, "step")[0]
     names = facts["counters"]
     objects = facts.get("counter_objects")
     if names and objects is not None:
-        return _query_steps_coded(con, facts, names, objects)
+        listed = "[" + ", ".join(_sql_str(o) for o in objects) + "]::VARCHAR[]"
+        code = f"COALESCE(list_position({listed}, {_sql_ident(COUNTERS_KEY)}::VARCHAR), 0) AS xprof_code"
+        raw = _fetch(con, STEP_FIELDS, ok, [code], strings=facts["strings"], constant=facts["constant"])
+        which = np.asarray(np.ma.filled(raw.pop("xprof_code"), 0), dtype=np.int64)
+        return _finish(raw, STEP_FIELDS), _Coded(names, objects, which)
     extra = [f"struct_extract(xprof_c, {_sql_str(n)}) AS {_sql_ident('counter:' + n)}" for n in names]
     source = "xprof_bulk"
     if names:
         struct = "{" + ", ".join(f'{_json_str(n)}: "BIGINT"' for n in names) + "}"
         source = f"(SELECT *, json_transform({_COUNTERS}, {_sql_str(struct)}) AS xprof_c FROM xprof_bulk)"
-    raw = _fetch(con, STEP_FIELDS, ok, extra, source, strings=facts["strings"])
+    raw = _fetch(con, STEP_FIELDS, ok, extra, source, strings=facts["strings"], constant=facts["constant"])
     counters: dict[str, np.ndarray] = {}
     for n in names:
         v = raw.pop("counter:" + n)
@@ -320,27 +397,29 @@ def _query_steps(con: Any, facts: dict[str, Any]) -> tuple[dict[str, np.ndarray]
     return _finish(raw, STEP_FIELDS), counters
 
 
-def _query_steps_coded(con: Any, facts: dict[str, Any], names: list[str],
-                       objects: list[str]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """The steps with each one's counters object as an index into the distinct ``objects``
-    (0: none), and the counters of each object parsed once: as :func:`_query_steps` reads them."""
-    ok = _required(STEP_FIELDS, "step")[0]
-    listed = "[" + ", ".join(_sql_str(o) for o in objects) + "]::VARCHAR[]"
-    code = f"COALESCE(list_position({listed}, {_sql_ident(COUNTERS_KEY)}::VARCHAR), 0) AS xprof_code"
-    raw = _fetch(con, STEP_FIELDS, ok, [code], strings=facts["strings"])
-    which = np.asarray(np.ma.filled(raw.pop("xprof_code"), 0), dtype=np.int64)
-    struct = "{" + ", ".join(f'{_json_str(n)}: "BIGINT"' for n in names) + "}"
-    parsed = f"json_transform(CASE WHEN json_type(o) = 'OBJECT' THEN o END, {_sql_str(struct)})"
-    values = ", ".join(f"struct_extract({parsed}, {_sql_str(n)}) AS {_sql_ident('counter:' + n)}" for n in names)
-    got = con.execute(f"SELECT {values} FROM (SELECT unnest(?::JSON[]) AS o, unnest(range(?)) AS k) ORDER BY k",
-                      [objects, len(objects)]).fetchnumpy()
-    counters: dict[str, np.ndarray] = {}
-    for n in names:
-        v = got["counter:" + n]
-        per_object = np.zeros(len(objects) + 1, dtype=np.int64)
-        per_object[1:] = np.asarray(np.ma.filled(v, 0) if isinstance(v, np.ma.MaskedArray) else v, dtype=np.int64)
-        counters[n] = per_object[which]
-    return _finish(raw, STEP_FIELDS), counters
+class _Coded(NamedTuple):
+    """Each step's counters object as an index into the distinct ``objects`` (0: none)."""
+
+    names: list[str]
+    objects: list[str]
+    which: np.ndarray
+
+    def spread(self, con: Any) -> dict[str, np.ndarray]:
+        """The counters of each object parsed once, then given to its steps: as
+        :func:`_query_steps` reads them where every step's object is parsed."""
+        struct = "{" + ", ".join(f'{_json_str(n)}: "BIGINT"' for n in self.names) + "}"
+        parsed = f"json_transform(CASE WHEN json_type(o) = 'OBJECT' THEN o END, {_sql_str(struct)})"
+        values = ", ".join(f"struct_extract({parsed}, {_sql_str(n)}) AS {_sql_ident('counter:' + n)}"
+                           for n in self.names)
+        got = con.execute(f"SELECT {values} FROM (SELECT unnest(?::JSON[]) AS o, unnest(range(?)) AS k) ORDER BY k",
+                          [self.objects, len(self.objects)]).fetchnumpy()
+        counters: dict[str, np.ndarray] = {}
+        for n in self.names:
+            v = got["counter:" + n]
+            per_object = np.zeros(len(self.objects) + 1, dtype=np.int64)
+            per_object[1:] = np.asarray(np.ma.filled(v, 0) if isinstance(v, np.ma.MaskedArray) else v, dtype=np.int64)
+            counters[n] = per_object[self.which]
+        return counters
 
 
 def _json_str(s: str) -> str:
@@ -350,24 +429,19 @@ def _json_str(s: str) -> str:
 
 
 def _query_samples(con: Any, n: int) -> list[dict[str, np.ndarray]]:
-    """Every ``samples`` pair of the sample records, by file and record type (pairs that are
-    not two numbers are dropped, as the record reader drops them): one query, one row a pair."""
-    kinds = list(SAMPLES)
-    code = "CASE type " + " ".join(f"WHEN {_sql_str(t)} THEN {k}" for k, t in enumerate(kinds)) + " END"
-    got = con.execute(f"SELECT f, k, s[1] AS a, s[2] AS b, len(s) = 2 AND s[1] IS NOT NULL AND s[2] IS NOT NULL "
-                      f"AS good FROM (SELECT {_FILE} AS f, {code} AS k, unnest(samples) AS s {_SAMPLE_ROWS})"
-                      ).fetchnumpy()
-    good = np.asarray(np.ma.filled(got["good"], False), dtype=bool)
-    f, k = np.asarray(got["f"])[good], np.asarray(got["k"])[good]
-    pairs = np.column_stack([np.asarray(np.ma.getdata(got["a"]), dtype=np.float64)[good],
-                             np.asarray(np.ma.getdata(got["b"]), dtype=np.float64)[good]])
+    """Every ``samples`` pair of the sample records, by file and record type: one query a
+    record type, each number a row, read straight into the (pairs, 2) arrays."""
     out: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
-    if not len(pairs):
-        return out
-    for j in range(n):
-        mine = f == j
-        for m, record in enumerate(kinds):
-            got_pairs = pairs[mine & (k == m)]
-            if len(got_pairs):
-                out[j][SAMPLES[record]] = got_pairs
+    for record, name in SAMPLES.items():
+        got = con.execute(f"SELECT {_FILE} AS f, unnest(samples) AS v FROM xprof_bulk WHERE xprof_kind = ? "
+                          "AND samples IS NOT NULL", [_KINDS[record]]).fetchnumpy()
+        values = np.asarray(got.pop("v"), dtype=np.float64)
+        if not len(values):
+            continue
+        pairs = values.reshape(-1, 2)
+        files = np.asarray(got.pop("f"))[::2] if n > 1 else None
+        for j in range(n):
+            mine = pairs if files is None else pairs[files == j]
+            if len(mine):
+                out[j][name] = mine
     return out

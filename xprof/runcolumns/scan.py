@@ -28,6 +28,8 @@ class Scan(NamedTuple):
     """The file's last line starts like a bulk record."""
     last_line: bytes
     """The file's last line (without its newline)."""
+    longest: int
+    """Bytes in the longest line (more than :data:`MAX_LINE` where one is longer than that)."""
 
 
 def scan_lines(path: str, offset: int) -> Scan:
@@ -36,6 +38,7 @@ def scan_lines(path: str, offset: int) -> Scan:
     other: list[bytes] = []
     last = b""
     last_bulk = False
+    longest = 0
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         buf = bytearray(min(_CHUNK, max(size - offset, 0)) + (1 << 16))
@@ -45,6 +48,7 @@ def scan_lines(path: str, offset: int) -> Scan:
         while True:
             if held >= MAX_LINE:  # one line longer than any record: read past it
                 held = _past_long_line(f, buf)
+                longest = MAX_LINE + 1
             elif held >= len(buf) - (1 << 16):  # one line longer than the buffer: grow it
                 view.release()
                 buf.extend(bytearray(len(buf)))
@@ -57,18 +61,20 @@ def scan_lines(path: str, offset: int) -> Scan:
             if cut < 0:
                 held = filled
                 continue
-            n, found, last, last_bulk = _classify(buf, cut + 1)
+            n, found, last, last_bulk, most = _classify(buf, cut + 1)
+            longest = max(longest, most)
             bulk += n
             other.extend(found)
             held = filled - cut - 1
             buf[:held] = buf[cut + 1:filled]
         if held:
             buf[held:held + 1] = b"\n"
-            n, found, last, last_bulk = _classify(buf, held + 1)
+            n, found, last, last_bulk, most = _classify(buf, held + 1)
+            longest = max(longest, most)
             bulk += n
             other.extend(found)
     view.release()
-    return Scan(bulk, other, last_bulk, last)
+    return Scan(bulk, other, last_bulk, last, longest)
 
 
 def _past_long_line(f: Any, buf: bytearray) -> int:
@@ -96,9 +102,9 @@ _OTHER_SIGNATURES = {_type_signature(t.encode()) for t in ("site", "sig", "error
 assert not _OTHER_SIGNATURES & set(_BULK_SIGNATURES), "two record types start alike"
 
 
-def _classify(buf: bytes | bytearray, size: int) -> tuple[int, list[bytes], bytes, bool]:
-    """Bulk-looking lines in ``buf[:size]`` (whole lines), the other non-empty lines, and
-    the last line with whether it looked like a bulk record.
+def _classify(buf: bytes | bytearray, size: int) -> tuple[int, list[bytes], bytes, bool, int]:
+    """Bulk-looking lines in ``buf[:size]`` (whole lines), the other non-empty lines, the
+    last line with whether it looked like a bulk record, and the bytes in the longest line.
 
     A line looks like a bulk record when it starts ``{"type":"`` and the type's first two
     letters and length are those of one (an unknown type that happens to look alike is
@@ -130,4 +136,4 @@ def _classify(buf: bytes | bytearray, size: int) -> tuple[int, list[bytes], byte
     found = [bytes(buf[starts[k]:ends[k]]) if lengths[k] <= MAX_LINE else b"\x00" for k in others.tolist()]
     last_k = len(ends) - 1
     last = bytes(buf[starts[last_k]:ends[last_k]]) if lengths[last_k] <= MAX_LINE else b"\x00"
-    return int(is_bulk.sum()), found, last, bool(is_bulk[last_k])
+    return int(is_bulk.sum()), found, last, bool(is_bulk[last_k]), int(lengths.max())

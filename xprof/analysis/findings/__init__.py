@@ -9,7 +9,7 @@ modules import from here (``no_barrier``, ...) are re-exported below.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,7 @@ import pandas as pd
 
 from xprof.analysis.advice import ADVICE
 from xprof.analysis.findings.barriers import eager_finding, eager_steps, no_barrier, split_finding
-from xprof.analysis.findings.common import step_pattern
+from xprof.analysis.findings.common import UserSteps, step_pattern
 from xprof.analysis.findings.dynamo import (
     commonest_guard,
     dynamo_finding,
@@ -77,7 +77,7 @@ class _Run:
     syncs: pd.DataFrame
     sigs: dict[int, Signature]
     sites: dict[int, Site]
-    ordinal_of: dict[int, int]
+    ordinal_of: Mapping[int, int]
     """Barrier index -> the training step it is reported under (:func:`_user_steps`)."""
     steady: int
     """How many training steps after warm-up ran a graph."""
@@ -420,13 +420,13 @@ def _shape_and_kinds(run: _Run, c0: Cause, ks: list[int], rows: pd.DataFrame) ->
     return f
 
 
-def _user_steps(steps: pd.DataFrame) -> dict[int, int]:
+def _user_steps(steps: pd.DataFrame) -> UserSteps:
     """Barrier index -> the training step it is reported under (``user_step``)."""
-    return dict(zip(steps["i"].to_numpy(dtype=np.int64).tolist(), steps["user_step"].to_numpy(dtype=np.int64).tolist()))
+    return UserSteps(steps["i"].to_numpy(dtype=np.int64), steps["user_step"].to_numpy(dtype=np.int64))
 
 
 
-def _to_training_steps(findings: list[Finding], user: dict[int, int]) -> None:
+def _to_training_steps(findings: list[Finding], user: Mapping[int, int]) -> None:
     """``Finding.steps`` in the user's training steps, not barrier indices: a barrier outside
     a training step (eval, dynamo, an empty one) counts as the training step before it
     (``user``: :func:`_user_steps`)."""

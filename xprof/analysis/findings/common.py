@@ -2,12 +2,73 @@
 
 from __future__ import annotations
 
+import operator
 import os
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, TypeVar
 
+import numpy as np
 import pandas as pd
 
 from xprof.diagnosis.patterns import describe_period
+
+_D = TypeVar("_D")
+
+
+class UserSteps(Mapping[int, int]):
+    """Barrier index -> the training step it is reported under, read from the step table's two
+    columns where the table keeps them: a dict of a million barriers is ~100 MB of Python ints.
+
+    ``index`` sorted and distinct (as read): found by position (no gaps) or by binary search;
+    else (a table built by hand) a dict, the last row of an index winning as in ``dict(zip())``.
+    """
+
+    def __init__(self, index: np.ndarray, user: np.ndarray) -> None:
+        self._index = np.asarray(index, dtype=np.int64)
+        self._user = np.asarray(user, dtype=np.int64)
+        n = len(self._index)
+        ordered = n < 2 or bool((np.diff(self._index) > 0).all())
+        self._first = int(self._index[0]) if n else 0
+        self._dense = ordered and (n == 0 or int(self._index[-1]) - self._first == n - 1)
+        self._dict = None if ordered else dict(zip(self._index.tolist(), self._user.tolist()))
+
+    def _row(self, key: object) -> int | None:
+        try:
+            k = operator.index(key)  # type: ignore[arg-type]
+        except TypeError:
+            if not (isinstance(key, float) and key.is_integer()):
+                return None  # (no barrier index is anything but an integer)
+            k = int(key)
+        if self._dense:
+            row = k - self._first
+            return row if 0 <= row < len(self._index) else None
+        row = int(np.searchsorted(self._index, k))
+        return row if row < len(self._index) and int(self._index[row]) == k else None
+
+    def __getitem__(self, key: int) -> int:
+        if self._dict is not None:
+            return self._dict[key]
+        row = self._row(key)
+        if row is None:
+            raise KeyError(key)
+        return int(self._user[row])
+
+    def get(self, key: int, default: _D | int | None = None) -> int | _D | None:  # type: ignore[override]
+        if self._dict is not None:
+            return self._dict.get(key, default)
+        row = self._row(key)
+        return default if row is None else int(self._user[row])
+
+    def __contains__(self, key: object) -> bool:
+        if self._dict is not None:
+            return key in self._dict
+        return self._row(key) is not None
+
+    def __len__(self) -> int:
+        return len(self._dict) if self._dict is not None else len(self._index)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._dict if self._dict is not None else self._index.tolist())
 
 
 def title_seconds(seconds: float) -> str:
@@ -38,7 +99,7 @@ def step_pattern(ordinals: list[int], steady_steps: int) -> str | None:
 
 
 def compiled_early(rows: pd.DataFrame, occurrences: list[tuple[int, int]],
-                    ordinal_of: dict[int, int]) -> tuple[int, int] | None:
+                    ordinal_of: Mapping[int, int]) -> tuple[int, int] | None:
     """(the training step of the last compile, how many occurrences came after it) when a
     finding's compiles all came before some of its occurrences (``(barrier, count)``: calls
     of a CPU-fallback op, host reads) that compiled nothing: a one-off, cached afterwards."""
@@ -67,7 +128,7 @@ def first_few(values: list[Any], n: int = 8) -> str:
 
 
 
-def compiled_at(comp_steps: list[int], ordinal_of: dict[int, int]) -> str:
+def compiled_at(comp_steps: list[int], ordinal_of: Mapping[int, int]) -> str:
     """``compiled at steps 9, 19, 29`` in the user's training steps (ten at most)."""
     user = sorted({ordinal_of.get(s, s) for s in comp_steps})
     return (f"compiled at step{'s' if len(user) != 1 else ''} {', '.join(str(u) for u in user[:10])}"

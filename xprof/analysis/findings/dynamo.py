@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +64,7 @@ def gave_up_finding(gave_up: list[_GaveUp]) -> Finding:
 
 
 def functions_given_up(marks: list[dict[str, Any]], compiles: pd.DataFrame, causes: list[Cause],
-             ordinal_of: dict[int, int]) -> list[_GaveUp]:
+             ordinal_of: Mapping[int, int]) -> list[_GaveUp]:
     out = []
     steps_of = compiles["step"].to_numpy(dtype=np.int64) if len(compiles) else np.zeros(0, dtype=np.int64)
     for m in marks:

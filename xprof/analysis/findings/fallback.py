@@ -3,6 +3,7 @@ cut, the compiles they forced."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from xprof.diagnosis.terms import WARMUP_STEPS
 
 
 def uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles: pd.DataFrame,
-                          ordinal_of: dict[int, int], steady: int,
+                          ordinal_of: Mapping[int, int], steady: int,
                           located: dict[str, dict[str, Any]] | None = None) -> list[Finding]:
     """CPU-fallback ops that run after warm-up without compiling anything new: each call
     still copies to the host and cuts the graph, so it is a finding of its own."""
@@ -35,7 +36,7 @@ def uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles:
 
 
 def fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
-                      ordinal_of: dict[int, int], steady: int,
+                      ordinal_of: Mapping[int, int], steady: int,
                       located: dict[str, dict[str, Any]] | None = None) -> Finding:
     ops = key.ops
     ms = float(rows["ms"].sum())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_left
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +23,7 @@ from xprof.runfile import Site
 
 
 def _plain_graph_finding(key: FindingKey, kind: str, title: str, c0: Cause, rows: pd.DataFrame,
-                         comp_steps: list[int], ordinal_of: dict[int, int], severity: str) -> Finding:
+                         comp_steps: list[int], ordinal_of: Mapping[int, int], severity: str) -> Finding:
     """A graph finding that is its cause's evidence, where it compiled, and its advice."""
     ms, n = float(rows["ms"].sum()), len(rows)
     return Finding(
@@ -33,7 +34,7 @@ def _plain_graph_finding(key: FindingKey, kind: str, title: str, c0: Cause, rows
 
 
 def _grows_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
-                   ordinal_of: dict[int, int], sites: dict[int, Site], syncs: pd.DataFrame | None,
+                   ordinal_of: Mapping[int, int], sites: dict[int, Site], syncs: pd.DataFrame | None,
                    comp_steps: list[int], ms: float) -> Finding:
     """Graphs of the same inputs, larger each time: state kept across steps grows in them."""
     n = len(rows)
@@ -78,7 +79,7 @@ class _GraphStory:
 
 
 def graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
-                   ordinal_of: dict[int, int], sites: dict[int, Site], compiles: pd.DataFrame,
+                   ordinal_of: Mapping[int, int], sites: dict[int, Site], compiles: pd.DataFrame,
                    syncs: pd.DataFrame | None = None) -> Finding:
     """The finding of graphs that changed with the same inputs: another pass joined, eager
     ops, a graph that grows, an eval pass, eval mode in training, or a graph that changes."""
@@ -144,7 +145,7 @@ def graph_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.Data
     )
 
 
-def _eval_story(rows: pd.DataFrame, steps: pd.DataFrame, ordinal_of: dict[int, int], comp_steps: list[int],
+def _eval_story(rows: pd.DataFrame, steps: pd.DataFrame, ordinal_of: Mapping[int, int], comp_steps: list[int],
                 ms: float) -> _GraphStory:
     """An evaluation pass compiled graphs of its own: a one-off, every how many steps it ran."""
     n = len(rows)
@@ -173,7 +174,7 @@ def _eval_story(rows: pd.DataFrame, steps: pd.DataFrame, ordinal_of: dict[int, i
     return _GraphStory("eval_pass", title, advice, pattern)
 
 
-def _eval_mode_story(rows: pd.DataFrame, steps: pd.DataFrame, ordinal_of: dict[int, int], comp_steps: list[int],
+def _eval_mode_story(rows: pd.DataFrame, steps: pd.DataFrame, ordinal_of: Mapping[int, int], comp_steps: list[int],
                      ms: float) -> _GraphStory:
     """Training steps that ran with the model in eval mode (no ``model.train()`` after an eval)."""
     n = len(rows)
@@ -239,7 +240,7 @@ def _changed_story(c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame, compiles:
     return _GraphStory(kind, title, advice, pattern, fewer, took)
 
 
-def _baked_scalar(fewer: list[tuple[int, int, int]], ordinal_of: dict[int, int]) -> str:
+def _baked_scalar(fewer: list[tuple[int, int, int]], ordinal_of: Mapping[int, int]) -> str:
     """The evidence of a Python number baked into the graph: the inputs the graphs took."""
     if len(fewer) == 1 and fewer[0][2] < fewer[0][1]:
         _, was, now = fewer[0]

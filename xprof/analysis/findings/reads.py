@@ -4,6 +4,7 @@ print, a condition, a library call), the compiles and waits it forced, and what 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,7 +123,7 @@ class ReadSums:
 
 
 def sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int],
-                  ordinal_of: dict[int, int], steady: int, sites: dict[int, Site] | None = None,
+                  ordinal_of: Mapping[int, int], steady: int, sites: dict[int, Site] | None = None,
                   causes: list[Cause] | None = None, steps: pd.DataFrame | None = None,
                   sums: tuple[ReadSums, np.ndarray] | None = None) -> Finding:
     """The finding of one group of host reads (one line, one library call, or one mechanism's
@@ -171,7 +172,7 @@ def sync_finding(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int
     )
 
 
-def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], ordinal_of: dict[int, int],
+def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], ordinal_of: Mapping[int, int],
               steady: int, sites: dict[int, Site], causes: list[Cause] | None,
               sums: tuple[ReadSums, np.ndarray] | None = None) -> _Reads:
     """What a read finding says, before it is worded: what the user wrote, and the costs."""
@@ -410,7 +411,7 @@ def _grown_in_one_step(r: _Reads, kind: str, compiles: pd.DataFrame) -> tuple[in
 
 
 def _compile_evidence(r: _Reads, kind: str, compiles: pd.DataFrame, causes: list[Cause] | None,
-                      ordinal_of: dict[int, int], evidence: list[str], title: str,
+                      ordinal_of: Mapping[int, int], evidence: list[str], title: str,
                       advice: str) -> tuple[str, str]:
     """The compiles a read finding forced, added to its ``evidence``: graphs that grew read by
     read, those at a step barrier, and whether they were all early (a one-off). The title and

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +58,7 @@ class _WhatIf:
 
 
 def shape_finding(c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
-                   steps: pd.DataFrame, index: SeriesIndex, ordinal_of: dict[int, int],
+                   steps: pd.DataFrame, index: SeriesIndex, ordinal_of: Mapping[int, int],
                    steady: int) -> Finding:
     """The finding of an input whose shape changed (``ks``: its compiles): padding per batch,
     a batch size, a partial last batch, stages, buckets, or another kind of batch. ``index``:
@@ -126,7 +127,7 @@ def _padded_together(ch: _ShapeChange, index: SeriesIndex) -> list[str]:
 
 
 def _kinds_finding(name: str, forms: list[tuple[tuple[int, ...], str]], c0: Cause, n: int, ms: float,
-                   comp_steps: list[int], ordinal_of: dict[int, int]) -> Finding:
+                   comp_steps: list[int], ordinal_of: Mapping[int, int]) -> Finding:
     """Another rank or dtype is no padding or batch size: batches of another kind (a task's
     targets: class ids [16] int64 against regression targets [16, 3] float32)."""
     listed = ", ".join(f"{list(sh)} {dt}" for sh, dt in forms[:4]) + (" ..." if len(forms) > 4 else "")
@@ -294,7 +295,7 @@ def _plain_words(ch: _ShapeChange, integer: bool) -> tuple[str, str, str]:
 
 
 def _shape_evidence(ch: _ShapeChange, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
-                    ordinal_of: dict[int, int], ms: float) -> list[str]:
+                    ordinal_of: Mapping[int, int], ms: float) -> list[str]:
     """The shape changes that compiled (three, in training steps), and the mean compile."""
     lines: list[str] = []
     for k, barrier in zip(ks, rows["step"].tolist()):
@@ -357,7 +358,7 @@ _POSS = ("'s", "'")
 
 
 def micro_batch_finding(key: FindingKey, c0: Cause, ks: list[int], causes: list[Cause], rows: pd.DataFrame,
-                         ordinal_of: dict[int, int]) -> Finding:
+                         ordinal_of: Mapping[int, int]) -> Finding:
     """Steps that held fewer (or more) micro-batches than the steady ones: each count is a
     graph of its own (a gradient-accumulation window cut short where an epoch ends)."""
     ms = float(rows["ms"].sum())
