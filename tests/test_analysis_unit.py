@@ -1785,3 +1785,29 @@ def test_a_small_reads_cost_is_titled_in_milliseconds(tmp_path: Path) -> None:
         b.step({"x": [8, 4]}, compile_ms=500 if b.i < 2 else 0, read=("item", 14, "total += loss.item()"))
     (f,) = b.done().findings
     assert f.title.endswith(" ms") and "0.00 s" not in f.title
+
+
+def test_no_barrier_keeps_the_mechanisms_adding_it_leaves_and_names_the_loops_read(tmp_path: Path) -> None:
+    # A device-only port (no barrier): the model's causal-mask check reads first, inside its
+    # forward, then the loop's own loss.item(); GAT's softmax runs aten::scatter_reduce.two on
+    # the CPU. The missing barrier is named at the loop's read; the mask check and the fallback
+    # stay findings of their own (adding the barrier leaves them).
+    w = RunWriter(tmp_path / "r.json", {"name": "port", "started_unix": T0, "meta": {}})
+    w.write({"type": "site", "id": 0, "kind": "bool", "file": "/u/model.py", "line": 5, "func": "forward",
+             "via": "torch.nn.modules.transformer.TransformerEncoder.forward", "code": "x = self.enc(x, self.mask)",
+             "inner": "torch.nn.modules.transformer._detect_is_causal_mask"})
+    w.write({"type": "site", "id": 1, "kind": "item", "file": "/u/train.py", "line": 15, "func": "main",
+             "via": None, "code": "total += loss.item()"})
+    for k in range(6):
+        t = T0 + k
+        w.write({"type": "compile", "i": 0, "t": t + 0.3, "ns": 3e8, "at": "step"})
+        w.write({"type": "sync", "i": 0, "site": k % 2, "t0": t, "t1": t + 0.4, "u": 1, "x": 1})
+    w.write({"type": "end", "t": T0 + 7, "status": "ok", "exception": None, "steps": 0, "tail_opt": 3,
+             "tail": {"UncachedCompile": 6, "ExecuteComputation": 6, "aten::scatter_reduce.two": 12}})
+    w.close()
+    a = analyze(load_run(tmp_path / "r.json"))
+    assert [f.cause for f in a.findings] == ["no_barrier", "library", "cpu_fallback"], [f.title for f in a.findings]
+    assert a.findings[0].line == 15
+    assert a.findings[1].kind == "causal_mask_check" and not a.findings[1].minor
+    fallback = a.findings[2]
+    assert fallback.count == 12 and "aten::scatter_reduce.two" in fallback.title and not fallback.minor

@@ -17,8 +17,10 @@ from xprof.analysis import findings as _findings
 from xprof.analysis import steps as _steps
 from xprof.analysis import tables
 from xprof.analysis.findings import explained as _explained
+from xprof.analysis.findings.fallback import tail_fallbacks
 from xprof.analysis.model import Analysis, Finding, Totals, unmeasured
 from xprof.diagnosis.cause import Cause, CauseName
+from xprof.diagnosis.mechanisms import known
 from xprof.diagnosis.rules.reads import sync_kind
 from xprof.diagnosis.signatures import Shardings, Signature
 from xprof.diagnosis.terms import MINOR_SHARE, WARMUP_STEPS
@@ -108,7 +110,7 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
     # each is a round trip to the device and a stall of the pipeline, every step.
     for f in findings:
         per_step = (f.cause in _PER_STEP_CAUSES and f.pattern == "every step"
-                    and f.execute_seconds > 0)
+                    and (f.execute_seconds > 0 or f.cause == CauseName.CPU_FALLBACK))
         f.minor = not per_step and f.seconds < MINOR_SHARE * totals.wall_seconds and not unmeasured(f)
     notes = _notes(run, steps, syncs, totals, cols.dropped, eager)
     if dropped:
@@ -117,8 +119,10 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
                     findings=findings, totals=totals, notes=notes)
 
 
-_PER_STEP_CAUSES = frozenset({CauseName.IMPLICIT_SYNC, CauseName.LIBRARY, CauseName.DATA_DEPENDENT})
-"""Causes whose findings are never minor when they run the device early at every step."""
+_PER_STEP_CAUSES = frozenset({CauseName.IMPLICIT_SYNC, CauseName.LIBRARY, CauseName.DATA_DEPENDENT,
+                              CauseName.CPU_FALLBACK})
+"""Causes whose findings are never minor when they run the device early (or copy to the
+host) at every step."""
 
 _OWN_MECHANISM = frozenset({CauseName.DATA_DEPENDENT, CauseName.CPU_FALLBACK})
 """Findings kept beside a missing barrier's in a run with no barrier at all."""
@@ -131,13 +135,17 @@ def _built(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, found: list[Ca
     located = {str(d.fields.get("op")): d.fields for d in run.debug if d.kind == "fallback_site"}
     # No barrier at all: the reads are all the run did (model.generate(), or a loop that
     # misses its barrier, whose finding then owns the reads' compiles: an op with a
-    # value-dependent shape or none on the device is a mechanism of its own, left when the
-    # barrier is added).
+    # value-dependent shape or none on the device, or a known library mechanism's read (a
+    # causal-mask check), is a mechanism of its own, left when the barrier is added).
     reads_only = not len(steps)
     findings = _findings.build(steps, compiles, found, syncs, sigs, run.sites, run.dynamo, specs, limits,
                                reads_only=reads_only, fallback_sites=located)
     if reads_only and missing is not None:
-        findings = [f for f in findings if f.cause in _OWN_MECHANISM]
+        findings = [f for f in findings if f.cause in _OWN_MECHANISM
+                    or (known(f.id) is not None and missing.kind != "reads_only")]
+        findings += tail_fallbacks(run.end.tail if run.end is not None else {}, findings)
+        for f in findings:  # (no barrier, no per-step pattern: as often as the optimizer steps)
+            f.pattern = f.pattern or ("every step" if f.count >= max(missing.count, 1) else None)
     return findings
 
 

@@ -15,7 +15,7 @@ from xprof.analysis.tables import barrier_graphs
 from xprof.diagnosis.cause import CauseName
 from xprof.diagnosis.keys import EAGER_KEY
 from xprof.diagnosis.rules import split as _split
-from xprof.diagnosis.terms import WARMUP_STEPS
+from xprof.diagnosis.terms import DATA_DEPENDENT_ACCESSES, WARMUP_STEPS
 from xprof.runfile import Site
 
 
@@ -76,10 +76,25 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
         # compiles alone, if the reads were not recorded).
         seconds=max(wait_ms, compile_ms) / 1e3, compile_seconds=compile_ms / 1e3,
         execute_seconds=0.0, advice=ADVICE["no_barrier"], evidence=evidence, steps=[],
-        file=str(tail_reads.iloc[0]["file"]) if len(tail_reads) else None,
-        line=int(tail_reads.iloc[0]["line"]) if len(tail_reads) else None,
+        file=str(_loop_read(tail_reads)["file"]) if len(tail_reads) else None,
+        line=int(_loop_read(tail_reads)["line"]) if len(tail_reads) else None,
     )
 
+
+
+def _loop_read(reads: pd.DataFrame) -> pd.Series:
+    """The read a missing barrier's finding names: the first of the loop's own (not inside a
+    library call, not a value-dependent op's) that ran a graph (training comes first: an
+    evaluation's reads later); else the first read. A library's read inside the model's
+    forward (a mask check) is not where the barrier goes."""
+    own = reads
+    if "via" in own:
+        own = own[own["via"].isna()]
+    if "access" in own:
+        own = own[~own["access"].isin(DATA_DEPENDENT_ACCESSES)]
+    if "executions" in own and bool((own["executions"] > 0).any()):
+        own = own[own["executions"] > 0]
+    return own.iloc[0] if len(own) else reads.iloc[0]
 
 
 def _held_evidence(reads: pd.DataFrame, tail_ms: np.ndarray) -> list[str]:
@@ -109,7 +124,7 @@ def _training_without_barrier(end: Any, reads: pd.DataFrame, tail_ms: np.ndarray
                 "no step barrier in the run"]
     file = line = code = None
     if len(reads):
-        first = reads.iloc[0]
+        first = _loop_read(reads)
         file, line, code = str(first["file"]), int(first["line"]), str(first["code"])
         at = f" at {loc_text(file, line)}"
     evidence += _held_evidence(reads, tail_ms)

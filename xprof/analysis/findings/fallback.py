@@ -16,7 +16,8 @@ from xprof.analysis.tables import fallback_rows
 from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.keys import FindingKey
 from xprof.diagnosis.rules.fallback import FALLBACK_MECHANISM, op_advice, uncompiled
-from xprof.diagnosis.terms import WARMUP_STEPS
+from xprof.diagnosis.terms import DATA_DEPENDENT_FALLBACKS, WARMUP_STEPS
+from xprof.runfile import is_fallback_counter
 
 
 def uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles: pd.DataFrame,
@@ -33,6 +34,31 @@ def uncompiled_fallbacks(findings: list[Finding], steps: pd.DataFrame, compiles:
     key = cause.key
     return [fallback_finding(key, cause, compiles.iloc[0:0], steps, ordinal_of, steady, located)]
 
+
+
+def tail_fallbacks(tail: Mapping[str, int], findings: list[Finding]) -> list[Finding]:
+    """A run with no barrier at all: the ops torch_xla ran on the CPU (its ``aten::`` counters
+    after the last barrier, here the whole run) that no finding has (a value-dependent op's
+    finding has the ops it runs on the CPU), as a finding of their own: adding the barrier
+    leaves them."""
+    value_shapes = any(f.cause == CauseName.DATA_DEPENDENT for f in findings)
+    skip = DATA_DEPENDENT_FALLBACKS if value_shapes else frozenset()
+    calls = {op: int(n) for op, n in tail.items() if is_fallback_counter(op) and op not in skip and int(n) > 0}
+    if not calls:
+        return []
+    ops = sorted(calls)
+    total = sum(calls.values())
+    names, has = ", ".join(ops), ("have" if len(ops) > 1 else "has")
+    checked = op_advice(ops)
+    return [Finding(
+        id=str(FindingKey.fallback(ops)), cause=CauseName.CPU_FALLBACK, kind="cpu_fallback",
+        title=f"{names} {has} no XLA lowering and ran on the CPU: {total} call{'s' if total != 1 else ''}",
+        count=total, compiles=0, seconds=0.0, compile_seconds=0.0, execute_seconds=0.0,
+        advice=" ".join([FALLBACK_MECHANISM, *checked]) if checked else ADVICE["cpu_fallback"],
+        evidence=[f"torch_xla counted {', '.join(f'{op} x{n}' for op, n in sorted(calls.items()))} in a run "
+                  "with no step barrier (no per-step counts)",
+                  "each call copies its input to the host and cuts the graph around it; adding the barrier "
+                  "leaves it"], steps=[])]
 
 
 def fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
