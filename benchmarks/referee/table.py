@@ -34,7 +34,9 @@ def judge_all(entries: list[Entry], work: Path, scripts: Path) -> list[Row]:
         s = xprof_side.load(folder)
         j = judge(t, s)
         failed_first = t is not None and t.status == "error"
-        if _timed_out(folder) and not failed_first and j.verdict in ("no-truth", "xprof-failed", "script-error"):
+        # any run stopped at the limit is a timeout (a script that catches KeyboardInterrupt,
+        # as timm's train.py does, ends "ok" after the stop), unless the truth failed on its own
+        if _timed_out(folder) and not failed_first:
             j = Judgement("timeout", None, None, notes=[_limit_note(folder)])
         rows.append(Row(e, t, s, j))
     return rows
