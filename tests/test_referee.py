@@ -220,6 +220,13 @@ def test_a_run_past_its_time_limit_is_a_timeout_not_a_failure(tmp_path: Path):
     assert judge_all([e], tmp_path, tmp_path / "scripts")[0].judgement.verdict == judged
     (tmp_path / "slow" / "status.json").write_text(json.dumps({"truth_rc": 124, "xprof_rc": 124}))
     assert judge_all([e], tmp_path, tmp_path / "scripts")[0].judgement.verdict == "timeout"
+    # an error after the stop (word_language_model reloads a checkpoint the stop cut) is no script-error;
+    # an error before the limit is, whatever the other run did
+    counters = json.loads((FX / "probe_counters.json").read_text())
+    (tmp_path / "slow" / "counters.json").write_text(json.dumps({**counters, "status": "error", "error": "E: x\n"}))
+    assert judge_all([e], tmp_path, tmp_path / "scripts")[0].judgement.verdict == "timeout"
+    (tmp_path / "slow" / "status.json").write_text(json.dumps({"truth_rc": 1, "xprof_rc": 124}))
+    assert judge_all([e], tmp_path, tmp_path / "scripts")[0].judgement.verdict == "script-error"
 
 
 def test_a_library_read_without_a_script_frame_is_matched_by_a_library_finding_unchecked():
@@ -275,9 +282,9 @@ def test_resummarize_judges_the_recorded_runs_by_the_xprof_given(tmp_path: Path,
     manifest.write_text(json.dumps([e]))
     folder = tmp_path / "work" / "probe"
     folder.mkdir(parents=True)
-    for name in ("probe_counters.json", "probe_debug.txt"):
-        (folder / name.removeprefix("probe_")).write_text((FX / name).read_text())
-    (folder / "debug.txt").write_text((FX / "probe_debug.txt").read_text().replace(str(PROBE_ROOT), str(tmp_path / "s" / "probe")))
+    (folder / "counters.json").write_text((FX / "probe_counters.json").read_text())
+    debug = (FX / "probe_debug.txt").read_text()
+    (folder / "debug.txt").write_text(debug.replace(str(PROBE_ROOT), str(tmp_path / "s" / "probe")))
     (folder / "status.json").write_text(json.dumps({"truth_rc": 0, "xprof_rc": 0}))
     (folder / "run.json").write_text("{}")
     (folder / "summary.json").write_text("not json")
