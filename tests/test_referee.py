@@ -220,12 +220,13 @@ def test_a_run_past_its_time_limit_is_a_timeout_not_a_failure(tmp_path: Path):
     assert judge_all([e], tmp_path, tmp_path / "scripts")[0].judgement.verdict == judged
     (tmp_path / "slow" / "status.json").write_text(json.dumps({"truth_rc": 124, "xprof_rc": 124}))
     assert judge_all([e], tmp_path, tmp_path / "scripts")[0].judgement.verdict == "timeout"
-    # an error after the stop (word_language_model reloads a checkpoint the stop cut) is no script-error;
-    # an error before the limit is, whatever the other run did
+    # an error after the stop (word_language_model reloads a checkpoint the stop cut) is recorded
+    # "interrupted": a timeout; an error before the stop is a script-error, even if it then hung
     counters = json.loads((FX / "probe_counters.json").read_text())
-    (tmp_path / "slow" / "counters.json").write_text(json.dumps({**counters, "status": "error", "error": "E: x\n"}))
+    after = {**counters, "status": "interrupted", "error": "KeyboardInterrupt; then ended error: E: x"}
+    (tmp_path / "slow" / "counters.json").write_text(json.dumps(after))
     assert judge_all([e], tmp_path, tmp_path / "scripts")[0].judgement.verdict == "timeout"
-    (tmp_path / "slow" / "status.json").write_text(json.dumps({"truth_rc": 1, "xprof_rc": 124}))
+    (tmp_path / "slow" / "counters.json").write_text(json.dumps({**counters, "status": "error", "error": "E: x\n"}))
     assert judge_all([e], tmp_path, tmp_path / "scripts")[0].judgement.verdict == "script-error"
 
 
@@ -300,3 +301,26 @@ def test_resummarize_judges_the_recorded_runs_by_the_xprof_given(tmp_path: Path,
     assert "| =/= | right* |" in out.out and f"summary by {fake} (exit 0)" in out.err
     assert json.loads((folder / "summary.json").read_text())["schema"] == "xprof-summary"
     assert main([*argv, "--xprof", str(tmp_path / "none")]) == 2
+
+
+def test_a_script_that_catches_the_stop_and_fails_after_it_is_recorded_interrupted(tmp_path: Path, xla, monkeypatch):
+    """word_language_model catches KeyboardInterrupt and then fails on the checkpoint the stop cut:
+    that error is not the script's own failure (a script-error), the record says interrupted."""
+    import faulthandler
+    import signal
+
+    from benchmarks.referee import truth_run
+    script = tmp_path / "catches.py"
+    script.write_text("import os, signal, time\ntry:\n    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(5)\n"
+                      "except KeyboardInterrupt:\n    time.sleep(0.5)\nraise ValueError('checkpoint cut')\n")
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    out = tmp_path / "counters.json"
+    try:
+        assert truth_run.main([str(out), str(script)]) == 1
+    finally:
+        signal.set_wakeup_fd(-1)
+        faulthandler.unregister(signal.SIGUSR1)
+    record = json.loads(out.read_text())
+    assert record["status"] == "interrupted"
+    assert record["error"].endswith("then ended error: ValueError: checkpoint cut")

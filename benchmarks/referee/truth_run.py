@@ -55,6 +55,10 @@ class Recorder:
         self.out, self.script, self.args, self.met = out, script, args, met
         self.started = time.time()
         self.lock = threading.Lock()
+        self.signalled = False
+        """Set when SIGINT came; the script may catch it and go on to its end or to an error."""
+        self.ended: tuple[str, str | None] | None = None
+        """The script's own outcome, once it has ended (the device wait after it may still hang)."""
 
     def write(self, status: str, error: str | None) -> None:
         record = {"script": self.script, "args": self.args, "status": status, "error": error,
@@ -77,8 +81,10 @@ class Recorder:
                 got = os.read(r, 64)
                 if not got or signal.SIGINT in got:
                     break
+            self.signalled = self.ended is None
+            status, error = self.ended or ("interrupted", INTERRUPTED + "; counters read when the signal came")
             try:
-                self.write("interrupted", INTERRUPTED + "; counters read when the signal came")
+                self.write(status, error)
             except Exception:
                 pass
 
@@ -107,6 +113,12 @@ def main(argv: list[str]) -> int:
         status, error = "interrupted", INTERRUPTED
     except BaseException:
         status, error = "error", traceback.format_exc(limit=-3)
+    if rec.signalled and status != "interrupted":
+        # the script caught the stop and went on (to its end, or to an error of its own after it)
+        status, error = "interrupted", INTERRUPTED + f"; the script caught it, then ended {status}" + (
+            f": {error.strip().splitlines()[-1]}" if error else "")
+    rec.ended = (status, error)
+    rec.write(status, error)
     if status != "interrupted":
         try:
             import torch_xla.core.xla_model as xm
