@@ -17,6 +17,13 @@ from pathlib import Path
 from benchmarks.referee.manifest import Entry
 
 TRUTH_RUN = Path(__file__).resolve().parent / "truth_run.py"
+GRACE_S = 30
+"""Seconds a run stopped by SIGINT gets to write what it has before SIGKILL."""
+
+
+def default_xprof() -> Path:
+    """The ``xprof`` of the Python running the referee (its virtual environment's)."""
+    return Path(sys.executable).parent / "xprof"
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
@@ -27,27 +34,42 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _call(cmd: list[str], cwd: Path, env: dict[str, str], log: Path, timeout_s: int) -> tuple[int, float]:
+def _call(cmd: list[str], cwd: Path, env: dict[str, str], log: Path, timeout_s: int,
+          dump_stacks: bool = False, grace_s: int = GRACE_S) -> tuple[int, float]:
     """Run ``cmd`` at ``nice -n 10``; past ``timeout_s`` it gets SIGINT (so both sides can still
-    write what they have: counters, a run file), and SIGKILL 60 s later."""
+    write what they have: counters, a run file), and SIGKILL ``grace_s`` later. With
+    ``dump_stacks`` (the truth run, which registers it) SIGUSR1 first prints its Python stacks."""
     started = time.monotonic()
     with open(log, "w", encoding="utf-8") as out:
         proc = subprocess.Popen(["nice", "-n", "10", *cmd], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            out.write(f"\nreferee: time limit of {timeout_s} s reached\n")
+            out.flush()
+            if dump_stacks:
+                proc.send_signal(signal.SIGUSR1)
+                time.sleep(1)
             proc.send_signal(signal.SIGINT)
             try:
-                proc.wait(timeout=60)
+                proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+                out.write(f"\nreferee: killed {grace_s} s after SIGINT\n")
             rc = 124
             out.write(f"\nreferee: timed out after {timeout_s} s\n")
     return rc, time.monotonic() - started
 
 
-def run_entry(entry: Entry, scripts: Path, work: Path) -> dict[str, float | int]:
+def summarize(xprof: Path, folder: Path) -> int:
+    """``xprof summary --json`` of ``folder/run.json`` into ``folder/summary.json``; its exit code."""
+    with open(folder / "summary.json", "w", encoding="utf-8") as f:
+        return subprocess.run([str(xprof), "summary", "--json", str(folder / "run.json")], env=_env({}),
+                              stdout=f, stderr=subprocess.PIPE, text=True).returncode
+
+
+def run_entry(entry: Entry, scripts: Path, work: Path, xprof: Path | None = None) -> dict[str, float | int]:
     """Both runs of ``entry``; returns their exit codes and seconds."""
     script = entry.script(scripts).resolve()
     out = work / entry.id
@@ -59,12 +81,10 @@ def run_entry(entry: Entry, scripts: Path, work: Path) -> dict[str, float | int]
     # the entry's folder is importable, as the repository's root is to its own scripts
     truth_env = _env({**root, "PT_XLA_DEBUG_LEVEL": "2", "PT_XLA_DEBUG_FILE": str(out / "debug.txt")})
     t_rc, t_s = _call([py, str(TRUTH_RUN), str(out / "counters.json"), str(script), *entry.args],
-                      script.parent, truth_env, out / "truth.log", entry.timeout_s)
-    xprof = str(Path(py).parent / "xprof")
-    x_rc, x_s = _call([xprof, "run", "-o", str(out / "run.json"), str(script), *entry.args],
+                      script.parent, truth_env, out / "truth.log", entry.timeout_s, dump_stacks=True)
+    xprof = xprof or default_xprof()
+    x_rc, x_s = _call([str(xprof), "run", "-o", str(out / "run.json"), str(script), *entry.args],
                       script.parent, _env(root), out / "xprof.log", entry.timeout_s)
-    with open(out / "summary.json", "w", encoding="utf-8") as f:
-        s_rc = subprocess.run([xprof, "summary", "--json", str(out / "run.json")], env=_env({}),
-                              stdout=f, stderr=subprocess.PIPE, text=True).returncode
+    s_rc = summarize(xprof, out)
     return {"truth_rc": t_rc, "truth_s": round(t_s, 1), "xprof_rc": x_rc, "xprof_s": round(x_s, 1),
             "summary_rc": s_rc}

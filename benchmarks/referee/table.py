@@ -33,8 +33,11 @@ def judge_all(entries: list[Entry], work: Path, scripts: Path) -> list[Row]:
         t = truth_mod.load(folder, scripts / e.id)
         s = xprof_side.load(folder)
         j = judge(t, s)
+        # any run stopped at the limit is a timeout, unless the truth's script failed on its own
+        # before the stop (and then hung, as diffusers' rendezvous does): a script that catches the
+        # stop and goes on to an error (word_language_model) is recorded "interrupted" (truth_run.py)
         failed_first = t is not None and t.status == "error"
-        if _timed_out(folder) and not failed_first and j.verdict in ("no-truth", "xprof-failed", "script-error"):
+        if _timed_out(folder) and not failed_first:
             j = Judgement("timeout", None, None, notes=[_limit_note(folder)])
         rows.append(Row(e, t, s, j))
     return rows
