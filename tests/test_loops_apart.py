@@ -118,6 +118,8 @@ def test_a_one_off_graph_change_is_told_by_the_graph_the_step_after_went_back_to
     assert "3e-4" in f.advice and "weight_decay=0.0001" in f.advice  # the floor from the run's own wd
     assert "trains a little differently" in f.advice  # the example value changes the model: said
     assert "control flow" not in f.advice
+    fixed = _analysis("adamw_cosine_decay_fixed")  # the floor the advice computed: one graph, as predicted
+    assert fixed.totals.recompiles == 0 and fixed.totals.compiles == 2 and not fixed.findings
 
 
 def _read_finding(a: Analysis, line_text: str) -> Any:
