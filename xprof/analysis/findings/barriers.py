@@ -70,14 +70,15 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
     evidence = [f"{opt} optimizer steps after the last barrier, and no barrier after them"
                 if work.any() else f"{opt} optimizer steps, and no step barrier in the run"]
     evidence += _held_evidence(tail_reads, tail_ms)
+    named = _loop_read(tail_reads) if len(tail_reads) else None
     return Finding(
         id="no_barrier", cause=CauseName.NO_BARRIER, kind="no_barrier", title=title, count=opt, compiles=n_compiles,
         # The reads waited for the compiles and the executions: their waits are the cost (or the
         # compiles alone, if the reads were not recorded).
         seconds=max(wait_ms, compile_ms) / 1e3, compile_seconds=compile_ms / 1e3,
         execute_seconds=0.0, advice=ADVICE["no_barrier"], evidence=evidence, steps=[],
-        file=str(_loop_read(tail_reads)["file"]) if len(tail_reads) else None,
-        line=int(_loop_read(tail_reads)["line"]) if len(tail_reads) else None,
+        file=str(named["file"]) if named is not None else None,
+        line=int(named["line"]) if named is not None else None,
     )
 
 

@@ -32,9 +32,8 @@ ADVICE = {
     "constant": ("torch_xla bakes the Python numbers 0 and 1 into the graph as constants and passes other "
                  "numbers as inputs, so the graph changes when this value reaches 0 or 1 (a warm-up or "
                  "decay factor, a learning rate): keep it as a device tensor (torch.tensor(v, "
-                 "device=...)) updated in place (the same results), or keep it off 0 and 1 (which changes the "
-                 "value, so the model "
-                 "trains a little differently)."),
+                 "device=...)) updated in place (the same results), or keep it off 0 and 1 (which changes "
+                 "the value, so the model trains a little differently)."),
     "value": ("A Python number here is a constant in the graph and changed: keep it as a device tensor "
               "(torch.tensor(v, device=...)) updated in place, so the graph stays the same."),
     "grows": ("A list of device tensors grows at this line, and each longer list is a new graph: keep a "

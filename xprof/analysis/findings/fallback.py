@@ -16,7 +16,7 @@ from xprof.analysis.tables import fallback_rows
 from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.keys import FindingKey
 from xprof.diagnosis.rules.fallback import FALLBACK_MECHANISM, op_advice, uncompiled
-from xprof.diagnosis.terms import DATA_DEPENDENT_FALLBACKS, WARMUP_STEPS
+from xprof.diagnosis.terms import WARMUP_STEPS
 from xprof.runfile import is_fallback_counter
 
 
@@ -40,25 +40,31 @@ def tail_fallbacks(tail: Mapping[str, int], findings: list[Finding]) -> list[Fin
     """A run with no barrier at all: the ops torch_xla ran on the CPU (its ``aten::`` counters
     after the last barrier, here the whole run) that no finding has (a value-dependent op's
     finding has the ops it runs on the CPU), as a finding of their own: adding the barrier
-    leaves them."""
-    value_shapes = any(f.cause == CauseName.DATA_DEPENDENT for f in findings)
-    skip = DATA_DEPENDENT_FALLBACKS if value_shapes else frozenset()
-    calls = {op: int(n) for op, n in tail.items() if is_fallback_counter(op) and op not in skip and int(n) > 0}
-    if not calls:
+    leaves them. Which ops is :func:`~xprof.diagnosis.rules.fallback.uncompiled`'s rule, the
+    whole run counted as past warm-up (it has no steps to leave out)."""
+    ran = [op for op, n in tail.items() if is_fallback_counter(op) and int(n) > 0]
+    cause = uncompiled([(WARMUP_STEPS, ran)],
+                       {op for f in findings if f.cause == CauseName.CPU_FALLBACK for op in f.key.ops},
+                       any(f.cause == CauseName.DATA_DEPENDENT for f in findings))
+    if cause is None:
         return []
-    ops = sorted(calls)
-    total = sum(calls.values())
+    ops = cause.key.ops
+    total = sum(int(tail[op]) for op in ops)
     names, has = ", ".join(ops), ("have" if len(ops) > 1 else "has")
-    checked = op_advice(ops)
     return [Finding(
-        id=str(FindingKey.fallback(ops)), cause=CauseName.CPU_FALLBACK, kind="cpu_fallback",
+        id=str(cause.key), cause=CauseName.CPU_FALLBACK, kind="cpu_fallback",
         title=f"{names} {has} no XLA lowering and ran on the CPU: {total} call{'s' if total != 1 else ''}",
-        count=total, compiles=0, seconds=0.0, compile_seconds=0.0, execute_seconds=0.0,
-        advice=" ".join([FALLBACK_MECHANISM, *checked]) if checked else ADVICE["cpu_fallback"],
-        evidence=[f"torch_xla counted {', '.join(f'{op} x{n}' for op, n in sorted(calls.items()))} in a run "
-                  "with no step barrier (no per-step counts)",
+        count=total, compiles=0, seconds=0.0, compile_seconds=0.0, execute_seconds=0.0, advice=_advice(ops),
+        evidence=[f"torch_xla counted {', '.join(f'{op} x{int(tail[op])}' for op in ops)} in a run with no step "
+                  "barrier (no per-step counts)",
                   "each call copies its input to the host and cuts the graph around it; adding the barrier "
                   "leaves it"], steps=[])]
+
+
+def _advice(ops: list[str]) -> str:
+    """The mechanism, then what was checked for these ops in place of the generic "replace them"."""
+    checked = op_advice(ops)
+    return " ".join([FALLBACK_MECHANISM, *checked]) if checked else ADVICE["cpu_fallback"]
 
 
 def fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.DataFrame,
@@ -115,10 +121,7 @@ def fallback_finding(key: FindingKey, c0: Cause, rows: pd.DataFrame, steps: pd.D
         evidence.append(f"it is the backward of the forward call at {Path(str(site['file'])).name}:{site['line']}: "
                         f"{site.get('code', '')} (autograd runs it from C++, with no Python line of its own; "
                         "found from that call's autograd node)")
-    checked = op_advice(ops)
-    advice = ADVICE["cpu_fallback"]
-    if checked:  # the mechanism, then what was checked in place of the generic "replace them"
-        advice = " ".join([FALLBACK_MECHANISM, *checked])
+    advice = _advice(ops)
     finding = Finding(
         id=str(key), cause=CauseName.CPU_FALLBACK, kind=kind, title=title, count=calls, compiles=n,
         seconds=ms / 1e3, compile_seconds=ms / 1e3, execute_seconds=0.0, advice=advice,

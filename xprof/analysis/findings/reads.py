@@ -66,7 +66,8 @@ class _Reads:
     pattern: str | None
     seconds: float
     where: str
-    caller: tuple[str, int, str] | None
+    callers: list[tuple[str, int, str]]
+    """The user lines that called the function holding the reads (a read inside a user function)."""
     parts: list[str]
     """``3 reads``, ``2 compiles``, ``1 extra execution``: the title's counts."""
     when: str
@@ -214,8 +215,7 @@ def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], 
     pattern = step_pattern([ordinal_of.get(s, 0) for s in read_steps], steady)
     lines = _group_lines(g, sites) if kind == "data_dependent" or value_shape else [(file, line, code)]
     where = _lines_where(lines)
-    caller = site.caller if site is not None and not isinstance(via, str) else None
-    callers = _callers(g, sites) if caller is not None else []
+    callers = _callers(g, sites) if site is not None and site.caller is not None and not isinstance(via, str) else []
     if callers:
         # (a read inside a user function: which calls of it, when it is called from several lines)
         where += f" (called from {_lines_where([(f, n, '') for f, n, _ in callers])})"
@@ -236,7 +236,7 @@ def _reads_of(key: str, g: pd.DataFrame, compiles: pd.DataFrame, ks: list[int], 
         wait_ms=wait_ms, saved_ms=saved_ms, theirs=theirs, theirs_ms=theirs_ms,
         exec_ms=float(sums[0].total("exec_ms", sums[1])) if sums is not None and fast else float(g["exec_ms"].sum()),
         executions=executions, read_steps=read_steps, pattern=pattern,
-        seconds=(max(saved_ms - theirs_ms, 0.0) + barrier_compile_ms) / 1e3, where=where, caller=caller,
+        seconds=(max(saved_ms - theirs_ms, 0.0) + barrier_compile_ms) / 1e3, where=where, callers=callers,
         parts=parts, when=f" {pattern}" if pattern else "", mid_step=mid_step, severity=severity, lines=lines)
 
 
@@ -338,7 +338,7 @@ def _read_evidence(r: _Reads, kind: str, sites: dict[int, Site], causes: list[Ca
     evidence = [f"{here}: {r.code}" if r.code else here]
     for file, line, code in r.lines[1:]:
         evidence.append(f"{loc_text(file, line)}: {code}" if code else loc_text(file, line))
-    for caller in _callers(g, sites) if r.caller is not None else []:
+    for caller in r.callers:
         evidence.append(f"{first['func']}() was called from {loc_text(caller[0], caller[1])}"
                         + (f": {caller[2]}" if caller[2] else ""))
     evidence += _inside_library(r, sites)

@@ -119,9 +119,8 @@ FALLBACK_MECHANISM = ("These ops have no XLA lowering and run on the CPU, which 
 checked for the op (:data:`CHECKED_REPLACEMENTS`) are said instead of the generic change."""
 
 CPU_FALLBACK_ADVICE: dict[str, str] = {
-    "cpu_fallback": FALLBACK_MECHANISM + " Replace them with ops XLA supports that compute the same thing "
-    "(another op changes the model), or move them "
-    "out of the step.",
+    "cpu_fallback": FALLBACK_MECHANISM + (" Replace them with ops XLA supports that compute the same thing "
+                                          "(another op changes the model), or move them out of the step."),
 }
 """What to change, per kind of its findings."""
 
