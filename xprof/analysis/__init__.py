@@ -54,7 +54,8 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
     compiles = tables.compile_table(cols, steps, syncs)
     inputs = tables.input_table(run.signatures)
     steps["graph_nodes"] = tables.barrier_graph_nodes(cols, steps)
-    steps["warmup"] = (steps["phase"] == "train") & (steps["ordinal"] >= 0) & (steps["ordinal"] < WARMUP_STEPS)
+    ordinal = steps["ordinal"].to_numpy()
+    steps["warmup"] = (steps["phase"].to_numpy(dtype=object) == "train") & (ordinal >= 0) & (ordinal < WARMUP_STEPS)
     exec_ms, sync_exec, execute_s = tables.attribute_executions(executions, steps, syncs)
     steps["execute_ms"] = exec_ms
     steps["sync_execute_ms"] = sync_exec
@@ -309,9 +310,10 @@ def _debug_hashes(run: Run, n: int) -> list[str | None]:
     return [None] * n
 
 
-def _pct(values: np.ndarray, q: float) -> float | None:
+def _pcts(values: np.ndarray, qs: tuple[float, ...]) -> list[float | None]:
+    """Percentiles ``qs`` of the values that are not NaN (None where none is), in one pass."""
     v = values[~np.isnan(values)]
-    return float(np.percentile(v, q)) if len(v) else None
+    return [float(x) for x in np.percentile(v, qs)] if len(v) else [None] * len(qs)
 
 
 def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
@@ -359,6 +361,8 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
     # in EagerOpExecuteTime, which is not recorded (hundreds of samples a step).
     timed = quiet & ~((steps["mid_graphs"].to_numpy() > 0) & (tables.barrier_graphs(steps) == 0))
     step_ms, execute_ms = steps["step_ms"].to_numpy(dtype=np.float64), steps["execute_ms"].to_numpy(dtype=np.float64)
+    step_median, step_p95 = _pcts(step_ms[steady], (50, 95))
+    execute_median, execute_p95 = _pcts(execute_ms[timed], (50, 95))
     live = tables.live_reads(syncs)
     status = "incomplete" if run.end is None else run.end.status
     return Totals(
@@ -375,8 +379,8 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
         + (run.end.tail_opt if run.end is not None else 0),
         transfers=transfers, fallback_ops=fallback, complete=run.complete, status=status,
         exception=run.end.exception if run.end else None, profiler_errors=len(run.errors),
-        step_ms_median=_pct(step_ms[steady], 50), step_ms_p95=_pct(step_ms[steady], 95),
-        execute_ms_median=_pct(execute_ms[timed], 50), execute_ms_p95=_pct(execute_ms[timed], 95),
+        step_ms_median=step_median, step_ms_p95=step_p95,
+        execute_ms_median=execute_median, execute_ms_p95=execute_p95,
         compile_share=compile_s / wall if wall > 0 else 0.0,
     )
 
@@ -443,7 +447,7 @@ def _notes(run: Run, steps: pd.DataFrame, syncs: pd.DataFrame, totals: Totals, u
                      "writes them, so this file was changed or damaged and its figures are partial.")
     if len(syncs) and len(steps):
         live = tables.live_reads(syncs)
-        after = live[live["step"] > int(steps["i"].max())]
+        after = np.flatnonzero(live["step"].to_numpy() > int(steps["i"].to_numpy().max()))
         tail_compiles = 0 if _tail_step(run, eager) or run.end is None else int(run.end.tail.get(UNCACHED, 0))
         if len(after):
             notes.append(f"{plural(len(after), 'host read')} after the last step barrier "

@@ -10,7 +10,7 @@ entry barriers), then walks the steps that can change what the walk remembers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -45,10 +45,13 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     matter, prev_barrier = _rows_that_matter(steps, set(by_step), {s for s, r in reads.items() if r}, dynamo_steps)
     # The training step each barrier leads to: torch.compile's own syncs belong to the step
     # whose forward it is tracing (the first steps' tracing is warm-up).
-    ahead = steps["ordinal"].where(steps["phase"] == "train").bfill().fillna(-1).to_numpy()[matter].tolist()
+    rows = np.flatnonzero(matter)
+    train = np.flatnonzero(steps["phase"].to_numpy(dtype=object) == "train")
+    at = np.searchsorted(train, rows)
+    ahead = np.where(at < len(train), steps["ordinal"].to_numpy()[train[np.minimum(at, len(train) - 1)]]
+                     if len(train) else -1, -1).tolist()
     result: dict[int, Cause] = {}
-    for row, prev_kind, next_train in zip(steps.loc[matter, _ROW_COLUMNS].itertuples(index=False),
-                                          prev_barrier[matter].tolist(), ahead):
+    for row, prev_kind, next_train in zip(_step_rows(steps, rows), prev_barrier[matter].tolist(), ahead):
         step = _step_facts(row, prev_kind, int(next_train), reads.get(int(row.i), []), dynamo_steps, walk)
         ks = by_step.get(step.i)
         if ks is not None:
@@ -111,7 +114,7 @@ def _walk_of(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame, s
     for sid, sig in sigs.items():
         walk.add_sig(sid, sig)
     walk.loops = loop_lines(sites, training_barrier_sites(steps))
-    in_train_mode = ((steps["phase"] == "train").to_numpy() & steps["work"].to_numpy(dtype=bool)
+    in_train_mode = ((steps["phase"].to_numpy(dtype=object) == "train") & steps["work"].to_numpy(dtype=bool)
                      & (steps["ordinal"].to_numpy() >= 1) & ~steps["eval_mode"].to_numpy(dtype=bool))
     if in_train_mode.any():
         walk.first_in_train_mode = int(steps["i"].to_numpy()[in_train_mode][0])
@@ -155,8 +158,8 @@ def _step_facts(row: Any, prev_kind: str, ahead: int, reads: list[Read], dynamo_
 
 def signatures(inputs: pd.DataFrame) -> dict[int, Signature]:
     out: dict[int, list[tuple[str, Shape, str, str]]] = {}
-    for row in inputs.itertuples(index=False):
-        out.setdefault(int(row.sig), []).append((row.name, tuple(row.shape), row.dtype, row.src))
+    for sig, name, shape, dtype, src in zip(*(inputs[c].tolist() for c in ("sig", "name", "shape", "dtype", "src"))):
+        out.setdefault(int(sig), []).append((name, tuple(shape), dtype, src))
     return {k: tuple(v) for k, v in out.items()}
 
 
@@ -174,6 +177,13 @@ def shardings(inputs: pd.DataFrame) -> Shardings:
 
 _ROW_COLUMNS = ["i", "sig", "ordinal", "user_step", "dynamo_graphs", "phase", "barrier", "site", "work",
                 "fallback", "graph_nodes", "eval_mode", "nograd", "backward", "opt"]
+_Row = NamedTuple("_Row", [(c, Any) for c in _ROW_COLUMNS])  # type: ignore[misc]
+
+
+def _step_rows(steps: pd.DataFrame, rows: np.ndarray) -> list[Any]:
+    """The step table's ``rows`` (positions) as named tuples of Python values (pd.NA or NaN
+    where missing), as ``itertuples`` gives them, without a copy of the rows first."""
+    return [_Row._make(r) for r in zip(*(steps[c].to_numpy()[rows].tolist() for c in _ROW_COLUMNS))]
 
 
 def _rows_that_matter(steps: pd.DataFrame, compiled: set[int], read: set[int],
@@ -205,8 +215,9 @@ def _rows_that_matter(steps: pd.DataFrame, compiled: set[int], read: set[int],
         rows = np.flatnonzero(among)
         matter[rows[first]] = True
     # a signature's second training step (sig_runs: a kind of batch's second step)
-    rows = np.flatnonzero(trained)
-    matter[rows[pd.Series(sig[trained]).groupby(sig[trained], dropna=True).cumcount().to_numpy() == 1]] = True
+    rows, trained_sig = np.flatnonzero(trained), sig[trained]
+    again = np.flatnonzero(pd.Series(trained_sig).duplicated(keep="first").to_numpy() & ~np.isnan(trained_sig))
+    matter[rows[again[~pd.Series(trained_sig[again]).duplicated(keep="first").to_numpy()]]] = True
     return matter, prev
 
 

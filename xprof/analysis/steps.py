@@ -103,14 +103,14 @@ def is_inference(steps: pd.DataFrame) -> bool:
     passes have none, but their training barriers ran with grad on.)"""
     if not len(steps) or "work" not in steps or "nograd" not in steps:
         return False
-    work = steps[steps["work"].astype(bool)]
-    if not len(work) or ("opt" in work and bool((work["opt"] > 0).any())):
+    work = steps["work"].astype(bool).to_numpy()
+    if not work.any() or ("opt" in steps and bool((steps["opt"].to_numpy()[work] > 0).any())):
         return False
-    if "backward" in work and bool((work["backward"].fillna(0) > 0).any()):
+    if "backward" in steps and bool((steps["backward"].fillna(0).to_numpy()[work] > 0).any()):
         return False
-    quiet = work["nograd"].astype(bool)
-    if "eval_mode" in work:
-        quiet = quiet | work["eval_mode"].astype(bool)
+    quiet = steps["nograd"].astype(bool).to_numpy()[work]
+    if "eval_mode" in steps:
+        quiet = quiet | steps["eval_mode"].astype(bool).to_numpy()[work]
     return bool(quiet.all())
 
 
@@ -166,4 +166,4 @@ def training_barrier_sites(steps: pd.DataFrame) -> frozenset[int]:
         return frozenset()
     site = steps["site"]
     keep = (steps["phase"].to_numpy(dtype=object) == "train") & site.notna().to_numpy()
-    return frozenset(int(v) for v in site[keep].tolist())
+    return frozenset(pd.unique(site.to_numpy(dtype=np.int64, na_value=-1)[keep]).tolist())

@@ -81,7 +81,7 @@ def barrier_graphs(steps: pd.DataFrame) -> np.ndarray:
 def _fallback_counts(cols: RunColumns) -> np.ndarray:
     """The CPU-fallback counters of each step as a dict (the shared empty one where none ran)."""
     out = np.empty(cols.n_steps, dtype=object)
-    out[:] = [_NO_FALLBACK] * cols.n_steps
+    out.fill(_NO_FALLBACK)
     fallback = cols.fallback_counters()
     if not fallback:
         return out
@@ -257,7 +257,7 @@ def _executions_by_start(executions: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def _work_barriers(steps: pd.DataFrame) -> np.ndarray:
-    return steps.loc[steps["work"].astype(bool), "tb"].to_numpy(dtype=float)
+    return steps["tb"].to_numpy(dtype=float)[steps["work"].astype(bool).to_numpy()]
 
 
 def sync_executions(executions: np.ndarray, syncs: pd.DataFrame,

@@ -142,14 +142,21 @@ def _read_findings(run: _Run, groups: dict[FindingKey, list[int]],
         nk = FindingKey.parse(gkey(key.site or 0))
         if nk != key:
             groups.setdefault(nk, []).extend(groups.pop(key))
-    keys_of = syncs["site"].map(lambda v: gkey(int(v))) if len(syncs) else pd.Series(dtype=object)
+    key_of_site = {site: gkey(int(site)) for site in set(syncs["site"].tolist())} if len(syncs) else {}
+    keys_of = (pd.Series([key_of_site[site] for site in syncs["site"].tolist()], index=syncs.index, dtype=object)
+               if len(syncs) else pd.Series(dtype=object))
     dynamo_reads = syncs.iloc[0:0]
     if len(syncs):
         live = live_reads(syncs)
-        live = live[live["step"] <= last_barrier]
-        dynamo_reads = live[keys_of[live.index] == "dynamo"]
-        live = live[keys_of[live.index] != "dynamo"]
-        by_key = live.groupby(keys_of[live.index], sort=False)
+        in_steps = live["step"].to_numpy() <= last_barrier
+        if not in_steps.all():
+            live = live[in_steps]
+        live_keys = keys_of.loc[live.index].to_numpy(dtype=object)
+        dynamo = live_keys == "dynamo"
+        dynamo_reads = live[dynamo] if dynamo.any() else live.iloc[0:0]
+        if dynamo.any():
+            live, live_keys = live[~dynamo], live_keys[~dynamo]
+        by_key = live.groupby(pd.Series(live_keys, index=live.index, dtype=object), sort=False)
         sums, at = ReadSums(live, compiles), by_key.indices
         for key, g in by_key:
             ks = groups.pop(FindingKey.parse(str(key)), [])

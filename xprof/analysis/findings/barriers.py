@@ -245,7 +245,7 @@ def split_finding(steps: pd.DataFrame, sites: dict[int, Site]) -> Finding | None
     if keep.sum() < 2:
         return None
     ordinals = steps["ordinal"].to_numpy()[keep]
-    if len(np.unique(ordinals)) == len(ordinals):
+    if (np.diff(ordinals) > 0).all() or len(np.unique(ordinals)) == len(ordinals):
         return None  # no step has two barriers, so none is split (and no 1M objects are made to say so)
     rows = steps[keep]
     barriers = [_split.Barrier(int(step), None if pd.isna(site) else int(site), not pd.isna(sig), int(g), int(u))

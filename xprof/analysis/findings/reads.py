@@ -399,15 +399,20 @@ def _grown_in_one_step(r: _Reads, kind: str, compiles: pd.DataFrame) -> tuple[in
     read, counting the compiles inside its reads whoever owns them (warm-up's too)."""
     if kind in ("data_dependent", "checkpoint") or not len(compiles):
         return None
-    inside = compiles.iloc[sorted({*r.ks, *r.theirs})]
-    inside = inside[inside["at"] == "step"]
-    if not len(inside):
+    rows = np.asarray(sorted({*r.ks, *r.theirs}), dtype=np.int64)
+    rows = rows[compiles["at"].to_numpy(dtype=object)[rows] == "step"]
+    if not len(rows):
         return None
-    most = inside["step"].value_counts()
-    top = int(most.index[0])
-    if not grew([None if pd.isna(v) else int(v) for v in inside.loc[inside["step"] == top, "graph_nodes"]]):
+    steps = compiles["step"].to_numpy()[rows].tolist()
+    counts: dict[int, int] = {}
+    for step in steps:
+        counts[step] = counts.get(step, 0) + 1
+    most = max(counts.values())
+    top = next(step for step, n in counts.items() if n == most)  # (the first of equals)
+    nodes = compiles["graph_nodes"].to_numpy(dtype=object)[rows]
+    if not grew([None if pd.isna(v) else int(v) for v, step in zip(nodes.tolist(), steps) if step == top]):
         return None
-    return top, int(most.iat[0])
+    return int(top), most
 
 
 def _compile_evidence(r: _Reads, kind: str, compiles: pd.DataFrame, causes: list[Cause] | None,

@@ -166,10 +166,12 @@ def still_varying(with_rest: set[tuple[int, tuple[tuple[str, tuple[int, ...]], .
 def _first_step_one_off(steps: pd.DataFrame) -> bool:
     """Step 0's barrier graph is not step 1's (another size: it made the optimizer's state),
     so a length first seen at step 0 compiles again at its next step."""
-    train = steps[(steps["phase"] == "train") & steps["work"].astype(bool)]
-    first = train.loc[train["ordinal"] == 0, "graph_nodes"].dropna()
-    second = train.loc[train["ordinal"] == 1, "graph_nodes"].dropna()
-    return bool(len(first) and len(second) and int(first.iloc[-1]) != int(second.iloc[-1]))
+    train = (steps["phase"].to_numpy(dtype=object) == "train") & steps["work"].to_numpy(dtype=bool)
+    ordinal = steps["ordinal"].to_numpy()
+    nodes = steps["graph_nodes"].to_numpy(dtype=np.float64, na_value=np.nan)
+    first, second = (nodes[train & (ordinal == k)] for k in (0, 1))
+    first, second = first[~np.isnan(first)], second[~np.isnan(second)]
+    return bool(len(first) and len(second) and int(first[-1]) != int(second[-1]))
 
 
 class SeriesIndex:
