@@ -225,3 +225,47 @@ def test_user_steps_answer_like_the_dict_they_replaced(index: list[int], data: s
                 got[k]
     assert len(got) == len(want)
     assert dict(got.items()) == want
+
+
+_maybe_nan = st.one_of(st.integers(0, 6).map(float), st.just(float("nan")))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_maybe_nan, max_size=40))
+def test_second_seen_matches_the_groupby(values: list[float]) -> None:
+    """A signature's second training step, found by two duplicated() passes, is where a
+    groupby's cumcount is 1 (NaN, no signature, never counts)."""
+    from xprof.analysis.causes import second_seen
+
+    arr = np.asarray(values, dtype=np.float64)
+    want = np.flatnonzero(pd.Series(arr).groupby(arr, dropna=True).cumcount().to_numpy() == 1)
+    assert second_seen(arr).tolist() == want.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.one_of(st.floats(-1e6, 1e6), st.sampled_from(
+    [float("nan"), float("inf"), float("-inf"), 1e-300, 1e300])), st.sampled_from(["warmup", "input_shape", "sync"])),
+    max_size=30))
+def test_compiles_by_step_match_pandas_groupby(rows: list[tuple[int, float, str]]) -> None:
+    """The compiles' time and first cause per step equal ``groupby("step")``'s sum (NaN
+    skipped, compensated) and first, bit for bit."""
+    from xprof.analysis import _by_step, _first, _kahan
+
+    df = pd.DataFrame(rows, columns=["step", "ms", "cause"]).astype({"step": np.int64, "ms": np.float64})
+    sums, firsts = df.groupby("step")["ms"].sum(), df.groupby("step")["cause"].first()
+    got = _by_step(df["step"].tolist(), df["ms"].tolist(), _kahan, float)
+    assert got.index.tolist() == sums.index.tolist()
+    assert np.array_equal(got.to_numpy(), sums.to_numpy(dtype=np.float64), equal_nan=True)
+    assert _by_step(df["step"].tolist(), df["cause"].tolist(), _first, object).tolist() == firsts.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-1, 8), max_size=40), st.booleans())
+def test_training_steps_count_distinct_ordinals(ordinals: list[int], in_order: bool) -> None:
+    """Training steps counted from the rises of ordinals in barrier order (or, out of order,
+    as distinct values) are the distinct ordinals at or above 0."""
+    from xprof.analysis.steps import training_steps
+
+    ords = sorted(ordinals) if in_order else ordinals
+    steps = pd.DataFrame({"ordinal": np.asarray(ords, dtype=np.int64)})
+    assert training_steps(steps) == len({o for o in ords if o >= 0})

@@ -55,6 +55,9 @@ def test_signature_index_matches_the_loops(previous: list[Signature], sig: Signa
     by_loop = _distances_by_loop(sig, previous)
     assert index.distances(sig).tolist() == by_loop
     assert index.nearest(sig) == by_loop.index(min(by_loop))  # (the first of equals)
+    index.few = 0  # (the narrowing a long run's thousands of signatures take, on these few)
+    assert index.nearest(sig) == by_loop.index(min(by_loop))
+    index.few = SigIndex().few  # (the default again)
     assert closest(sig, previous, index) == closest(sig, previous, SigIndex())
     assert micro_batch_change(sig, previous, index) == micro_batch_change(sig, previous)
     assert added_inputs(sig, previous, index) == added_inputs(sig, previous)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -59,7 +60,7 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
     exec_ms, sync_exec, execute_s = tables.attribute_executions(executions, steps, syncs)
     steps["execute_ms"] = exec_ms
     steps["sync_execute_ms"] = sync_exec
-    per_step_compile = compiles.groupby("step")["ms"].sum() if len(compiles) else pd.Series(dtype=float)
+    per_step_compile = _by_step(compiles["step"].tolist(), compiles["ms"].tolist(), _kahan, float)
     rows_of = _StepRows(steps)
     steps["compile_ms"] = rows_of.spread(per_step_compile, 0.0)
     if len(syncs):
@@ -82,7 +83,7 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
     compiles["input"] = [c.input for c in found]
     compiles["sig"] = rows_of.column_at("sig", compiles["step"].to_numpy()) if len(
         compiles) else pd.array([], dtype="Int64")
-    first_cause = compiles.groupby("step")["cause"].first() if len(compiles) else pd.Series(dtype=object)
+    first_cause = _by_step(compiles["step"].tolist(), compiles["cause"].tolist(), _first, object)
     steps["cause"] = rows_of.spread(first_cause, "")
     sync_exec_ms, sync_exec_n = tables.sync_executions(executions, syncs, steps)
     if len(syncs):
@@ -179,6 +180,36 @@ def _cut_end(run: Run, steps: int, syncs: int) -> End | None:
     opt, bw = mark.get("opt"), mark.get("bw")
     return End(None, "interrupted", None, 0, syncs, 0, {}, (), opt if isinstance(opt, int) else 0, 0,
                tail_bw=bw if isinstance(bw, int) else 0)
+
+
+def _by_step(steps: list[int], values: list[Any], reduce: Callable[[list[Any]], Any], dtype: type) -> pd.Series:
+    """``values`` reduced per step, indexed by step in order: ``groupby("step")`` of a run's
+    compiles (a few dozen rows, where a groupby's fixed cost is a millisecond a run)."""
+    grouped: dict[int, list[Any]] = {}
+    for step, value in zip(steps, values):
+        grouped.setdefault(int(step), []).append(value)
+    keys = sorted(grouped)
+    return pd.Series([reduce(grouped[k]) for k in keys], index=pd.Index(keys, dtype=np.int64), dtype=dtype)
+
+
+def _kahan(values: list[float]) -> float:
+    """pandas' groupby sum: NaN skipped, compensated (Kahan) summation in order."""
+    total = compensation = 0.0
+    for v in values:
+        if v != v:
+            continue
+        y = v - compensation
+        t = total + y
+        compensation = t - total - y
+        if compensation != compensation:  # (an infinite value: pandas starts the compensation again)
+            compensation = 0.0
+        total = t
+    return total
+
+
+def _first(values: list[Any]) -> Any:
+    """pandas' groupby first: the first value that is not missing."""
+    return next((v for v in values if not pd.isna(v)), None)
 
 
 class _StepRows:
@@ -373,8 +404,8 @@ def _totals(run: Run, steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.Dat
         executions=executions, syncs=len(live),
         deferred_reads=len(syncs) - len(live), extra_executions=max(executions - graph_barriers, 0),
         eval_steps=_steps.eval_steps(steps), eval_passes=_steps.eval_passes(steps),
-        forced_reads=int(((live["executions"] > 0) | (live["uncached"] > 0) | (live["cached"] > 0)).sum())
-        if len(live) else 0,
+        forced_reads=int(((live["executions"].to_numpy() > 0) | (live["uncached"].to_numpy() > 0)
+                          | (live["cached"].to_numpy() > 0)).sum()) if len(live) else 0,
         optimizer_steps=(int(steps["opt"].to_numpy().sum()) if "opt" in steps else 0)
         + (run.end.tail_opt if run.end is not None else 0),
         transfers=transfers, fallback_ops=fallback, complete=run.complete, status=status,

@@ -215,10 +215,15 @@ def _rows_that_matter(steps: pd.DataFrame, compiled: set[int], read: set[int],
         rows = np.flatnonzero(among)
         matter[rows[first]] = True
     # a signature's second training step (sig_runs: a kind of batch's second step)
-    rows, trained_sig = np.flatnonzero(trained), sig[trained]
-    again = np.flatnonzero(pd.Series(trained_sig).duplicated(keep="first").to_numpy() & ~np.isnan(trained_sig))
-    matter[rows[again[~pd.Series(trained_sig[again]).duplicated(keep="first").to_numpy()]]] = True
+    matter[np.flatnonzero(trained)[second_seen(sig[trained])]] = True
     return matter, prev
+
+
+def second_seen(values: np.ndarray) -> np.ndarray:
+    """Where each value (NaN: none) is seen the second time: positions, in order (as a
+    groupby's ``cumcount() == 1``, without the groupby)."""
+    again = np.flatnonzero(pd.Series(values).duplicated(keep="first").to_numpy() & ~np.isnan(values))
+    return again[~pd.Series(values[again]).duplicated(keep="first").to_numpy()]
 
 
 

@@ -257,7 +257,7 @@ def _executions_by_start(executions: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def _work_barriers(steps: pd.DataFrame) -> np.ndarray:
-    return steps["tb"].to_numpy(dtype=float)[steps["work"].astype(bool).to_numpy()]
+    return steps["tb"].to_numpy(dtype=float)[steps["work"].to_numpy(dtype=bool)]
 
 
 def sync_executions(executions: np.ndarray, syncs: pd.DataFrame,

@@ -96,6 +96,11 @@ class _Group:
         self.n = n + 1
 
 
+_FEW = 256
+"""Up to this many earlier signatures, :meth:`SigIndex.nearest` measures the distance to each:
+fewer array operations than narrowing them down first."""
+
+
 class SigIndex:
     """Earlier signatures as :func:`closest` and the shape rules compare them, indexed as they
     come: by layout (names and ranks), so the many alike ones are compared in one array
@@ -105,6 +110,8 @@ class SigIndex:
     (name, shape) of each (:meth:`within`)."""
 
     def __init__(self) -> None:
+        self.few = _FEW
+        """Up to this many earlier signatures, :meth:`nearest` is the argmin of :meth:`distances`."""
         self.entries: list[_Known] = []
         self.groups: dict[tuple[tuple[str, int], ...] | None, _Group] = {}
         self._len_of: list[int] = []
@@ -197,9 +204,9 @@ class SigIndex:
         compare each with every earlier one."""
         names = [name for name, _, _, _ in sig]
         shapes = [shape for _, shape, _, _ in sig]
-        if not (self._plain and all(_int_dims(shape) for shape in shapes)):
-            return int(np.argmin(self.distances(sig)))  # (argmin: the first of equals)
         n = len(self.entries)
+        if n <= self.few or not (self._plain and all(_int_dims(shape) for shape in shapes)):
+            return int(np.argmin(self.distances(sig)))  # (argmin: the first of equals)
         sizes = {name: sum(g.n for g in self._by_name.get(name, {}).values()) for name in names}
         if sum(sizes.values()) * 4 > n:
             # Most earlier signatures share a name with it (a ``labels`` in every one): those

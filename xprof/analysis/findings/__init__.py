@@ -156,12 +156,14 @@ def _read_findings(run: _Run, groups: dict[FindingKey, list[int]],
         dynamo_reads = live[dynamo] if dynamo.any() else live.iloc[0:0]
         if dynamo.any():
             live, live_keys = live[~dynamo], live_keys[~dynamo]
-        by_key = live.groupby(pd.Series(live_keys, index=live.index, dtype=object), sort=False)
-        sums, at = ReadSums(live, compiles), by_key.indices
-        for key, g in by_key:
-            ks = groups.pop(FindingKey.parse(str(key)), [])
-            findings.append(sync_finding(str(key), g, compiles, ks, run.ordinal_of, run.steady, site_info,
-                                          causes, run.steps, (sums, at[key])))
+        at: dict[str, list[int]] = {}  # (each key's rows, keys in order of first appearance: a groupby's)
+        for k, name in enumerate(live_keys.tolist()):
+            at.setdefault(name, []).append(k)
+        sums = ReadSums(live, compiles)
+        for name, rows in at.items():
+            ks = groups.pop(FindingKey.parse(name), [])
+            findings.append(sync_finding(name, live.take(rows), compiles, ks, run.ordinal_of, run.steady,
+                                          site_info, causes, run.steps, (sums, np.asarray(rows, dtype=np.int64))))
     for key in [k for k in groups if k.group in ("sync", "lib", "dd")]:
         ks = groups.pop(key)
         g = syncs[keys_of == str(key)] if len(syncs) else syncs
@@ -185,9 +187,11 @@ def _dd_leaders(syncs: pd.DataFrame) -> dict[int, int]:
     if not len(syncs):
         return leaders
     live = live_reads(syncs)  # (the reads the walk's steps hold: analysis.causes._step_reads)
-    dd = live[live["access"].isin(list(DATA_DEPENDENT_ACCESSES))]
-    if not len(dd):
+    access = live["access"].to_numpy(dtype=object).tolist()
+    is_dd = np.fromiter((a in DATA_DEPENDENT_ACCESSES for a in access), dtype=bool, count=len(access))
+    if not is_dd.any():
         return leaders
+    dd = live[is_dd]
     firsts = set(dd.groupby("site")["step"].min().tolist())
     dd = dd[dd["step"].isin(firsts)].sort_values(["step", "t0"], kind="stable")
     for _, g in dd.groupby("step", sort=True):

@@ -208,7 +208,7 @@ def eager_finding(steps: pd.DataFrame, compiles: pd.DataFrame, steady: int) -> F
     first use and dispatched alone. The evidence is torch_xla's own: op compiles timed in
     EagerOpCompileTime (``at`` = ``op``), and steady steps that ran graphs between barriers,
     outside any host read, with nothing left for the barrier to run."""
-    op_compiles = int((compiles["at"] == "op").sum()) if len(compiles) else 0
+    op_compiles = int((compiles["at"].to_numpy(dtype=object) == "op").sum()) if len(compiles) else 0
     if not op_compiles or not steady:
         return None
     eager = eager_steps(steps)

@@ -27,14 +27,13 @@ def joined_pass(c: CompileFacts, step: StepFacts, walk: Walk) -> Cause | None:
     graph larger than the training step's: a pass with no barrier of its own (an evaluation
     moving its batches) left its ops and inputs pending, and this barrier ran them with the
     step. More micro-batches of the step's own inputs (x#3) are a longer window instead."""
-    if not new_inputs(step, walk):
+    nodes, train_nodes = c.nodes, walk.train_nodes
+    if not (new_inputs(step, walk) and nodes is not None and train_nodes and nodes > train_nodes):
         return None
     sig = walk.sigs.get(step.sig_id or 0, ())
     walk.known_sigs.catch_up(walk.seen_sig_list)
     extra = added_inputs(sig, walk.seen_sig_list, walk.known_sigs)
-    nodes, train_nodes = c.nodes, walk.train_nodes
-    if not (extra and nodes is not None and train_nodes and nodes > train_nodes
-            and micro_batch_change(sig, walk.seen_sig_list, walk.known_sigs) is None):
+    if not (extra and micro_batch_change(sig, walk.seen_sig_list, walk.known_sigs) is None):
         return None
     copies = f" ({len(extra)} tensors)" if len(extra) > len(set(map(base_input_name, extra))) else ""
     return Cause(CauseName.GRAPH_CHANGE, FindingKey("joined"), evidence=(
