@@ -162,6 +162,8 @@ def compile_table(cols: RunColumns, steps: pd.DataFrame, syncs: pd.DataFrame) ->
     nodes = _graph_nodes_after(cols, t)
     df = pd.DataFrame({"step": step, "t": t, "ms": ms, "at": at, "sync_row": sync_row,
                        "graph_nodes": nodes})
+    if (np.diff(t) >= 0).all():
+        return df  # (in time order already, as recorded: a stable sort would leave it as it is)
     return df.sort_values("t", kind="stable").reset_index(drop=True)
 
 
