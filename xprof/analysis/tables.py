@@ -67,7 +67,7 @@ def step_table(cols: RunColumns) -> pd.DataFrame:
     # The step ran a graph: at its barrier, or before it outside the host reads (eager
     # mode's ops; its barrier then has nothing left to run).
     df["work"] = (barrier_graphs(df) > 0) | (df["mid_graphs"].to_numpy() > 0)
-    df["step_ms"] = (df["t1"] - df["t0"]) * 1e3
+    df["step_ms"] = (st["t1"] - st["t0"]) * 1e3
     df["fallback"] = _fallback_counts(cols)
     return df
 
