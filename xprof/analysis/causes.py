@@ -47,9 +47,8 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     # whose forward it is tracing (the first steps' tracing is warm-up).
     rows = np.flatnonzero(matter)
     train = np.flatnonzero(steps["phase"].to_numpy(dtype=object) == "train")
-    at = np.searchsorted(train, rows)
-    ahead = np.where(at < len(train), steps["ordinal"].to_numpy()[train[np.minimum(at, len(train) - 1)]]
-                     if len(train) else -1, -1).tolist()
+    next_ordinal = np.append(steps["ordinal"].to_numpy()[train], -1)  # (-1: no training step after)
+    ahead = next_ordinal[np.searchsorted(train, rows)].tolist()
     result: dict[int, Cause] = {}
     for row, prev_kind, next_train in zip(_step_rows(steps, rows), prev_barrier[matter].tolist(), ahead):
         step = _step_facts(row, prev_kind, int(next_train), reads.get(int(row.i), []), dynamo_steps, walk)

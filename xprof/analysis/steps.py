@@ -118,8 +118,9 @@ def is_inference(steps: pd.DataFrame) -> bool:
 def training_steps(steps: pd.DataFrame) -> int:
     ords = steps["ordinal"].to_numpy()
     ords = ords[ords >= 0]
-    if len(ords) and (np.diff(ords) >= 0).all():  # (in barrier order, as recorded: count the rises)
-        return int((np.diff(ords) > 0).sum()) + 1
+    rises = np.diff(ords)
+    if len(ords) and (rises >= 0).all():  # (in barrier order, as recorded: count the rises)
+        return int((rises > 0).sum()) + 1
     return len(pd.unique(ords))  # (np.unique sorts: seconds at 1M steps)
 
 

@@ -332,18 +332,17 @@ def _facts(con: Any) -> dict[str, Any]:
     objects = got[-2]
     return {"files": files, "rows": rows, "missing": miss, "counters": sorted(names),
             "strings": {f.column: list(v or []) for f, v in zip(strings, got[4:4 + len(strings)])},
-            "counter_objects": objects, "odd_counters": _odd_counters(con, objects),
+            "counter_objects": objects, "odd_counters": _odd_counters(con, ok_step, objects),
             "constant": {f.column for f, varies in zip(_MAYBE_CONSTANT, got[-1]) if not varies}}
 
 
-def _odd_counters(con: Any, objects: list[str] | None) -> list[int]:
+def _odd_counters(con: Any, ok_step: str, objects: list[str] | None) -> list[int]:
     """The files with a counter value that is not a count DuckDB reads as one (NaN, a fraction,
     past 64 bits). Where the steps have few distinct counters objects (``objects``) and none
     looks odd here, none is (Python's ``\\s`` takes every space RE2's does, and more), and the
     files are not searched."""
     if objects is not None and not any(_ODD_COUNT_RE.search(o) for o in objects):
         return []
-    ok_step = _required(STEP_FIELDS, "step")[0]
     got = con.execute(
         f"SELECT list(DISTINCT f) FROM (SELECT DISTINCT {_FILE} AS f, {_sql_ident(COUNTERS_KEY)}::VARCHAR AS o "
         f"FROM xprof_bulk WHERE {ok_step}) WHERE regexp_matches(o, {_sql_str(_ODD_COUNT)})").fetchone()
@@ -375,9 +374,9 @@ def _constant(f: Field, rows: int, made: dict[tuple[Any, ...], np.ndarray]) -> n
 
 
 _ODD_COUNT = r":\s*(-|N|I|[0-9]*\.|[0-9]+[eE]|[0-9]{14})"
-_ODD_COUNT_RE = re.compile(_ODD_COUNT)
 """A counter value in a step's ``c`` that DuckDB would read as 0 or round, where the record
 reader sees an impossible count (a false match only costs reading that file record by record)."""
+_ODD_COUNT_RE = re.compile(_ODD_COUNT)
 
 
 CODED_COUNTERS = 64

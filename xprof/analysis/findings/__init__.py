@@ -153,9 +153,8 @@ def _read_findings(run: _Run, groups: dict[FindingKey, list[int]],
             live = live[in_steps]
         live_keys = keys_of.loc[live.index].to_numpy(dtype=object)
         dynamo = live_keys == "dynamo"
-        dynamo_reads = live[dynamo] if dynamo.any() else live.iloc[0:0]
         if dynamo.any():
-            live, live_keys = live[~dynamo], live_keys[~dynamo]
+            dynamo_reads, live, live_keys = live[dynamo], live[~dynamo], live_keys[~dynamo]
         at: dict[str, list[int]] = {}  # (each key's rows, keys in order of first appearance: a groupby's)
         for k, name in enumerate(live_keys.tolist()):
             at.setdefault(name, []).append(k)
