@@ -149,7 +149,7 @@ class TinyLoop:
 
         clock = time.perf_counter_ns
         mse = self.torch.nn.functional.mse_loss
-        out = []
+        out: list[tuple[int, ...]] = []
         for _ in range(n):
             t0 = clock()
             x, y = self._next()

@@ -295,6 +295,7 @@ def measure_pod(ranks: int, steps: int, folder: str) -> dict[str, Any]:
         del runs
     t = time.perf_counter()
     view = pod_view(ranks_kept)
+    assert view.focus_path is not None  # (every rank was kept: the pod has a focus)
     focus = analyze(load_many([view.focus_path])[0])  # type: ignore[arg-type]
     out["focus_s"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -397,11 +398,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
     if args.baseline:
         print(f"load average before: {_load()}", flush=True)
-        rows = versus(args.baseline, args.rounds, [int(x) for x in (args.sizes or "").split(",") if x],
-                      [int(x) for x in (args.pods or "").split(",") if x], args.pod_steps)
+        pairs = versus(args.baseline, args.rounds, [int(x) for x in (args.sizes or "").split(",") if x],
+                       [int(x) for x in (args.pods or "").split(",") if x], args.pod_steps)
         print(f"load average after: {_load()}")
-        emit_json(args.json, {"versus": rows})
-        return {"versus": rows}
+        emit_json(args.json, {"versus": pairs})
+        return {"versus": pairs}
     if args.one:
         with tempfile.TemporaryDirectory(prefix="xprof-scale-") as tmp:
             emit_json(args.json, measure_one(args.one, tmp, distinct=args.one_distinct))

@@ -269,3 +269,20 @@ def test_training_steps_count_distinct_ordinals(ordinals: list[int], in_order: b
     ords = sorted(ordinals) if in_order else ordinals
     steps = pd.DataFrame({"ordinal": np.asarray(ords, dtype=np.int64)})
     assert training_steps(steps) == len({o for o in ords if o >= 0})
+
+
+@given(st.lists(st.sampled_from(["train", "eval", "dynamo", "empty"]), max_size=40), st.booleans())
+def test_phase_masks_match_the_pandas_comparison(phases: list[str], has_column: bool) -> None:
+    """``phase_is`` (the object array compared) says what ``steps["phase"] == name`` says on
+    the column as the analysis stores it; a table without phases has none of any."""
+    from xprof.analysis.steps import PHASES, phase_is
+
+    column = np.empty(len(phases), dtype=object)
+    column[:] = phases
+    steps = pd.DataFrame({"i": np.arange(len(phases))})
+    if has_column:
+        steps["phase"] = column
+    for name in PHASES:
+        want = (steps["phase"] == name).to_numpy(dtype=bool) if has_column else np.zeros(len(phases), dtype=bool)
+        got = phase_is(steps, name)
+        assert got.dtype == bool and np.array_equal(got, want)

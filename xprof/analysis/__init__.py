@@ -56,7 +56,7 @@ def _analyze(read: Run | ColumnRun) -> Analysis:
     inputs = tables.input_table(run.signatures)
     steps["graph_nodes"] = tables.barrier_graph_nodes(cols, steps)
     ordinal = steps["ordinal"].to_numpy()
-    steps["warmup"] = (steps["phase"].to_numpy(dtype=object) == "train") & (ordinal >= 0) & (ordinal < WARMUP_STEPS)
+    steps["warmup"] = _steps.phase_is(steps, "train") & (ordinal >= 0) & (ordinal < WARMUP_STEPS)
     exec_ms, sync_exec, execute_s = tables.attribute_executions(executions, steps, syncs)
     steps["execute_ms"] = exec_ms
     steps["sync_execute_ms"] = sync_exec

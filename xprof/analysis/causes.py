@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from xprof.analysis.steps import eval_pass_ids, training_barrier_sites
+from xprof.analysis.steps import eval_pass_ids, phase_is, training_barrier_sites
 from xprof.analysis.tables import fallback_rows, live_reads
 from xprof.diagnosis import walk as _walk
 from xprof.diagnosis.cause import Cause, CauseName
@@ -46,7 +46,7 @@ def attribute(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame,
     # The training step each barrier leads to: torch.compile's own syncs belong to the step
     # whose forward it is tracing (the first steps' tracing is warm-up).
     rows = np.flatnonzero(matter)
-    train = np.flatnonzero(steps["phase"].to_numpy(dtype=object) == "train")
+    train = np.flatnonzero(phase_is(steps, "train"))
     next_ordinal = np.append(steps["ordinal"].to_numpy()[train], -1)  # (-1: no training step after)
     ahead = next_ordinal[np.searchsorted(train, rows)].tolist()
     result: dict[int, Cause] = {}
@@ -113,7 +113,7 @@ def _walk_of(steps: pd.DataFrame, compiles: pd.DataFrame, syncs: pd.DataFrame, s
     for sid, sig in sigs.items():
         walk.add_sig(sid, sig)
     walk.loops = loop_lines(sites, training_barrier_sites(steps))
-    in_train_mode = ((steps["phase"].to_numpy(dtype=object) == "train") & steps["work"].to_numpy(dtype=bool)
+    in_train_mode = (phase_is(steps, "train") & steps["work"].to_numpy(dtype=bool)
                      & (steps["ordinal"].to_numpy() >= 1) & ~steps["eval_mode"].to_numpy(dtype=bool))
     if in_train_mode.any():
         walk.first_in_train_mode = int(steps["i"].to_numpy()[in_train_mode][0])
@@ -203,7 +203,7 @@ def _rows_that_matter(steps: pd.DataFrame, compiled: set[int], read: set[int],
     matter = np.isin(idx, list(compiled)) | has_sites | np.isin(idx, list(dynamo_steps))
     matter[fallback_rows(steps)] = True
     matter |= steps["dynamo_graphs"].to_numpy() > 0
-    trained = steps["work"].to_numpy(dtype=bool) & (steps["phase"].to_numpy(dtype=object) == "train")
+    trained = steps["work"].to_numpy(dtype=bool) & phase_is(steps, "train")
     steady = trained & (steps["ordinal"].to_numpy() >= 1)
     sig = steps["sig"].to_numpy(dtype=np.float64, na_value=np.nan)
     nodes = steps["graph_nodes"].to_numpy(dtype=np.float64, na_value=np.nan)

@@ -12,7 +12,7 @@ from typing import Any
 
 from xprof.analysis.model import Analysis, Finding, unmeasured
 from xprof.analysis.ranks import GROUP_MIN, RankFinding, RankGroup, RanksView, span
-from xprof.analysis.steps import is_inference
+from xprof.analysis.steps import is_inference, phase_is
 from xprof.diagnosis.cause import CauseName
 from xprof.diagnosis.registry import UNITS
 from xprof.diagnosis.terms import MINOR_SHARE, NOTHING_TO_JUDGE, WARMUP_STEPS
@@ -182,8 +182,7 @@ def _model_in_eval_mode(steps: Any) -> bool:
     """Some eval-phase barrier ran with the model in eval mode (files without the mark: True)."""
     if not len(steps) or "eval_mode" not in steps or "phase" not in steps:
         return True
-    ev = steps["phase"] == "eval"
-    return bool(steps.loc[ev, "eval_mode"].astype(bool).any())
+    return bool(steps["eval_mode"].to_numpy(dtype=bool)[phase_is(steps, "eval")].any())
 
 
 def _recompile_sentence(analysis: Analysis) -> str:
@@ -255,7 +254,7 @@ def _used_dynamo(analysis: Analysis) -> bool:
     steps = analysis.steps
     if not len(steps):
         return False
-    return bool((steps["phase"] == "dynamo").any() or ("dynamo_graphs" in steps and (steps["dynamo_graphs"] > 0).any()))
+    return bool(phase_is(steps, "dynamo").any() or ("dynamo_graphs" in steps and (steps["dynamo_graphs"] > 0).any()))
 
 
 def _deferred_executions(analysis: Analysis) -> int:

@@ -40,7 +40,7 @@ from xprof.analysis.findings.reads import (
 from xprof.analysis.findings.series import Series, SeriesIndex
 from xprof.analysis.findings.shapes import micro_batch_finding, shape_finding, sharding_finding
 from xprof.analysis.model import Finding
-from xprof.analysis.steps import training_barrier_sites
+from xprof.analysis.steps import phase_is, training_barrier_sites
 from xprof.analysis.tables import live_reads
 from xprof.diagnosis import mechanisms as _mech
 from xprof.diagnosis.cause import Cause, CauseName
@@ -376,7 +376,7 @@ def training_recompiles(causes: list[Cause], compiles: pd.DataFrame, steps: pd.D
     """(recompiles after warm-up outside eval passes, those inside them): what a prediction
     counts, and what it leaves aside (an evaluation's own graphs are expected, and a collate
     shared with it pads its batches too, which no training finding's count should guess)."""
-    in_eval = set(steps["i"].to_numpy()[steps["phase"].to_numpy(dtype=object) == "eval"].tolist())
+    in_eval = set(steps["i"].to_numpy()[phase_is(steps, "eval")].tolist())
     evals = sum(1 for c, s in zip(causes, compiles["step"].tolist())
                 if c.cause != CauseName.WARMUP and int(s) in in_eval)
     return sum(1 for c in causes if c.cause != CauseName.WARMUP) - evals, evals

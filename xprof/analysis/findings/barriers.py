@@ -11,6 +11,7 @@ import pandas as pd
 from xprof.analysis.advice import ADVICE
 from xprof.analysis.findings.common import dur_text, loc_text, step_pattern
 from xprof.analysis.model import Finding
+from xprof.analysis.steps import phase_is
 from xprof.analysis.tables import barrier_graphs
 from xprof.diagnosis.cause import CauseName
 from xprof.diagnosis.keys import EAGER_KEY
@@ -188,7 +189,7 @@ def eager_steps(steps: pd.DataFrame) -> pd.DataFrame:
     if not len(steps):
         return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in cols})
     ordinal = steps["ordinal"].to_numpy()
-    keep = (steps["phase"].to_numpy(dtype=object) == "train") & (ordinal >= WARMUP_STEPS)
+    keep = phase_is(steps, "train") & (ordinal >= WARMUP_STEPS)
     rows = pd.DataFrame({
         "ordinal": ordinal[keep],
         "i": steps["i"].to_numpy()[keep],
@@ -241,7 +242,7 @@ def split_finding(steps: pd.DataFrame, sites: dict[int, Site]) -> Finding | None
     """``split_step`` (:mod:`xprof.diagnosis.rules.split`) from the training barriers that ran
     a graph at the barrier (eager steps, whose graphs run between barriers, are not split)."""
     graphs = (steps["barrier_uncached"] + steps["barrier_cached"]).to_numpy()
-    keep = (steps["phase"].to_numpy(dtype=object) == "train") & (graphs > 0) & (steps["ordinal"].to_numpy() >= 0)
+    keep = phase_is(steps, "train") & (graphs > 0) & (steps["ordinal"].to_numpy() >= 0)
     if keep.sum() < 2:
         return None
     ordinals = steps["ordinal"].to_numpy()[keep]

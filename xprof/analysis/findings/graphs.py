@@ -14,7 +14,7 @@ import pandas as pd
 from xprof.analysis.advice import ADVICE
 from xprof.analysis.findings.common import compiled_at, loc_text
 from xprof.analysis.model import Finding
-from xprof.analysis.steps import eval_pass_ids
+from xprof.analysis.steps import eval_pass_ids, phase_is
 from xprof.analysis.tables import live_reads
 from xprof.diagnosis.cause import Cause, CauseName
 from xprof.diagnosis.keys import CUT_BY_PASS_KEY, EVAL_KEY, EVAL_MODE_KEY, FindingKey
@@ -163,7 +163,7 @@ def _eval_story(rows: pd.DataFrame, steps: pd.DataFrame, ordinal_of: Mapping[int
         every = f"every {starts[1] - starts[0]} steps"
     pattern = every.replace("steps", "training steps") if every else None
     advice = ADVICE["eval_pass"]
-    evaluating = steps[steps["phase"] == "eval"] if "phase" in steps else steps.iloc[0:0]
+    evaluating = steps[phase_is(steps, "eval")]
     if len(evaluating) and bool((evaluating["nograd"] | evaluating["grad_off"]).any()):
         # it already runs under no_grad (at its barriers, or around its forward; the pass's
         # last barriers, a loader's end or a mesh_reduce after the loop, may come after
@@ -178,8 +178,8 @@ def _eval_mode_story(rows: pd.DataFrame, steps: pd.DataFrame, ordinal_of: Mappin
                      ms: float) -> _GraphStory:
     """Training steps that ran with the model in eval mode (no ``model.train()`` after an eval)."""
     n = len(rows)
-    in_eval = steps[(steps["phase"] == "train") & steps["eval_mode"].astype(bool)
-                    & (steps["i"] >= comp_steps[0])] if "eval_mode" in steps else steps.iloc[0:0]
+    in_eval = steps[phase_is(steps, "train") & steps["eval_mode"].to_numpy(dtype=bool)
+                    & (steps["i"].to_numpy() >= comp_steps[0])] if "eval_mode" in steps else steps.iloc[0:0]
     first = ordinal_of.get(comp_steps[0], comp_steps[0])
     title = (f"{len(in_eval) or n} training step{'s' if len(in_eval) != 1 else ''} from step {first} ran with "
              f"the model in eval mode (dropout off, batch-norm statistics frozen): {n} extra "

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from xprof.analysis.steps import phase_is
 from xprof.diagnosis.signatures import Signature
 from xprof.runfile import base_input_name
 
@@ -166,7 +167,7 @@ def still_varying(with_rest: set[tuple[int, tuple[tuple[str, tuple[int, ...]], .
 def _first_step_one_off(steps: pd.DataFrame) -> bool:
     """Step 0's barrier graph is not step 1's (another size: it made the optimizer's state),
     so a length first seen at step 0 compiles again at its next step."""
-    train = (steps["phase"].to_numpy(dtype=object) == "train") & steps["work"].to_numpy(dtype=bool)
+    train = phase_is(steps, "train") & steps["work"].to_numpy(dtype=bool)
     ordinal = steps["ordinal"].to_numpy()
     nodes = steps["graph_nodes"].to_numpy(dtype=np.float64, na_value=np.nan)
     first, second = (nodes[train & (ordinal == k)] for k in (0, 1))

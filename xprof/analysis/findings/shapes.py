@@ -13,7 +13,7 @@ from xprof.analysis.advice import ADVICE
 from xprof.analysis.findings.common import and_list, compiled_at, first_few
 from xprof.analysis.findings.series import Series, SeriesIndex, still_varying
 from xprof.analysis.model import Finding
-from xprof.analysis.steps import is_inference
+from xprof.analysis.steps import is_inference, phase_is
 from xprof.diagnosis.cause import FIRST_STEP_ONLY, Cause, CauseName
 from xprof.diagnosis.evidence import bucket_step, of_other_kinds
 from xprof.diagnosis.keys import FindingKey
@@ -389,7 +389,7 @@ def sharding_finding(key: FindingKey, ks: list[int], causes: list[Cause], rows: 
     # The input's sharding at every training step that ran a graph; the usual one is the
     # one most steps had.
     keep = (steps["work"].to_numpy(dtype=bool) & steps["sig"].notna().to_numpy(dtype=bool)
-            & (steps["phase"] == "train").to_numpy(dtype=bool))
+            & phase_is(steps, "train"))
     per_step: list[tuple[int, str]] = []
     for i, sig in zip(steps["i"][keep].tolist(), steps["sig"][keep].tolist()):
         spec = next((sp for nm, sp in specs.get(int(sig), {}).items() if base_input_name(nm) == name), None)
