@@ -1542,6 +1542,31 @@ def test_a_library_calls_own_barrier_after_an_eval_pass_is_the_calls(tmp_path: P
         "xprof: first thing to change: torch_xla.core.xla_model.mesh_reduce (called from train.py:32)")
 
 
+def test_a_library_sync_that_runs_the_eval_batch_is_the_passs_barrier(tmp_path: Path) -> None:
+    """accelerate's gather_for_metrics inside the eval loop: its xm.mark_step is where each eval
+    batch's forward runs (the batch's inputs come in its step; the loader's barriers around it
+    run nothing). Without it the same graph would compile at the next barrier: the compiles are
+    the evaluation's, once, not a cost of the call (seen on six of accelerate's examples)."""
+    b = Builder(tmp_path / "r.json")
+    gather = {"id": 1001, "line": 41, "via": "accelerate.accelerator.Accelerator.gather_for_metrics",
+              "code": "predictions, references = accelerator.gather_for_metrics((predictions, labels))"}
+    for epoch in range(3):
+        for i in range(4):
+            b.step({"x": [16, 20]}, compile_ms=500 if epoch == 0 and i < 2 else 0, opt=1, fields={"bw": 1})
+        for i in range(2):
+            b.step({"x": [16, 20]} if i == 0 else {"x": [4, 20]}, compile_ms=300 if epoch == 0 else 0,
+                   barrier_site=gather, fields={"ev": 1, "ng": 1})
+    a = b.done()
+    kinds = [f.kind for f in a.findings]
+    assert "library_sync" not in kinds
+    (pass_,) = [f for f in a.findings if f.kind == "eval_pass"]
+    assert pass_.compiles == 2 == a.totals.recompiles
+    from xprof.report.prose import headline
+
+    assert ("2 of them were an evaluation pass's own graphs, compiled after warm-up: expected, and cached "
+            "after.") in headline(a)
+
+
 @pytest.mark.parametrize("src, sizes, kind", [
     ("to", [8] * 9 + [6] + [8] * 6, "batch_size_change"),  # once, mid-run, no loader: no epoch said
     ("batch", [8] * 9 + [6] + [8] * 6, "partial_batch"),  # a DataLoader's: a short last batch

@@ -235,10 +235,12 @@ def _eval_passes(steps: pd.DataFrame, sites_by_step: dict[int, frozenset[int]]) 
         return []  # no eval barrier, no pass (and no walk over a long run's steps)
     site_col = _optional_ints(steps["site"].iloc[rows])
     step_ids = steps["i"].to_numpy()[rows].tolist()
+    fed = steps["sig"].notna().to_numpy(dtype=bool)[rows].tolist() if "sig" in steps else [False] * len(rows)
     by_pass: dict[int, list[PassBarrier]] = {}
     for k, pass_id in enumerate(ids[rows].tolist()):
         step = int(step_ids[k])
-        by_pass.setdefault(pass_id, []).append(PassBarrier(step, site_col[k], sites_by_step.get(step, frozenset())))
+        barrier = PassBarrier(step, site_col[k], sites_by_step.get(step, frozenset()), fed[k])
+        by_pass.setdefault(pass_id, []).append(barrier)
     return list(by_pass.values())
 
 

@@ -176,6 +176,9 @@ class PassBarrier(NamedTuple):
     """Where the barrier was asked for (when recorded)."""
     reads: frozenset[int]
     """Sites of the host reads in its step."""
+    fed: bool = False
+    """A batch's inputs came in its step: the pass's batch ran at this barrier (whoever asked
+    for it: accelerate's ``gather_for_metrics`` inside the eval loop syncs the batch's forward)."""
 
 
 def eval_pass_owners(passes: Iterable[Sequence[PassBarrier]], walk: Walk) -> dict[int, Cause]:
@@ -185,14 +188,16 @@ def eval_pass_owners(passes: Iterable[Sequence[PassBarrier]], walk: Walk) -> dic
     (the HF Trainer's evaluation_loop; generate()'s reads inside it), else the plain eval pass.
     Its compiles are the evaluation's whatever their input shapes (an eval pass has batches of
     its own), except at a library call's own sync after the pass's batches (xm.mesh_reduce's
-    rendezvous): those graphs are the call's. Step -> the cause its compiles get (what
+    rendezvous, no batch's inputs in its step): those graphs are the call's. A call's sync that
+    runs a batch's graph (the batch's inputs came in its step) is the pass's barrier: without
+    it the same graph compiles at the next one. Step -> the cause its compiles get (what
     :func:`eval_pass` looks up)."""
     owners: dict[int, Cause] = {}
     for barriers in passes:
         owner = _pass_mechanism(barriers, walk)
         for b in barriers:
             asker = walk.sites.get(b.site) if b.site is not None else None
-            if (owner is None and b.site is not None and asker is not None and own_barrier(asker)
+            if (owner is None and not b.fed and b.site is not None and asker is not None and own_barrier(asker)
                     and (asker.file, asker.line) not in walk.loops):
                 owners[b.step] = Cause(CauseName.IMPLICIT_SYNC, FindingKey.sync(b.site), site=b.site, evidence=(
                     f"{asker.via} asked for this barrier itself and ran a graph of its own"))
@@ -283,8 +288,9 @@ LIBRARY = CauseUnit(
     means=("a library mechanism read values or ran its own graph: the HF Trainer's logging (`logging_steps`), "
         'its evaluation (every compile of its eval passes), its checkpoints (`save_steps`), '
         "`model.generate()` (also inside the evaluation with `predict_with_generate`), a model's "
-        "attention-mask check; a library call's own sync after an evaluation (`xm.mesh_reduce`, accelerate's "
-        '`gather_for_metrics`)'),
+        "attention-mask check; a library call's own sync after an evaluation's batches (`xm.mesh_reduce`'s "
+        "rendezvous; a sync that runs an eval batch's graph, as accelerate's `gather_for_metrics` does inside "
+        "the loop, is the evaluation's)"),
     fix=("the library's own settings (e.g. a larger `logging_steps`, a static cache for `generate()`)"),
     fix_safety=("A library's setting (logging_steps, save_steps, a static cache for generate()) changes how often it "
         'logs, evaluates or saves, not the training; a static cache gives the same tokens.'),
