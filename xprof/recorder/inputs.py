@@ -12,7 +12,7 @@ import ast
 import itertools
 import linecache
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from itertools import repeat
 from types import FrameType
 from typing import Any
@@ -296,4 +296,27 @@ def name_from_comprehension(frame: FrameType) -> str | None:
     for name, value in frame.f_locals.items():
         if name != ".0" and isinstance(value, str):
             return value
+    return None
+
+
+FIELD_LOCALS = ("key", "k", "field", "attr")
+"""The loop variables a library's container walks its fields with (PyG's ``BaseStorage.apply``:
+``for key, value in self.items()``)."""
+
+
+def container_field(caller: FrameType, kind: Callable[[str], int], limit: int = 8) -> str | None:
+    """The field a container's own ``.to`` is moving (``data.to(dev)`` on a PyG ``Batch``
+    calls ``Tensor.to`` on each of ``x``, ``edge_index``, ``batch``...): a string loop variable
+    of the library frames between the move and the user's line, innermost first. ``None``
+    when there is none: the tensors then share the line's name, as one input moved again."""
+    f: FrameType | None = caller
+    for _ in range(limit):
+        if f is None or kind(f.f_code.co_filename) == 0:
+            return None
+        local = f.f_locals
+        for name in FIELD_LOCALS:
+            value = local.get(name)
+            if isinstance(value, str) and value:
+                return value
+        f = f.f_back
     return None

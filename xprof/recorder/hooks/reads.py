@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from xprof.recorder.core import Recorder
 from xprof.recorder.hooks.patching import Patches, posing_as, user_frames_only
-from xprof.recorder.inputs import name_from_comprehension, name_from_line
+from xprof.recorder.inputs import container_field, name_from_comprehension, name_from_line
 
 HOST_READS = {
     "item": "item",
@@ -159,6 +159,9 @@ def _moved_to_device(rec: Recorder, tensor: Any, result: Any, leaf: bool, caller
             else:
                 site = frames.user_site(caller)
                 name = name_from_line(site.file, site.line) if site else "tensor"
+                field = container_field(caller, frames.kind)
+                if field is not None:  # data = data.to(dev) on a PyG Batch: data.x, data.edge_index
+                    name = f"{name}.{field}" if name.isidentifier() else field
         rec.on_to_device(tensor, name, result)
     except Exception as exc:
         rec.error("input hook", exc)
