@@ -1567,6 +1567,33 @@ def test_a_library_sync_that_runs_the_eval_batch_is_the_passs_barrier(tmp_path: 
             "after.") in headline(a)
 
 
+def test_a_packed_batchs_node_count_is_no_batch_size(tmp_path: Path) -> None:
+    """A graph batch (PyG's Batch): node features x [N, 7] and the node-to-graph map batch [N]
+    share a dim 0 that is the batch's graphs' nodes together, a new N every step, while the
+    labels y [6] and offsets ptr [7] keep the batch's six rows. Not a batch size (drop_last
+    would change nothing): a size of its own, padded like a graph's nodes and edges."""
+    b = Builder(tmp_path / "r.json")
+    nodes = [115, 125, 132, 121, 114, 125, 118, 132, 127, 115, 121, 140]
+    for k, n in enumerate(nodes):
+        b.step({"data.x": [n, 7], "data.edge_index": [2, 2 * n + k], "data.y": [6], "data.batch": [n],
+                "data.ptr": [7]}, compile_ms=500 if k < 2 or n not in nodes[:k] else 0, opt=1, fields={"bw": 1})
+    a = b.done()
+    f = a.findings[0]
+    assert (f.kind, f.input) == ("dynamic_size", "data.x")
+    assert "padding node" in f.advice and "drop_last" not in f.advice
+
+
+def test_a_real_batch_size_change_stays_one(tmp_path: Path) -> None:
+    """The same sizes, the labels changing with the rows: a batch size that changes."""
+    b = Builder(tmp_path / "r.json")
+    rows = [16, 12, 9, 16, 12, 9, 16, 7, 12, 9, 16, 7]
+    for k, n in enumerate(rows):
+        b.step({"x": [n, 7], "y": [n]}, compile_ms=500 if k < 2 or n not in rows[:k] else 0, opt=1,
+               fields={"bw": 1})
+    f = b.done().findings[0]
+    assert (f.kind, f.input) == ("batch_size_change", "x")
+
+
 @pytest.mark.parametrize("src, sizes, kind", [
     ("to", [8] * 9 + [6] + [8] * 6, "batch_size_change"),  # once, mid-run, no loader: no epoch said
     ("batch", [8] * 9 + [6] + [8] * 6, "partial_batch"),  # a DataLoader's: a short last batch
@@ -1836,3 +1863,19 @@ def test_no_barrier_keeps_the_mechanisms_adding_it_leaves_and_names_the_loops_re
     assert a.findings[1].kind == "causal_mask_check" and not a.findings[1].minor
     fallback = a.findings[2]
     assert fallback.count == 12 and "aten::scatter_reduce.two" in fallback.title and not fallback.minor
+
+
+def test_a_missing_barrier_is_placed_at_the_loops_read_not_a_setup_read() -> None:
+    """pytorch/examples' GAT: ``labels.max().item()`` sizes the model once, before any step,
+    then ``loss.item()`` in the loop ran every later graph. The finding names the loop's line;
+    with no line read twice, the first read that ran a graph stands."""
+    import pandas as pd
+
+    from xprof.analysis.findings.barriers import _loop_read
+
+    def reads(sites: list[int]) -> Any:
+        return pd.DataFrame({"site": sites, "line": sites, "file": "/u/main.py", "executions": 1,
+                             "via": pd.Series([None] * len(sites), dtype=object), "access": "item"})
+
+    assert int(_loop_read(reads([356, 286, 286, 286, 371]))["line"]) == 286
+    assert int(_loop_read(reads([356, 286, 371]))["line"]) == 356

@@ -87,8 +87,10 @@ def no_barrier(end: Any, steps: pd.DataFrame, syncs: pd.DataFrame, tail_ms: np.n
 def _loop_read(reads: pd.DataFrame) -> pd.Series:
     """The read a missing barrier's finding names: the first of the loop's own (not inside a
     library call, not a value-dependent op's) that ran a graph (training comes first: an
-    evaluation's reads later); else the first read. A library's read inside the model's
-    forward (a mask check) is not where the barrier goes."""
+    evaluation's reads later), at a line that read more than once when one did (a read in
+    the loop, not a setup read before it: ``labels.max().item()`` sizing the model); else
+    the first read. A library's read inside the model's forward (a mask check) is not where
+    the barrier goes."""
     own = reads
     if "via" in own:
         own = own[own["via"].isna()]
@@ -96,6 +98,10 @@ def _loop_read(reads: pd.DataFrame) -> pd.Series:
         own = own[~own["access"].isin(DATA_DEPENDENT_ACCESSES)]
     if "executions" in own and bool((own["executions"] > 0).any()):
         own = own[own["executions"] > 0]
+    if "site" in own and len(own):
+        again = own["site"].duplicated(keep=False).to_numpy(dtype=bool)
+        if again.any():
+            own = own[again]
     return own.iloc[0] if len(own) else reads.iloc[0]
 
 

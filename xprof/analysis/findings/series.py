@@ -56,6 +56,24 @@ class Series:
             common = same if common is None else common & same
         return None if common is None else bool(common)
 
+    def rows_kept_beside(self) -> str | None:
+        """Another input in every signature of this one whose dim 0 kept one size of more than
+        two rows while this input's took three or more: a batch's rows change in every input
+        that holds them, so this dim is a size of its own (a packed batch: a graph batch's node
+        features, the six graphs' nodes together, beside its labels y [6] and offsets ptr [7]).
+        Its name, or None. (Two rows or fewer stay out: an edge list's [2, E], a [1, L].)"""
+        if len({shapes[0][0] for shapes in self.groups if shapes and shapes[0]}) < 3:
+            return None
+        kept: dict[str, set[int]] | None = None
+        for rest in self.rests:
+            here: dict[str, set[int]] = {}
+            for n, shape in rest:
+                if shape:
+                    here.setdefault(n, set()).add(shape[0])
+            kept = here if kept is None else {n: kept[n] | here[n] for n in kept.keys() & here.keys()}
+        fixed = sorted(n for n, sizes in (kept or {}).items() if len(sizes) == 1 and min(sizes) > 2)
+        return fixed[0] if fixed else None
+
     def other_free_size(self) -> str | None:
         """Another input whose dim 0 takes 3 or more sizes apart from this input's (in some
         signature the two differ): two sizes that change on their own each step are a

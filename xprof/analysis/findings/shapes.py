@@ -168,15 +168,15 @@ def _not_a_batch(ch: _ShapeChange, srcs: set[str]) -> None:
     series, shapes = ch.series, ch.shapes
     free = None
     if ch.kind == "batch_size_change" and len(series.value_counts(0)) >= 3:
-        free = series.other_free_size()
+        free = series.other_free_size() or series.rows_kept_beside()
     # (a last partial batch keeps its name though no other input shares its rows: a second
     # loader's batch, one size all epoch but a short last one, is still a batch)
     rare_short = ch.kind == "partial_batch" and len(ch.minority_ords) * 4 <= len(series.ords)
     if (ch.kind in ("batch_size_change", "dynamic_padding", "partial_batch") and series.rows_shared() is False
             and not rare_short) or free is not None:
-        # No other input shares its dim 0, or another input's dim 0 changes on its own too:
-        # not a batch of rows, so neither a batch size nor a tokenizer's padding (a graph's
-        # nodes and edges, a sample of its own size).
+        # No other input shares its dim 0, another input's dim 0 changes on its own too, or
+        # another input's rows stayed put: not a batch of rows, so neither a batch size nor a
+        # tokenizer's padding (a graph's nodes and edges, a sample of its own size).
         ch.dim = ch.dim or 0
         distinct = len({s[ch.dim] for s in shapes if len(s) > ch.dim})
         ch.kind, ch.pattern = ("dynamic_size" if distinct >= 3 else "shape_change"), None

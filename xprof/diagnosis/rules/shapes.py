@@ -356,14 +356,15 @@ INPUT_SHAPE = CauseUnit(
     CauseName.INPUT_SHAPE, label='input shape changed', colour='#e8590c',
     means=('an input took a shape no earlier steady step had: `dynamic_padding`, `partial_batch`, '
         "`batch_size_change`, a size change (an image's height and width together); `dynamic_size` when no "
-        "other input shares the input's dim 0 (a graph's node features and edge list: no batch size, no "
-        'tokenizer; padding advice and a what-if table in plain words); a fixed set of shapes all compiled '
-        'early, with a long stretch after that compiled nothing (length buckets, `pad_to_multiple_of`), is '
-        'called settled: a one-off cost; lengths that are all multiples of one step (16, 32, 48) are said to '
-        'be buckets already, a graph each, not padding per batch; in an inference run a last partial batch is '
-        'to be padded, not dropped; an input moved to the device in some steps only is named as such; an '
-        'input of another rank or dtype (tasks taking turns) is `input_kinds`, info; another number of '
-        'micro-batches a step is `micro_batches`'),
+        "other input shares the input's dim 0, or another keeps its rows while that dim takes 3 or more sizes"
+        " (a graph's node features and edge list; a packed graph batch's nodes beside its labels `y [6]`: no "
+        'batch size, no tokenizer; padding advice and a what-if table in plain words); a fixed set of shapes '
+        'all compiled early, with a long stretch after that compiled nothing (length buckets, '
+        '`pad_to_multiple_of`), is called settled: a one-off cost; lengths that are all multiples of one step'
+        ' (16, 32, 48) are said to be buckets already, a graph each, not padding per batch; in an inference '
+        'run a last partial batch is to be padded, not dropped; an input moved to the device in some steps '
+        'only is named as such; an input of another rank or dtype (tasks taking turns) is `input_kinds`, '
+        'info; another number of micro-batches a step is `micro_batches`'),
     fix=('`padding="max_length"`, `pad_to_multiple_of`, buckets, `drop_last=True`, resize to a fixed size'),
     fix_safety=('Padding to fixed shapes with the padding masked out (attention_mask, labels=-100) computes the same '
         'loss and gradients; drop_last=True leaves the last partial batch of each epoch out, and a resize '
