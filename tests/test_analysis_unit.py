@@ -244,6 +244,10 @@ def test_a_reads_cost_leaves_out_compiles_another_cause_owns(tmp_path: Path) -> 
     ("sched.step(loss)", "current = float(metrics)",
      "turns a tensor into a Python number (`current = float(metrics)`)"),
     ("sched.step(loss, epoch=None)", "if self.best is None or metrics < self.best:", None),
+    # PyG's pooling works out the output size from the data: pass it in (size=), not less often
+    ("x = global_add_pool(x, batch)", "dim_size = int(index.max()) + 1 if index.numel() > 0 else 0",
+     "dim_size, a size the library works out from the data when it is not given. If the call takes it "
+     "as an argument"),
     ("dist = Categorical(logits=policy(obs))", "if not torch._is_all_true(valid):",
      "It happens in a check of your inputs: libraries usually let you turn such checks off (validate_args=False"),
 ])
@@ -260,6 +264,7 @@ def test_library_read_advice_follows_the_librarys_line(tmp_path: Path, code: str
         assert not any(w in f.advice for w in ("which you pass", "Python number", "a check of your inputs"))
     else:
         assert says in f.advice
+    assert "learning rate" not in f.advice  # (a scheduler's patience: only where the call is one)
 
 
 def test_a_value_dependent_op_inside_a_librarys_input_check_names_the_call(tmp_path: Path) -> None:

@@ -163,6 +163,7 @@ def test_reads_inside_torchs_own_library_calls(scenario: Any) -> None:
     assert "which you pass as `error_if_nonfinite=True`" in clip.advice
     assert plateau.via == "torch.optim.lr_scheduler.ReduceLROnPlateau.step"
     assert "turns a tensor into a Python number (`current = float(metrics)`)" in plateau.advice
+    assert "its patience then counts fewer calls" in plateau.advice  # a scheduler: said as one
     # The first reads waited for warm-up's compiles: counted there, not in the reads' cost.
     assert any("warm-up compile" in e for e in clip.evidence)
     assert clip.compiles == 0 and clip.seconds < a.totals.compile_seconds

@@ -33,16 +33,35 @@ def library_advice(via: str, where: str, code: str, site: Site | None, does: str
                "Leaving it out may avoid the read but changes what the call computes; look instead for an "
                "option of the call that tells the library what it would otherwise check on the host (a flag "
                "such as is_causal=True or validate_args=False: the same results on valid inputs). " if arg else "")
-            + (f"That line turns a tensor into a Python number (`{short_code(lib_code)}`): pass it a "
-               "value you read on the host anyway (at a logging step), or call it less often (a scheduler's "
-               "patience then counts fewer calls, so the learning rate changes at other steps: a different "
-               "training). "
-               if not arg and _TO_NUMBER.search(lib_code) else "")
+            + (_number_advice(via, lib_code) if not arg and _TO_NUMBER.search(lib_code) else "")
             + (f"It happens in {where_in}a check of your inputs: libraries usually let you turn such checks "
                "off (validate_args=False in torchmetrics and torch.distributions: the same results on valid "
                "inputs; invalid ones are no longer caught). " if checks and not arg else "")
             + "Check whether it needs to run every step, or whether the library has an XLA-friendly option.")
 
+
+
+def _number_advice(via: str, lib_code: str) -> str:
+    """The library's line turns a tensor into a Python number: a size it works out from the data
+    (``dim_size = int(index.max()) + 1`` in PyG's pooling) can be passed in; another value can
+    come from a read made anyway, or be asked for less often where that changes nothing."""
+    said = f"That line turns a tensor into a Python number (`{short_code(lib_code)}`)"
+    target = _ASSIGNED.match(lib_code)
+    if target is not None and _SIZE_NAME.search(target.group(1)):
+        name = target.group(1)
+        return (f"{said}: {name}, a size the library works out from the data when it is not given. If the "
+                f"call takes it as an argument (named like {name}, size or num_*), pass the value you already "
+                "know on the host (a batch's number of graphs, a fixed maximum): the read goes, and the "
+                "results stay the same as long as the value is right. ")
+    often = ("or call it less often (its patience then counts fewer calls, so the learning rate changes at "
+             "other steps: a different training)" if _SCHEDULER.search(via) else
+             "or call it less often where it only reports (a metric, a logger), not where its result is used")
+    return f"{said}: pass it a value you read on the host anyway (at a logging step), {often}. "
+
+
+_ASSIGNED = re.compile(r"\s*([A-Za-z_]\w*)\s*=(?!=)")
+_SIZE_NAME = re.compile(r"size|num|count|len|max|dim|shape", re.IGNORECASE)
+_SCHEDULER = re.compile(r"lr_scheduler|Scheduler|Plateau")
 
 
 LIBRARY_OPTIONS: tuple[tuple[re.Pattern[str], str], ...] = (

@@ -365,7 +365,8 @@ IMPLICIT_SYNC = CauseUnit(
         'graph early; a read right after the barrier that ran nothing "waits for the device" instead'),
     fix=('`xm.add_step_closure` (`run_async=True` for a read that only waits), log every N steps, bf16 '
         'autocast without a `GradScaler`; for a library, the argument its line uses (`clip_grad_norm_(..., '
-        "error_if_nonfinite=True)`) or its input checks (torchmetrics' `validate_args=False`)"),
+        "error_if_nonfinite=True)`), its input checks (torchmetrics' `validate_args=False`) or a size it "
+        "works out from the data when not given (PyG's pooling: `dim_size = int(index.max()) + 1`)"),
     fix_safety=('Deferring a read (xm.add_step_closure) or reading every N steps changes when a value is seen, not '
         'what the model computes; a Python branch on a tensor rewritten with torch.where computes both sides, '
         'the same result where both are defined.'),
