@@ -5,14 +5,12 @@ is its own input, named by its field, on real torch_xla. Named by the line alone
 
 from __future__ import annotations
 
-import importlib
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.installed import installed
 from xprof.analysis import analyze
 from xprof.runfile import load_run
 
@@ -38,25 +36,13 @@ class Batch:
 '''
 
 
-def _library(tmp_path: Path) -> Any:
-    root = tmp_path / "site-packages"
-    (root / "graphlib_stub").mkdir(parents=True)
-    (root / "graphlib_stub" / "__init__.py").write_text(textwrap.dedent(_LIB))
-    sys.path.insert(0, str(root))
-    try:
-        return importlib.import_module("graphlib_stub")
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop("graphlib_stub", None)
-
-
 def test_a_containers_fields_are_named_each_by_its_field(device: Any, tmp_path: Path) -> None:
     import torch
     import torch_xla
 
     import xprof
 
-    lib = _library(tmp_path)
+    lib = installed(tmp_path, "graphlib_stub", _LIB)
     torch.manual_seed(0)
     model = torch.nn.Linear(7, 2).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from tests.installed import installed
 from xprof.recorder.frames import FrameClassifier
 
 _LIB = '''
@@ -41,15 +42,7 @@ def make_callback():
 
 
 def _library(tmp_path: Path) -> Any:
-    root = tmp_path / "site-packages"
-    (root / "fakelib").mkdir(parents=True)
-    (root / "fakelib" / "__init__.py").write_text(textwrap.dedent(_LIB))
-    sys.path.insert(0, str(root))
-    try:
-        return importlib.import_module("fakelib")
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop("fakelib", None)
+    return installed(tmp_path, "fakelib", _LIB)
 
 
 def test_via_is_the_function_called_not_its_decorator_wrapper(tmp_path: Path) -> None:
@@ -180,15 +173,7 @@ def test_via_of_a_read_inside_a_module_call_is_the_module_not_its_call_machinery
     ``TransformerEncoder.forward``, not ``Module._wrapped_call_impl`` that every call goes through."""
     import torch
 
-    root = tmp_path / "site-packages"
-    (root / "fakemodels").mkdir(parents=True)
-    (root / "fakemodels" / "__init__.py").write_text(textwrap.dedent(_MODULES))
-    sys.path.insert(0, str(root))
-    try:
-        lib = importlib.import_module("fakemodels")
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop("fakemodels", None)
+    lib = installed(tmp_path, "fakemodels", _MODULES)
     block = lib.Block()
     block(torch.zeros(1))
     site = FrameClassifier().user_site(block.probe.frame)
