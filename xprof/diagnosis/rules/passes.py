@@ -176,7 +176,7 @@ class PassBarrier(NamedTuple):
     """Where the barrier was asked for (when recorded)."""
     reads: frozenset[int]
     """Sites of the host reads in its step."""
-    fed: bool = False
+    fed: bool
     """A batch's inputs came in its step: the pass's batch ran at this barrier (whoever asked
     for it: accelerate's ``gather_for_metrics`` inside the eval loop syncs the batch's forward)."""
 
